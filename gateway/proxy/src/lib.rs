@@ -1,0 +1,27 @@
+//! The port-80 dashboard server and /api/* reverse proxy.
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use svcos_common::entry::{Flavor, ServiceContext, run_service};
+use svcos_common::{ServiceName, Shutdown};
+use tokio::net::UnixListener;
+
+/// Run the service until `shutdown`, serving gRPC (with health) on `listener`.
+pub async fn run(
+    ctx: ServiceContext,
+    listener: UnixListener,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let _ = ctx;
+    svcos_common::entry::serve_health_only(listener, shutdown).await
+}
+
+/// `svcos proxy`: the process entry.
+pub fn entry(args: Vec<OsString>) -> ExitCode {
+    let args = match svcos_common::entry::parse_args(ServiceName::Proxy, args) {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
+    run_service(ServiceName::Proxy, args, Flavor::CurrentThread, run)
+}

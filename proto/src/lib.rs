@@ -1,0 +1,24 @@
+//! The IPC contract of svcOS: one gRPC package per service (`svcos.<service>.v1`).
+//!
+//! Every service serves its package on a Unix socket in the runtime directory; see
+//! `svcos_common::ipc` for the transport. Enums start at `*_UNSPECIFIED = 0` and units are in the
+//! field names, so a reader never has to guess.
+
+#![allow(clippy::all, missing_docs)]
+
+macro_rules! package {
+    ($name:ident, $path:literal) => {
+        pub mod $name {
+            pub mod v1 {
+                tonic::include_proto!($path);
+            }
+        }
+    };
+}
+
+package!(hwagent, "svcos.hwagent.v1");
+package!(hwsim, "svcos.hwsim.v1");
+package!(stratum, "svcos.stratum.v1");
+package!(auth, "svcos.auth.v1");
+package!(supervisor, "svcos.supervisor.v1");
+package!(tuner, "svcos.tuner.v1");

@@ -1,0 +1,213 @@
+//! The one svcOS config file (TOML).
+//!
+//! Every section is a typed struct with `deny_unknown_fields`, documented defaults and a
+//! `validate()` for cross-field rules; a validation error names the field (`pools[1].url`), so the
+//! API can answer `config_validation` with something an operator can act on. Each section lives
+//! in its own module, owned by the service that reads it.
+
+mod api;
+mod auth;
+mod donation;
+mod hardware;
+mod legacy;
+mod pools;
+mod sim;
+mod supervisor;
+mod system;
+mod thermal;
+
+pub use api::ApiConfig;
+pub use auth::AuthConfig;
+pub use donation::DonationConfig;
+pub use hardware::{Board, HardwareConfig, HardwareDriver};
+pub use legacy::LegacyConfig;
+pub use pools::{PoolConfig, StratumConfig};
+pub use sim::SimConfig;
+pub use supervisor::{RestartPolicyConfig, RestartStrategy, SupervisorConfig};
+pub use system::{Mode, SystemConfig};
+pub use thermal::ThermalConfig;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::fsutil;
+
+/// The whole config file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Identity and operating mode.
+    pub system: SystemConfig,
+    /// REST gateway, /ws, /metrics and the port-80 proxy.
+    pub api: ApiConfig,
+    /// cgminer-compatible TCP API.
+    pub legacy: LegacyConfig,
+    /// Board description and drivers.
+    pub hardware: HardwareConfig,
+    /// Fan control and thermal limits.
+    pub thermal: ThermalConfig,
+    /// Ordered pool list (first = highest priority unless `priority` says otherwise).
+    pub pools: Vec<PoolConfig>,
+    /// Pool-client behaviour: failover, failback, Stratum V2 gate.
+    pub stratum: StratumConfig,
+    /// Optional, disclosed donation (default off).
+    pub donation: DonationConfig,
+    /// Sessions and password hashing.
+    pub auth: AuthConfig,
+    /// Restart policies.
+    pub supervisor: SupervisorConfig,
+    /// The simulated board (used only with `hardware.driver = "sim"`).
+    pub sim: SimConfig,
+}
+
+/// Why a config could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        /// The config file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has unknown/mistyped keys.
+    #[error("cannot parse config {path}: {message}")]
+    Parse {
+        /// The config file.
+        path: PathBuf,
+        /// The parser's message (names the key and line).
+        message: String,
+    },
+    /// A value breaks a rule.
+    #[error("invalid config value {field}: {message}")]
+    Invalid {
+        /// Dotted path of the offending field, e.g. `pools[1].url`.
+        field: String,
+        /// What is wrong and what is allowed.
+        message: String,
+    },
+    /// The file could not be written.
+    #[error("cannot write config {path}: {source}")]
+    Write {
+        /// The config file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+impl ConfigError {
+    /// Shorthand for [`ConfigError::Invalid`].
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError::Invalid {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The offending field, when the error is about one.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            ConfigError::Invalid { field, .. } => Some(field),
+            _ => None,
+        }
+    }
+}
+
+impl Config {
+    /// Parse and validate TOML text. `origin` names the source in errors.
+    pub fn from_toml_str(text: &str, origin: &Path) -> Result<Self, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: origin.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Load and validate a config file. A missing file yields the defaults.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Self::from_toml_str(&text, path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
+            Err(source) => Err(ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
+    /// Validate every section; the first broken rule wins.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.system.validate()?;
+        self.api.validate()?;
+        self.legacy.validate()?;
+        self.hardware.validate()?;
+        self.thermal.validate()?;
+        for (i, pool) in self.pools.iter().enumerate() {
+            pool.validate(&format!("pools[{i}]"))?;
+        }
+        self.stratum.validate()?;
+        self.donation.validate()?;
+        self.auth.validate()?;
+        self.supervisor.validate()?;
+        self.sim.validate()?;
+        Ok(())
+    }
+
+    /// Serialise to TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("config serialises")
+    }
+
+    /// Validate, then write atomically (temp file, fsync, rename, fsync dir) with mode 0640.
+    pub fn save(&self, path: &Path) -> Result<(), ConfigError> {
+        self.validate()?;
+        fsutil::atomic_write(path, self.to_toml().as_bytes(), 0o640).map_err(|source| {
+            ConfigError::Write {
+                path: path.to_path_buf(),
+                source,
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate_and_round_trip() {
+        let c = Config::default();
+        c.validate().unwrap();
+        let back = Config::from_toml_str(&c.to_toml(), Path::new("x")).unwrap();
+        assert_eq!(back, c);
+    }
+
+    #[test]
+    fn unknown_key_is_rejected_with_its_name() {
+        let err = Config::from_toml_str("[api]\nbogus = 1\n", Path::new("c.toml")).unwrap_err();
+        assert!(err.to_string().contains("bogus"), "{err}");
+    }
+
+    #[test]
+    fn invalid_pool_names_the_field() {
+        let text = "[[pools]]\nurl = \"stratum+tcp://a:3333\"\nuser = \"w\"\n[[pools]]\nurl = \"http://nope\"\nuser = \"w\"\n";
+        let err = Config::from_toml_str(text, Path::new("c.toml")).unwrap_err();
+        assert_eq!(err.field(), Some("pools[1].url"), "{err}");
+    }
+
+    #[test]
+    fn save_is_atomic_and_loadable() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        let mut c = Config::default();
+        c.system.hostname = "rig-7".into();
+        c.save(&path).unwrap();
+        assert_eq!(Config::load(&path).unwrap(), c);
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "no temp files left behind");
+    }
+}

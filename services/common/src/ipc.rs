@@ -1,0 +1,235 @@
+//! gRPC over Unix domain sockets: serve, connect, health, and follow a stream across restarts.
+//!
+//! Callers name a [`ServiceName`], never a socket path. Every client channel carries a deadline
+//! ([`CALL_TIMEOUT`]); channels connect lazily and reconnect on the next call after a peer
+//! restarts, and [`follow`] re-opens server streams with backoff.
+
+use std::future::Future;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::watch;
+use tokio_stream::wrappers::UnixListenerStream;
+use tonic::transport::{Channel, Endpoint, Uri};
+use tonic_health::ServingStatus;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus as WireStatus;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::server::HealthReporter;
+
+use crate::{Layout, ServiceName, Shutdown};
+
+/// Deadline on every unary call between services.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(2);
+/// Deadline on establishing a connection.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+/// Socket mode: owner and group (the `svcos` group) only.
+pub const SOCKET_MODE: u32 = 0o660;
+
+/// Bind a Unix socket, replacing a stale one, and set mode 0660 before anyone is told we are
+/// ready.
+pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let listener = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(SOCKET_MODE))?;
+    Ok(listener)
+}
+
+/// A health service whose overall status ("") is SERVING, plus its reporter.
+pub async fn health() -> (
+    HealthReporter,
+    tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health>,
+) {
+    let (reporter, service) = tonic_health::server::health_reporter();
+    reporter
+        .set_service_status("", ServingStatus::Serving)
+        .await;
+    (reporter, service)
+}
+
+/// Serve a tonic router on a bound listener until shutdown.
+pub async fn serve(
+    router: tonic::transport::server::Router,
+    listener: UnixListener,
+    shutdown: Shutdown,
+) -> Result<(), tonic::transport::Error> {
+    router
+        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown.wait_owned())
+        .await
+}
+
+/// The base server builder every service uses (keeps settings in one place).
+pub fn server() -> tonic::transport::Server {
+    tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .http2_keepalive_interval(None)
+}
+
+/// A lazily connecting channel to a socket path with the standard deadlines.
+pub fn channel_at(path: PathBuf) -> Channel {
+    channel_with_timeout(path, CALL_TIMEOUT)
+}
+
+/// Like [`channel_at`] with a custom per-call deadline (for calls that legitimately take long,
+/// such as a pool test).
+pub fn channel_with_timeout(path: PathBuf, timeout: Duration) -> Channel {
+    Endpoint::from_static("http://svcos.local")
+        .connect_timeout(CONNECT_TIMEOUT)
+        .timeout(timeout)
+        .connect_with_connector_lazy(tower::service_fn(move |_: Uri| {
+            let path = path.clone();
+            async move { Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(path).await?)) }
+        }))
+}
+
+/// A channel to a service of this instance.
+pub fn channel(layout: &Layout, service: ServiceName) -> Channel {
+    channel_at(layout.socket(service))
+}
+
+/// Ask a service's health endpoint once. `Ok(true)` means SERVING.
+pub async fn check_health(layout: &Layout, service: ServiceName, timeout: Duration) -> bool {
+    check_health_at(layout.socket(service), timeout).await
+}
+
+/// Ask the health endpoint behind a socket path once.
+pub async fn check_health_at(path: PathBuf, timeout: Duration) -> bool {
+    let mut client = HealthClient::new(channel_with_timeout(path, timeout));
+    let request = HealthCheckRequest {
+        service: String::new(),
+    };
+    match tokio::time::timeout(timeout, client.check(request)).await {
+        Ok(Ok(resp)) => resp.into_inner().status == WireStatus::Serving as i32,
+        _ => false,
+    }
+}
+
+/// Exponential backoff for reconnecting to a restarting peer: 25 ms doubling to 1 s.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    next: Duration,
+    cap: Duration,
+    floor: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            next: Duration::from_millis(25),
+            cap: Duration::from_secs(1),
+            floor: Duration::from_millis(25),
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay to wait now; the next one doubles up to the cap.
+    pub fn next_delay(&mut self) -> Duration {
+        let d = self.next;
+        self.next = (self.next * 2).min(self.cap);
+        d
+    }
+    /// Back to the floor after a success.
+    pub fn reset(&mut self) {
+        self.next = self.floor;
+    }
+}
+
+/// Keep the latest item of a server stream in a `watch` channel, re-opening the stream with
+/// backoff whenever the peer goes away. The value is `None` while the peer is unreachable, so
+/// readers can say "restarting" instead of serving stale numbers as live.
+pub fn follow<T, Open, Fut>(
+    name: &'static str,
+    shutdown: Shutdown,
+    mut open: Open,
+) -> watch::Receiver<Option<T>>
+where
+    T: Send + Sync + 'static,
+    Open: FnMut() -> Fut + Send + 'static,
+    Fut: Future<Output = Result<tonic::Streaming<T>, tonic::Status>> + Send,
+{
+    let (tx, rx) = watch::channel(None);
+    tokio::spawn(async move {
+        let mut backoff = Backoff::default();
+        let mut logged_down = false;
+        while !shutdown.is_triggered() {
+            let opened = tokio::select! {
+                r = open() => r,
+                _ = shutdown.wait() => break,
+            };
+            match opened {
+                Ok(mut stream) => {
+                    if logged_down {
+                        tracing::info!(peer = name, "stream re-established");
+                    }
+                    logged_down = false;
+                    backoff.reset();
+                    loop {
+                        let item = tokio::select! {
+                            m = stream.message() => m,
+                            _ = shutdown.wait() => return,
+                        };
+                        match item {
+                            Ok(Some(item)) => {
+                                tx.send_replace(Some(item));
+                            }
+                            Ok(None) | Err(_) => break,
+                        }
+                    }
+                    tx.send_replace(None);
+                }
+                Err(status) => {
+                    if !logged_down {
+                        tracing::warn!(peer = name, code = ?status.code(), "stream unavailable, retrying");
+                        logged_down = true;
+                    }
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(backoff.next_delay()) => {}
+                _ = shutdown.wait() => break,
+            }
+        }
+    });
+    rx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn health_over_unix_socket_and_socket_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.sock");
+        let listener = bind(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o660);
+        let shutdown = Shutdown::new();
+        let (_reporter, svc) = health().await;
+        let server = tokio::spawn(serve(server().add_service(svc), listener, shutdown.clone()));
+        assert!(check_health_at(path.clone(), Duration::from_secs(1)).await);
+        shutdown.trigger();
+        server.await.unwrap().unwrap();
+        assert!(!check_health_at(path, Duration::from_millis(200)).await);
+    }
+
+    #[test]
+    fn backoff_doubles_to_cap_and_resets() {
+        let mut b = Backoff::default();
+        let seq: Vec<_> = (0..8).map(|_| b.next_delay().as_millis()).collect();
+        assert_eq!(seq, [25, 50, 100, 200, 400, 800, 1000, 1000]);
+        b.reset();
+        assert_eq!(b.next_delay().as_millis(), 25);
+    }
+}

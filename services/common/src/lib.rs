@@ -1,0 +1,26 @@
+//! What every svcOS service shares.
+//!
+//! A service is a library with `run(ctx, listener, shutdown)`; [`entry::run_service`] is the thin
+//! `main` around it: parse the common arguments, set up logging, load and validate the config
+//! (bad config exits with [`exit::CONFIG`], which the supervisor never restarts), bind the Unix
+//! socket with mode 0660, run, and map the outcome to an exit code.
+//!
+//! Paths live in one place ([`paths::Layout`]), so production (`/run/svcos`, `/var/lib/svcos`,
+//! `/etc/svcos`) and the simulator (`<dir>/run`, `<dir>/state`, `<dir>/config.toml`) differ only
+//! in the root they start from.
+
+pub mod config;
+pub mod entry;
+pub mod exit;
+pub mod fsutil;
+pub mod ipc;
+pub mod logging;
+pub mod paths;
+pub mod service;
+pub mod shutdown;
+pub mod status;
+pub mod time;
+
+pub use paths::Layout;
+pub use service::ServiceName;
+pub use shutdown::Shutdown;

@@ -14,7 +14,8 @@ pub struct SimConfig {
     pub room_temp_c: f64,
     /// Port of the test pool `svcos sim` starts on the loopback address. Default 3333.
     pub pool_port: u16,
-    /// Share difficulty the test pool sets. Default 0.001 (a share every few seconds in the sim).
+    /// Share difficulty the test pool sets. Default 0.00002: the sim hashes real SHA-256d on a few
+    /// percent of a core, so shares must be cheap enough to arrive every second or two.
     pub pool_difficulty: f64,
     /// Seconds between clean-jobs block changes on the test pool. Default 60.
     pub pool_block_interval_s: u32,
@@ -27,7 +28,7 @@ impl Default for SimConfig {
             cpu_budget_percent: 3.0,
             room_temp_c: 25.0,
             pool_port: 3333,
-            pool_difficulty: 0.001,
+            pool_difficulty: 0.00002,
             pool_block_interval_s: 60,
         }
     }

@@ -8,6 +8,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "svcos/auth/v1/auth.proto",
         "svcos/supervisor/v1/supervisor.proto",
         "svcos/tuner/v1/tuner.proto",
+        "svcos/testpool/v1/testpool.proto",
     ];
     for f in &files {
         println!("cargo:rerun-if-changed={f}");

@@ -22,3 +22,4 @@ package!(stratum, "svcos.stratum.v1");
 package!(auth, "svcos.auth.v1");
 package!(supervisor, "svcos.supervisor.v1");
 package!(tuner, "svcos.tuner.v1");
+package!(testpool, "svcos.testpool.v1");

@@ -1,5 +1,6 @@
 //! The pool client: Stratum V1 with failover and failback, donation scheduling, Stratum V2 behind a gate, and the sim's test pool.
 
+pub mod testpool;
 pub mod v1;
 
 use std::ffi::OsString;

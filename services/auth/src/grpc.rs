@@ -1,0 +1,177 @@
+//! `svcos.auth.v1.AuthService` over [`Auth`]: conversion only, no rules.
+
+use std::pin::Pin;
+
+use svcos_common::Shutdown;
+use svcos_common::status::ToStatus;
+use svcos_proto::auth::v1 as pb;
+use svcos_proto::auth::v1::auth_service_server::AuthService;
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use crate::error::AuthError;
+use crate::sessions::SessionView;
+use crate::state::Auth;
+
+/// Revocations queued per stream towards a slow reader.
+const STREAM_QUEUE: usize = 64;
+
+/// The gRPC face of [`Auth`].
+#[derive(Debug, Clone)]
+pub struct AuthGrpc {
+    auth: Auth,
+    shutdown: Shutdown,
+}
+
+impl AuthGrpc {
+    /// Serve `auth`; open revocation streams end when `shutdown` triggers, so a graceful
+    /// shutdown never waits on a subscriber.
+    pub fn new(auth: Auth, shutdown: Shutdown) -> Self {
+        AuthGrpc { auth, shutdown }
+    }
+}
+
+fn unix_s(ms: i64) -> i64 {
+    ms.div_euclid(1000)
+}
+
+fn validate_response(view: SessionView) -> pb::ValidateSessionResponse {
+    pb::ValidateSessionResponse {
+        session_id: view.id.0,
+        expires_at_unix: unix_s(view.expires_at_ms),
+        idle_expires_at_unix: unix_s(view.idle_expires_at_ms),
+    }
+}
+
+type RevocationStream = Pin<Box<dyn futures::Stream<Item = Result<pb::Revocation, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl AuthService for AuthGrpc {
+    async fn get_status(
+        &self,
+        _request: Request<pb::GetStatusRequest>,
+    ) -> Result<Response<pb::GetStatusResponse>, Status> {
+        let status = self.auth.status();
+        Ok(Response::new(pb::GetStatusResponse {
+            password_set: status.password_set,
+            active_sessions: status.active_sessions as u32,
+        }))
+    }
+
+    async fn setup(
+        &self,
+        request: Request<pb::SetupRequest>,
+    ) -> Result<Response<pb::SetupResponse>, Status> {
+        let req = request.into_inner();
+        self.auth
+            .setup(req.password, &req.client_ip)
+            .await
+            .map_err(|e| e.to_status())?;
+        Ok(Response::new(pb::SetupResponse {}))
+    }
+
+    async fn create_session(
+        &self,
+        request: Request<pb::CreateSessionRequest>,
+    ) -> Result<Response<pb::CreateSessionResponse>, Status> {
+        let req = request.into_inner();
+        let issued = self
+            .auth
+            .create_session(req.password, &req.client_ip, &req.user_agent)
+            .await
+            .map_err(|e| e.to_status())?;
+        Ok(Response::new(pb::CreateSessionResponse {
+            token: issued.token,
+            session_id: issued.view.id.0,
+            expires_at_unix: unix_s(issued.view.expires_at_ms),
+            idle_expires_at_unix: unix_s(issued.view.idle_expires_at_ms),
+        }))
+    }
+
+    async fn validate_session(
+        &self,
+        request: Request<pb::ValidateSessionRequest>,
+    ) -> Result<Response<pb::ValidateSessionResponse>, Status> {
+        let view = self
+            .auth
+            .validate(&request.get_ref().token)
+            .map_err(|e| e.to_status())?;
+        Ok(Response::new(validate_response(view)))
+    }
+
+    async fn revoke_session(
+        &self,
+        request: Request<pb::RevokeSessionRequest>,
+    ) -> Result<Response<pb::RevokeSessionResponse>, Status> {
+        self.auth
+            .revoke(&request.get_ref().token)
+            .await
+            .map_err(|e| e.to_status())?;
+        Ok(Response::new(pb::RevokeSessionResponse {}))
+    }
+
+    async fn issue_ws_ticket(
+        &self,
+        request: Request<pb::IssueWsTicketRequest>,
+    ) -> Result<Response<pb::IssueWsTicketResponse>, Status> {
+        let issued = self
+            .auth
+            .issue_ticket(&request.get_ref().token)
+            .map_err(|e| e.to_status())?;
+        Ok(Response::new(pb::IssueWsTicketResponse {
+            ticket: issued.ticket,
+            expires_at_unix: unix_s(issued.expires_at_ms),
+        }))
+    }
+
+    async fn redeem_ws_ticket(
+        &self,
+        request: Request<pb::RedeemWsTicketRequest>,
+    ) -> Result<Response<pb::RedeemWsTicketResponse>, Status> {
+        let view = self
+            .auth
+            .redeem_ticket(&request.get_ref().ticket)
+            .map_err(|e| e.to_status())?;
+        Ok(Response::new(pb::RedeemWsTicketResponse {
+            session_id: view.id.0,
+        }))
+    }
+
+    type StreamRevocationsStream = RevocationStream;
+
+    async fn stream_revocations(
+        &self,
+        _request: Request<pb::StreamRevocationsRequest>,
+    ) -> Result<Response<Self::StreamRevocationsStream>, Status> {
+        let mut source = self.auth.subscribe_revocations();
+        let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            loop {
+                let item = tokio::select! {
+                    r = source.recv() => r,
+                    _ = tx.closed() => return,
+                    _ = shutdown.wait() => return,
+                };
+                let message = match item {
+                    Ok(ended) => Ok(pb::Revocation {
+                        session_id: ended.id.0,
+                        reason: ended.reason.as_str().to_string(),
+                    }),
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        // Missing a revocation would let a cache accept a dead token: end the
+                        // stream with an error so the reader flushes and resubscribes.
+                        Err(AuthError::RevocationsLagged { missed }.to_status())
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                };
+                let last = message.is_err();
+                if tx.send(message).await.is_err() || last {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}

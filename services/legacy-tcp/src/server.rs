@@ -1,0 +1,346 @@
+//! The TCP side: one request per connection, answered from the snapshots, then closed.
+//!
+//! Every connection is its own task holding one permit of a `max_clients` semaphore; the
+//! accept loop waits for a permit, so a flood of clients queues in the kernel backlog rather
+//! than in memory. Reads are bounded in size ([`MAX_REQUEST`]) and time, so a slow or silent
+//! client only ever holds its own permit for a bounded while.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use svcos_common::Shutdown;
+use svcos_common::status::is_unavailable;
+use svcos_proto::hwagent::v1::hw_agent_service_client::HwAgentServiceClient;
+use svcos_proto::hwagent::v1::{SetChainEnabledRequest, SetFrequencyRequest};
+use svcos_proto::stratum::v1::stratum_service_client::StratumServiceClient;
+use svcos_proto::stratum::v1::{
+    AddPoolRequest, RemovePoolRequest, SetPoolEnabledRequest, SetPoolPriorityRequest,
+    SwitchPoolRequest,
+};
+use svcos_proto::supervisor::v1::ServiceRequest;
+use svcos_proto::supervisor::v1::supervisor_service_client::SupervisorServiceClient;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio::time::{Instant, timeout, timeout_at};
+use tonic::transport::Channel;
+
+use crate::allow::AllowList;
+use crate::commands::{self, Action, ActionOutcome, Identity, Plan, View};
+use crate::live::Live;
+use crate::protocol::{self, Format, Frame, MAX_REQUEST, ParseError};
+use crate::reply::{self, Reply, Response, Stamp, Status, code};
+
+/// Bounds on one connection.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Connections served at once; more wait in the backlog.
+    pub max_clients: usize,
+    /// Time a client has to deliver a complete request.
+    pub read_timeout: Duration,
+    /// Time a client has to take the reply.
+    pub write_timeout: Duration,
+    /// Largest request read.
+    pub max_request: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_clients: 64,
+            // cgminer waits 10 s; fleet tools send at once, so 2 s is plenty and frees the
+            // slot of a silent client sooner.
+            read_timeout: Duration::from_secs(2),
+            write_timeout: Duration::from_secs(2),
+            max_request: MAX_REQUEST,
+        }
+    }
+}
+
+/// The gRPC clients privileged commands use. Channels connect lazily.
+#[derive(Debug, Clone)]
+pub struct Peers {
+    /// hw-agent (ascset, ascenable, ascdisable).
+    pub hw: HwAgentServiceClient<Channel>,
+    /// stratum-agent (pool controls).
+    pub stratum: StratumServiceClient<Channel>,
+    /// The supervisor's control socket (restart).
+    pub supervisor: SupervisorServiceClient<Channel>,
+}
+
+/// Everything a connection needs.
+#[derive(Debug)]
+pub struct Server {
+    /// Latest snapshots.
+    pub live: Live,
+    /// Clients for privileged commands.
+    pub peers: Peers,
+    /// Who may run privileged commands.
+    pub allow: AllowList,
+    /// Per-connection bounds.
+    pub limits: Limits,
+    /// Firmware and board identity.
+    pub identity: Identity,
+    description: String,
+}
+
+impl Server {
+    /// Assemble a server.
+    pub fn new(
+        live: Live,
+        peers: Peers,
+        allow: AllowList,
+        limits: Limits,
+        identity: Identity,
+    ) -> Self {
+        let description = identity.description();
+        Server {
+            live,
+            peers,
+            allow,
+            limits,
+            identity,
+            description,
+        }
+    }
+
+    /// Accept and answer connections until `shutdown`.
+    pub async fn serve(
+        self: Arc<Self>,
+        listener: TcpListener,
+        shutdown: Shutdown,
+    ) -> std::io::Result<()> {
+        let permits = Arc::new(Semaphore::new(self.limits.max_clients.max(1)));
+        loop {
+            let permit = tokio::select! {
+                p = permits.clone().acquire_owned() => p.expect("semaphore never closed"),
+                _ = shutdown.wait() => return Ok(()),
+            };
+            let (stream, peer) = tokio::select! {
+                r = listener.accept() => match r {
+                    Ok(x) => x,
+                    Err(e) => {
+                        // EMFILE and friends: back off briefly instead of spinning.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                _ = shutdown.wait() => return Ok(()),
+            };
+            let server = self.clone();
+            tokio::spawn(async move {
+                server.connection(stream, peer, permit).await;
+            });
+        }
+    }
+
+    async fn connection(
+        &self,
+        mut stream: TcpStream,
+        peer: SocketAddr,
+        permit: tokio::sync::OwnedSemaphorePermit,
+    ) {
+        let _ = stream.set_nodelay(true);
+        let Some(reply) = self.read_and_answer(&mut stream, peer.ip()).await else {
+            return;
+        };
+        let _ = timeout(self.limits.write_timeout, async {
+            stream.write_all(&reply).await?;
+            stream.shutdown().await
+        })
+        .await;
+        drop(permit);
+        // Closing with unread bytes makes the kernel send RST, which can destroy the reply
+        // in flight (a client that sent a trailing newline after its JSON). Drain briefly.
+        let mut sink = [0u8; 512];
+        let _ = timeout(Duration::from_millis(200), async {
+            let mut total = 0;
+            while total < MAX_REQUEST {
+                match stream.read(&mut sink).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => total += n,
+                }
+            }
+        })
+        .await;
+    }
+
+    /// Read one request and produce the bytes to send; `None` closes without a reply
+    /// (the client sent nothing at all).
+    async fn read_and_answer(&self, stream: &mut TcpStream, ip: IpAddr) -> Option<Vec<u8>> {
+        let mut buf: Vec<u8> = Vec::with_capacity(256);
+        let mut chunk = [0u8; 2048];
+        let deadline = Instant::now() + self.limits.read_timeout;
+        let len = loop {
+            match timeout_at(deadline, stream.read(&mut chunk)).await {
+                Ok(Ok(0)) | Err(_) => {
+                    // EOF or timeout: answer what arrived (truncated input gets an error).
+                    if buf.iter().all(|b| b.is_ascii_whitespace() || *b == 0) {
+                        return None;
+                    }
+                    break buf.len();
+                }
+                Ok(Ok(n)) => {
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Frame::Complete(len) = protocol::frame(&buf) {
+                        break len;
+                    }
+                    if buf.len() >= self.limits.max_request {
+                        let format = protocol::guess_format(&buf);
+                        tracing::debug!(%ip, "request too large");
+                        return Some(self.encode(&Response::Single(too_large(format)), format));
+                    }
+                }
+                Ok(Err(_)) => return None,
+            }
+        };
+        let bytes = &buf[..len.min(buf.len())];
+        let request = match protocol::parse(bytes) {
+            Ok(r) => r,
+            Err(e) => {
+                let format = protocol::guess_format(bytes);
+                return Some(self.encode(&Response::Single(parse_error(e)), format));
+            }
+        };
+        let privileged = self.allow.privileged(ip);
+        let plan = {
+            let telemetry = self.live.telemetry.borrow();
+            let pools = self.live.pools.borrow();
+            let inventory = self.live.inventory.borrow();
+            let view = View {
+                telemetry: telemetry.as_ref(),
+                pools: pools.as_ref(),
+                inventory: inventory.as_ref(),
+                identity: &self.identity,
+            };
+            match commands::dispatch(&request, privileged, &view) {
+                Plan::Done(response) => return Some(self.encode(&response, request.format)),
+                Plan::Act(action) => action,
+            }
+        };
+        tracing::info!(%ip, command = %request.command, "privileged command");
+        let outcome = self.execute(&plan).await;
+        let reply = commands::action_reply(&plan, &outcome);
+        Some(self.encode(&Response::Single(reply), request.format))
+    }
+
+    fn encode(&self, response: &Response, format: Format) -> Vec<u8> {
+        reply::encode(
+            response,
+            format,
+            Stamp {
+                when: svcos_common::time::unix_ms() / 1000,
+                description: &self.description,
+            },
+        )
+    }
+
+    /// Carry out a privileged action over gRPC.
+    async fn execute(&self, action: &Action) -> ActionOutcome {
+        let result: Result<Option<u32>, tonic::Status> = match action.clone() {
+            Action::SwitchPool { index, .. } => self
+                .peers
+                .stratum
+                .clone()
+                .switch_pool(SwitchPoolRequest { index })
+                .await
+                .map(|_| None),
+            Action::SetPoolEnabled { index, enabled, .. } => self
+                .peers
+                .stratum
+                .clone()
+                .set_pool_enabled(SetPoolEnabledRequest { index, enabled })
+                .await
+                .map(|_| None),
+            Action::AddPool {
+                url,
+                user,
+                password,
+            } => self
+                .peers
+                .stratum
+                .clone()
+                .add_pool(AddPoolRequest {
+                    url,
+                    user,
+                    password,
+                })
+                .await
+                .map(|r| Some(r.into_inner().index)),
+            Action::RemovePool { index, .. } => self
+                .peers
+                .stratum
+                .clone()
+                .remove_pool(RemovePoolRequest { index })
+                .await
+                .map(|_| None),
+            Action::PoolPriority { order } => self
+                .peers
+                .stratum
+                .clone()
+                .set_pool_priority(SetPoolPriorityRequest { order })
+                .await
+                .map(|_| None),
+            Action::Restart => {
+                let mut supervisor = self.peers.supervisor.clone();
+                let mut result = Ok(None);
+                for name in ["stratum-agent", "hw-agent"] {
+                    if let Err(e) = supervisor
+                        .restart(ServiceRequest {
+                            name: name.to_string(),
+                        })
+                        .await
+                    {
+                        result = Err(e);
+                        break;
+                    }
+                }
+                result
+            }
+            Action::SetFrequency { chain_id, mhz, .. } => self
+                .peers
+                .hw
+                .clone()
+                .set_frequency(SetFrequencyRequest {
+                    chain_id: Some(chain_id),
+                    chip: None,
+                    frequency_mhz: mhz,
+                })
+                .await
+                .map(|_| None),
+            Action::SetChainEnabled {
+                chain_id, enabled, ..
+            } => self
+                .peers
+                .hw
+                .clone()
+                .set_chain_enabled(SetChainEnabledRequest { chain_id, enabled })
+                .await
+                .map(|_| None),
+        };
+        match result {
+            Ok(index) => ActionOutcome::Ok(index),
+            Err(status) if is_unavailable(&status) => {
+                ActionOutcome::Unavailable(status.message().to_string())
+            }
+            Err(status) => ActionOutcome::Refused(status.message().to_string()),
+        }
+    }
+}
+
+fn parse_error(e: ParseError) -> Reply {
+    Reply::status(match e {
+        ParseError::InvalidJson => Status::invalid_json(),
+        ParseError::MissingCommand => Status::error(code::MISCMD, "Missing JSON 'command'"),
+        ParseError::CommandNotString => Status::invalid_command(),
+    })
+}
+
+fn too_large(format: Format) -> Reply {
+    Reply::status(match format {
+        Format::Json => Status::invalid_json(),
+        Format::Plain => Status::invalid_command(),
+    })
+}

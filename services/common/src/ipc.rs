@@ -57,15 +57,26 @@ pub async fn health() -> (
     (reporter, service)
 }
 
+/// How long open connections (e.g. a peer's telemetry stream) may drain after shutdown.
+pub const DRAIN_GRACE: Duration = Duration::from_millis(500);
+
 /// Serve a tonic router on a bound listener until shutdown.
+///
+/// tonic's graceful shutdown waits for every open connection to close, and peers keep
+/// long-lived streams open, so the drain is bounded by [`DRAIN_GRACE`]: a service told to stop
+/// must stop within the supervisor's grace period.
 pub async fn serve(
     router: tonic::transport::server::Router,
     listener: UnixListener,
     shutdown: Shutdown,
 ) -> Result<(), tonic::transport::Error> {
-    router
-        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown.wait_owned())
-        .await
+    let serving = router
+        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown.wait_owned());
+    tokio::pin!(serving);
+    tokio::select! {
+        r = &mut serving => r,
+        _ = async { shutdown.wait().await; tokio::time::sleep(DRAIN_GRACE).await } => Ok(()),
+    }
 }
 
 /// The base server builder every service uses (keeps settings in one place).

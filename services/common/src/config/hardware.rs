@@ -1,3 +1,4 @@
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -63,6 +64,12 @@ pub struct HardwareConfig {
     pub baud: u32,
     /// Power target in watts; 0 = none.
     pub power_target_watt: f64,
+    /// hwmon directory of the fan controller (linux driver): `pwmN` and `fanN_input` files.
+    /// Default "/sys/class/hwmon/hwmon0".
+    pub fan_hwmon: PathBuf,
+    /// sysfs GPIO number of each named line (linux driver): `led_green`, `led_red`, `button`,
+    /// `chain<N>_enable`, `chain<N>_reset`. Default empty (lines not driven).
+    pub gpio_lines: BTreeMap<String, u32>,
 }
 
 impl Default for HardwareConfig {
@@ -78,6 +85,8 @@ impl Default for HardwareConfig {
             voltage_mv: 8800.0,
             baud: 1_000_000,
             power_target_watt: 0.0,
+            fan_hwmon: PathBuf::from("/sys/class/hwmon/hwmon0"),
+            gpio_lines: BTreeMap::new(),
         }
     }
 }

@@ -94,6 +94,9 @@ pub struct StratumConfig {
     pub version_rolling: bool,
     /// Readiness gate for the native Stratum V2 stack. Default false.
     pub sv2_enabled: bool,
+    /// Extra CA certificates (PEM file) trusted for `stratum+ssl://` pools besides the webpki
+    /// roots; empty = none. Default empty.
+    pub tls_ca_file: String,
 }
 
 impl Default for StratumConfig {
@@ -105,6 +108,7 @@ impl Default for StratumConfig {
             suggest_difficulty: 0.0,
             version_rolling: true,
             sv2_enabled: false,
+            tls_ca_file: String::new(),
         }
     }
 }

@@ -1,14 +1,43 @@
-//! The pool client: Stratum V1 with failover and failback, donation scheduling, Stratum V2 behind a gate, and the sim's test pool.
+//! stratum-agent: the pool client, and the sim's test pool.
+//!
+//! * [`v1`]: the Stratum V1 codec and client session, pure (no I/O), unit-tested against public
+//!   protocol examples and fuzzed.
+//! * [`agent`]: the pool manager task (failover, failback with hysteresis, epochs, share queue,
+//!   counters, donation windows). It owns all mutable state; gRPC handlers ([`grpc`]) send it
+//!   commands and read the snapshots it publishes.
+//! * [`conn`]/[`transport`]: one task per pool connection over TCP or TLS (rustls).
+//! * [`state`]: counters, switch history and the current session survive restarts.
+//! * [`testpool`]: a real Stratum V1 server that verifies every share (for `svcos sim` and tests).
+//!
+//! Stratum V2 is not implemented: `GetSv2Status` says so, and `stratum2+tcp://` pools are
+//! skipped with that error.
 
+pub mod agent;
+pub mod conn;
+pub mod donation;
+pub mod grpc;
+pub mod jobs;
+pub mod pooltest;
+pub mod state;
 pub mod testpool;
+pub mod transport;
 pub mod v1;
 
 use std::ffi::OsString;
+use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
+use anyhow::Context;
 use svcos_common::entry::{Flavor, ServiceContext, run_service};
 use svcos_common::{ServiceName, Shutdown};
-use tokio::net::UnixListener;
+use svcos_proto::stratum::v1::stratum_service_server::StratumServiceServer;
+use svcos_proto::testpool::v1::test_pool_service_server::TestPoolServiceServer;
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::{mpsc, watch};
+
+use crate::agent::{Agent, AgentSettings};
+use crate::transport::Tls;
 
 /// Run the service until `shutdown`, serving gRPC (with health) on `listener`.
 pub async fn run(
@@ -16,8 +45,65 @@ pub async fn run(
     listener: UnixListener,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
-    let _ = ctx;
-    svcos_common::entry::serve_health_only(listener, shutdown).await
+    let config = &ctx.config;
+    let ca =
+        (!config.stratum.tls_ca_file.is_empty()).then(|| Path::new(&config.stratum.tls_ca_file));
+    let tls = Tls::new(ca).context("stratum TLS setup")?;
+    let state_dir = ctx.layout.service_state_dir(ServiceName::StratumAgent);
+    let state_path = state_dir.join(state::STATE_FILE);
+    let saved = state::load(&state_path);
+    let settings = AgentSettings {
+        config_path: ctx.layout.config_path.clone(),
+        state_path: state_path.clone(),
+        pools: config.pools.clone(),
+        stratum: config.stratum.clone(),
+        donation: config.donation.clone(),
+        tls: tls.clone(),
+    };
+    let (events_tx, events_rx) = mpsc::channel(1024);
+    let (commands_tx, commands_rx) = mpsc::channel(256);
+    let (state_tx, mut state_rx) = watch::channel(Arc::new(Vec::new()));
+    let (agent, views) = Agent::new(settings, saved, events_tx, state_tx);
+
+    // The one state writer: coalesces updates, writes off the runtime thread.
+    let writer = {
+        let path = state_path.clone();
+        tokio::spawn(async move {
+            while state_rx.changed().await.is_ok() {
+                let bytes = state_rx.borrow_and_update().clone();
+                if bytes.is_empty() {
+                    continue;
+                }
+                let path = path.clone();
+                match tokio::task::spawn_blocking(move || state::save(&path, &bytes)).await {
+                    Ok(Err(e)) => tracing::warn!(error = %e, "state write failed"),
+                    Err(e) => tracing::warn!(error = %e, "state writer panicked"),
+                    Ok(Ok(())) => {}
+                }
+            }
+        })
+    };
+    let agent_task = tokio::spawn(agent.run(commands_rx, events_rx, shutdown.clone()));
+
+    let api = grpc::StratumApi::new(
+        commands_tx,
+        views,
+        tls,
+        config.stratum.version_rolling,
+        config.stratum.sv2_enabled,
+    );
+    let (_reporter, health) = svcos_common::ipc::health().await;
+    let router = svcos_common::ipc::server()
+        .add_service(health)
+        .add_service(StratumServiceServer::new(api));
+    tracing::info!(pools = config.pools.len(), "stratum-agent serving");
+    let served = svcos_common::ipc::serve(router, listener, shutdown.clone()).await;
+    shutdown.trigger();
+    let final_state = agent_task.await.context("agent task")?;
+    let _ = writer.await;
+    state::save(&state_path, &final_state)?;
+    served?;
+    Ok(())
 }
 
 /// `svcos stratum-agent`: the process entry.
@@ -43,12 +129,41 @@ pub fn test_pool_entry(args: Vec<OsString>) -> ExitCode {
     )
 }
 
-/// Run the test pool until `shutdown`.
+/// Run the test pool until `shutdown`: Stratum on 127.0.0.1:[sim].pool_port, control gRPC and
+/// health on `listener`.
 pub async fn run_test_pool(
     ctx: ServiceContext,
     listener: UnixListener,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
-    let _ = ctx;
-    svcos_common::entry::serve_health_only(listener, shutdown).await
+    let sim = &ctx.config.sim;
+    let settings = testpool::PoolSettings {
+        difficulty: sim.pool_difficulty,
+        block_interval: std::time::Duration::from_secs(sim.pool_block_interval_s.into()),
+        ..Default::default()
+    };
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], sim.pool_port));
+    let tcp = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("test pool cannot listen on {addr}"))?;
+    tracing::info!(%addr, difficulty = settings.difficulty, "test pool listening");
+    serve_test_pool(testpool::TestPool::new(settings), tcp, listener, shutdown).await
+}
+
+/// Serve a test pool on a bound TCP listener plus its control socket (tests call this directly).
+pub async fn serve_test_pool(
+    pool: Arc<testpool::TestPool>,
+    tcp: TcpListener,
+    listener: UnixListener,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let stratum = tokio::spawn(testpool::serve(pool.clone(), tcp, shutdown.clone()));
+    let (_reporter, health) = svcos_common::ipc::health().await;
+    let router = svcos_common::ipc::server()
+        .add_service(health)
+        .add_service(TestPoolServiceServer::new(testpool::ControlService(pool)));
+    svcos_common::ipc::serve(router, listener, shutdown.clone()).await?;
+    shutdown.trigger();
+    let _ = stratum.await;
+    Ok(())
 }

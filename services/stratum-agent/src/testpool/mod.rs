@@ -450,7 +450,7 @@ async fn connection(
         difficulty: pool.settings.difficulty,
     };
     loop {
-        buf.clear();
+        // `buf` keeps a partial line across select iterations; cleared once a line is handled.
         let out: Vec<String> = tokio::select! {
             n = read_line(&mut lines, &mut buf) => {
                 if n? == 0 { return Ok(()); }
@@ -461,7 +461,9 @@ async fn connection(
                 if slow > 0 {
                     tokio::time::sleep(Duration::from_millis(slow.into())).await;
                 }
-                match wire::parse_call(buf.trim_ascii()) {
+                let parsed = wire::parse_call(buf.trim_ascii());
+                buf.clear();
+                match parsed {
                     Ok(call) => handle_call(pool, &mut conn, call),
                     Err(_) => vec![wire::error(&Value::Null, 20, "Parse error")],
                 }

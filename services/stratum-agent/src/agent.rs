@@ -1,0 +1,1637 @@
+//! The pool manager: one task that owns every pool connection's protocol state, the current
+//! epoch's jobs, the share queue and the counters.
+//!
+//! gRPC handlers never touch this state; they send a [`Command`] over a bounded channel and read
+//! published snapshots (`watch`): the current job for StreamJobs, the pool list for
+//! GetPools/StreamPools, the donation status. Connection tasks send [`ConnEvent`]s. After every
+//! message the agent re-runs its selection policy:
+//!
+//! * **home pool**: the best-ranked enabled pool that is alive (authorised and sending jobs).
+//!   When the home pool dies (unreachable, refused, closed, silent for `silent_timeout_s`) the
+//!   agent fails over at once to the best alive pool, connecting down the ranking until one
+//!   answers. A better-ranked pool is probed in the background and taken back only after it has
+//!   been healthy for `failback_hysteresis_s`, and at most one such switch per window.
+//! * **epoch**: every switch (and every new session without a resumed extranonce) starts a new
+//!   epoch, so hw-agent drops the old pool's work. A reconnect that resumes the same session
+//!   keeps the epoch, and shares queued meanwhile are submitted then, each once.
+//! * **donation**: when configured, the donation pool is mined in scheduled windows.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use svcos_common::config::{Config, ConfigError, DonationConfig, PoolConfig, StratumConfig};
+use svcos_common::time::unix_ms;
+use svcos_proto::stratum::v1::{
+    GetDonationResponse, GetPoolsResponse, JobTemplate, PoolState, PoolStatus, PoolSwitch,
+    ShareDisposition, SubmitShareRequest,
+};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+
+use crate::conn::{self, ConnEvent, ConnHandle, ConnId};
+use crate::donation::DonationSchedule;
+use crate::jobs::{Epoch, JobSlot, ShareCheck};
+use crate::state::{PoolCounters, SavedEpoch, SavedJob, SavedState, SavedSwitch};
+use crate::transport::{PoolUrl, Scheme, Tls};
+use crate::v1::codec::{Notify, parse_line};
+use crate::v1::session::{Session, SessionEvent, SessionParams, ShareSubmit};
+
+/// Uid of the donation pool's slot.
+const DONATION_UID: u64 = u64::MAX;
+/// Pool index reported in donation jobs (not a configured pool).
+pub const DONATION_INDEX: u32 = u32::MAX;
+/// Shares kept while no pool is connected.
+const MAX_QUEUE: usize = 1024;
+/// Switches kept in the history.
+const MAX_SWITCHES: usize = 64;
+/// Retry delay after a refused authorisation.
+const AUTH_RETRY: Duration = Duration::from_secs(60);
+/// Longest retry backoff for an unreachable pool.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// Pool snapshots are published at most this often (StreamPools contract: 250 ms).
+pub const SNAPSHOT_PERIOD: Duration = Duration::from_millis(250);
+/// Periodic state writes at most this often (urgent writes after a submit bypass it).
+const PERSIST_PERIOD: Duration = Duration::from_secs(1);
+
+/// A reply channel.
+pub type Reply<T> = oneshot::Sender<Result<T, AgentError>>;
+
+/// What gRPC handlers ask of the agent. Every variant is allowed in every state.
+#[derive(Debug)]
+pub enum Command {
+    /// Take a share from hw-agent.
+    Submit(SubmitShareRequest, Reply<ShareDisposition>),
+    /// Make a pool the first in priority and mine on it as soon as it is alive.
+    SwitchPool(u32, Reply<()>),
+    /// Enable or disable a pool (persisted).
+    SetPoolEnabled(u32, bool, Reply<()>),
+    /// Append a pool (persisted). Replies with its index.
+    AddPool(PoolConfig, Reply<u32>),
+    /// Remove a pool (persisted).
+    RemovePool(u32, Reply<()>),
+    /// New priority order: the pool indexes, best first (persisted).
+    SetPoolPriority(Vec<u32>, Reply<()>),
+    /// Re-read pools and [stratum] from the config file (donation needs a restart).
+    ReloadConfig(Reply<()>),
+}
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// No pool at that index.
+    #[error("no pool at index {0}")]
+    NoSuchPool(u32),
+    /// The pool (or the reloaded config) is invalid.
+    #[error("{0}")]
+    Invalid(ConfigError),
+    /// The config could not be written.
+    #[error("{0}")]
+    ConfigWrite(ConfigError),
+    /// The priority order is not a permutation of the pool indexes.
+    #[error("priority order must list every pool index exactly once")]
+    BadOrder,
+    /// The share cannot be a share of its job (wrong extranonce2 size, version bits outside the
+    /// mask).
+    #[error("malformed share: {0}")]
+    MalformedShare(String),
+    /// The agent task is gone (shutting down).
+    #[error("stratum-agent is shutting down")]
+    Gone,
+}
+
+/// The current job as published to StreamJobs readers.
+#[derive(Debug, Clone)]
+pub struct Published {
+    /// The newest job.
+    pub template: Arc<JobTemplate>,
+    /// Incremented on every clean job or new epoch, so a reader that skipped an update still
+    /// learns that its work is void.
+    pub clean_seq: u64,
+}
+
+/// Read-only views the gRPC layer serves.
+#[derive(Debug, Clone)]
+pub struct Views {
+    /// Current job.
+    pub jobs: watch::Receiver<Option<Published>>,
+    /// Pool snapshot.
+    pub pools: watch::Receiver<GetPoolsResponse>,
+    /// Donation status.
+    pub donation: watch::Receiver<GetDonationResponse>,
+}
+
+/// What the agent starts from.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    /// The config file (pool changes are saved there).
+    pub config_path: PathBuf,
+    /// The state file.
+    pub state_path: PathBuf,
+    /// Pools at start.
+    pub pools: Vec<PoolConfig>,
+    /// [stratum] at start.
+    pub stratum: StratumConfig,
+    /// [donation], read once at start.
+    pub donation: DonationConfig,
+    /// TLS roots.
+    pub tls: Tls,
+}
+
+#[derive(Debug)]
+struct PoolSlot {
+    uid: u64,
+    cfg: PoolConfig,
+    url: Option<PoolUrl>,
+    key: String,
+    state: PoolState,
+    conn: Option<ConnId>,
+    retry_at: Instant,
+    backoff: Duration,
+    healthy_since: Option<Instant>,
+    session_id: Option<String>,
+    last_error: String,
+    connected_since_ms: i64,
+    redirect_port: Option<u16>,
+}
+
+impl PoolSlot {
+    fn new(uid: u64, cfg: PoolConfig, now: Instant) -> Self {
+        let url = PoolUrl::parse(&cfg.url).ok();
+        PoolSlot {
+            uid,
+            key: pool_key(&cfg),
+            url,
+            state: if cfg.enabled {
+                PoolState::Connecting
+            } else {
+                PoolState::Disabled
+            },
+            cfg,
+            conn: None,
+            retry_at: now,
+            backoff: Duration::from_secs(1),
+            healthy_since: None,
+            session_id: None,
+            last_error: String::new(),
+            connected_since_ms: 0,
+            redirect_port: None,
+        }
+    }
+}
+
+fn pool_key(cfg: &PoolConfig) -> String {
+    format!("{}|{}", cfg.url, cfg.user)
+}
+
+#[derive(Debug)]
+struct ConnState {
+    uid: u64,
+    handle: ConnHandle,
+    session: Session,
+    opened: Instant,
+    connected: bool,
+    authorized_at: Option<Instant>,
+    last_notify: Option<Instant>,
+    last_job: Option<(Box<Notify>, i64)>,
+}
+
+#[derive(Debug, Clone)]
+struct Queued {
+    epoch: u64,
+    job_id: String,
+    extranonce2: Vec<u8>,
+    ntime: u32,
+    nonce: u32,
+    version: u32,
+    difficulty: f64,
+}
+
+#[derive(Debug)]
+struct Ticket {
+    key: String,
+    difficulty: f64,
+    sent: Instant,
+}
+
+/// The pool manager.
+pub struct Agent {
+    settings: AgentSettings,
+    slots: Vec<PoolSlot>,
+    donation_slot: Option<PoolSlot>,
+    schedule: Option<DonationSchedule>,
+    conns: HashMap<ConnId, ConnState>,
+    next_conn: ConnId,
+    next_uid: u64,
+    events_tx: mpsc::Sender<ConnEvent>,
+    home: Option<u64>,
+    active: Option<u64>,
+    manual: Option<u64>,
+    epoch: Option<Epoch>,
+    epoch_uid: Option<u64>,
+    epoch_conn: Option<ConnId>,
+    queue: Vec<Queued>,
+    tickets: HashMap<u64, Ticket>,
+    next_ticket: u64,
+    saved: SavedState,
+    last_switch: Option<Instant>,
+    clean_seq: u64,
+    jobs_tx: watch::Sender<Option<Published>>,
+    pools_tx: watch::Sender<GetPoolsResponse>,
+    donation_tx: watch::Sender<GetDonationResponse>,
+    state_tx: watch::Sender<Arc<Vec<u8>>>,
+    start: Instant,
+    donation_mark: Option<Instant>,
+    dirty: bool,
+    urgent: bool,
+    pools_dirty: bool,
+    last_persist: Instant,
+}
+
+impl Agent {
+    /// Build the agent from settings and the saved state, and its views. `events` must be the
+    /// receiving end of `events_tx`.
+    pub fn new(
+        settings: AgentSettings,
+        mut saved: SavedState,
+        events_tx: mpsc::Sender<ConnEvent>,
+        state_tx: watch::Sender<Arc<Vec<u8>>>,
+    ) -> (Agent, Views) {
+        let now = Instant::now();
+        if saved.counters_since_ms == 0 {
+            saved.counters_since_ms = unix_ms();
+        }
+        saved.next_epoch = saved.next_epoch.max(1);
+        let slots: Vec<PoolSlot> = settings
+            .pools
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, c)| PoolSlot::new(i as u64, c, now))
+            .collect();
+        let mut schedule = DonationSchedule::new(&settings.donation, 0);
+        if let Some(s) = schedule.as_mut() {
+            s.mined_total_ms = saved.donation_mined_total_ms;
+        }
+        let donation_slot = schedule.as_ref().map(|_| {
+            PoolSlot::new(
+                DONATION_UID,
+                PoolConfig {
+                    url: settings.donation.pool_url.clone(),
+                    user: settings.donation.payout_address.clone(),
+                    ..Default::default()
+                },
+                now,
+            )
+        });
+        let (jobs_tx, jobs_rx) = watch::channel(None);
+        let (pools_tx, pools_rx) = watch::channel(GetPoolsResponse::default());
+        let (donation_tx, donation_rx) = watch::channel(GetDonationResponse::default());
+        let mut agent = Agent {
+            next_uid: slots.len() as u64,
+            settings,
+            slots,
+            donation_slot,
+            schedule,
+            conns: HashMap::new(),
+            next_conn: 1,
+            events_tx,
+            home: None,
+            active: None,
+            manual: None,
+            epoch: None,
+            epoch_uid: None,
+            epoch_conn: None,
+            queue: Vec::new(),
+            tickets: HashMap::new(),
+            next_ticket: 1,
+            saved,
+            last_switch: None,
+            clean_seq: 0,
+            jobs_tx,
+            pools_tx,
+            donation_tx,
+            state_tx,
+            start: now,
+            donation_mark: None,
+            dirty: true,
+            urgent: false,
+            pools_dirty: true,
+            last_persist: now,
+        };
+        agent.restore_epoch();
+        agent.publish_pools();
+        agent.publish_donation();
+        (
+            agent,
+            Views {
+                jobs: jobs_rx,
+                pools: pools_rx,
+                donation: donation_rx,
+            },
+        )
+    }
+
+    /// Run until shutdown; returns the final state to write (after the writer task is done, so
+    /// two writes never race on the same temp file).
+    pub async fn run(
+        mut self,
+        mut commands: mpsc::Receiver<Command>,
+        mut events: mpsc::Receiver<ConnEvent>,
+        shutdown: svcos_common::Shutdown,
+    ) -> Vec<u8> {
+        let mut tick = tokio::time::interval(SNAPSHOT_PERIOD);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        self.policy();
+        loop {
+            let deadline = self.donation_deadline();
+            tokio::select! {
+                Some(cmd) = commands.recv() => self.command(cmd),
+                Some(ev) = events.recv() => self.conn_event(ev),
+                _ = tick.tick() => self.tick(),
+                _ = sleep_until_opt(deadline) => self.account_donation(),
+                _ = shutdown.wait() => break,
+            }
+            self.policy();
+        }
+        self.account_donation();
+        self.state_bytes()
+    }
+
+    fn mono_ms(&self, t: Instant) -> i64 {
+        t.duration_since(self.start).as_millis() as i64
+    }
+
+    // ---------------------------------------------------------------- restore / persist
+
+    fn restore_epoch(&mut self) {
+        let Some(saved) = self.saved.epoch.clone() else {
+            return;
+        };
+        let Some(index) = self.slots.iter().position(|s| s.key == saved.pool_key) else {
+            return;
+        };
+        let (Ok(extranonce1), true) = (hex::decode(&saved.extranonce1), saved.extranonce2_size > 0)
+        else {
+            return;
+        };
+        let mut epoch = Epoch {
+            id: saved.id,
+            extranonce1,
+            extranonce2_size: saved.extranonce2_size,
+            version_mask: saved.version_mask,
+            difficulty: saved.difficulty,
+            jobs: Default::default(),
+        };
+        for j in &saved.jobs {
+            let Some(n) = saved_to_notify(j) else {
+                continue;
+            };
+            epoch.difficulty = j.difficulty;
+            epoch.add_job(&n, index as u32, unix_ms() * 1000, false);
+            if let Some(slot) = epoch.jobs.back_mut() {
+                slot.submitted = j
+                    .submitted
+                    .iter()
+                    .filter_map(|k| parse_share_key(k))
+                    .collect();
+            }
+        }
+        epoch.difficulty = saved.difficulty;
+        self.slots[index].session_id = saved.session_id.clone();
+        let uid = self.slots[index].uid;
+        self.saved.next_epoch = self.saved.next_epoch.max(saved.id + 1);
+        if let Some(current) = epoch.current() {
+            tracing::info!(
+                epoch = epoch.id,
+                pool = index,
+                "resuming the saved session's jobs until the pool answers"
+            );
+            self.clean_seq += 1;
+            let mut t = (*current).clone();
+            t.clean_jobs = true;
+            self.jobs_tx.send_replace(Some(Published {
+                template: Arc::new(t),
+                clean_seq: self.clean_seq,
+            }));
+        }
+        self.epoch = Some(epoch);
+        self.epoch_uid = Some(uid);
+        self.home = Some(uid);
+        self.active = Some(uid);
+    }
+
+    fn state_bytes(&mut self) -> Vec<u8> {
+        self.saved.donation_mined_total_ms = self
+            .schedule
+            .as_ref()
+            .map_or(self.saved.donation_mined_total_ms, |s| s.mined_total_ms);
+        self.saved.epoch = match (&self.epoch, self.epoch_uid.and_then(|u| self.slot(u))) {
+            (Some(e), Some(slot)) => Some(SavedEpoch {
+                id: e.id,
+                pool_key: slot.key.clone(),
+                session_id: slot.session_id.clone(),
+                extranonce1: hex::encode(&e.extranonce1),
+                extranonce2_size: e.extranonce2_size,
+                version_mask: e.version_mask,
+                difficulty: e.difficulty,
+                jobs: e.jobs.iter().map(job_to_saved).collect(),
+            }),
+            _ => None,
+        };
+        serde_json::to_vec(&self.saved).unwrap_or_default()
+    }
+
+    fn persist(&mut self) {
+        let bytes = self.state_bytes();
+        self.state_tx.send_replace(Arc::new(bytes));
+        self.dirty = false;
+        self.last_persist = Instant::now();
+    }
+
+    // ---------------------------------------------------------------- lookups
+
+    fn slot(&self, uid: u64) -> Option<&PoolSlot> {
+        if uid == DONATION_UID {
+            self.donation_slot.as_ref()
+        } else {
+            self.slots.iter().find(|s| s.uid == uid)
+        }
+    }
+
+    fn slot_mut(&mut self, uid: u64) -> Option<&mut PoolSlot> {
+        if uid == DONATION_UID {
+            self.donation_slot.as_mut()
+        } else {
+            self.slots.iter_mut().find(|s| s.uid == uid)
+        }
+    }
+
+    fn index_of(&self, uid: u64) -> i32 {
+        if uid == DONATION_UID {
+            return DONATION_INDEX as i32;
+        }
+        self.slots
+            .iter()
+            .position(|s| s.uid == uid)
+            .map_or(-1, |i| i as i32)
+    }
+
+    fn counters(&mut self, uid: u64) -> &mut PoolCounters {
+        let key = self
+            .slot(uid)
+            .map_or_else(|| "unknown".to_string(), |s| s.key.clone());
+        self.saved.pools.entry(key).or_default()
+    }
+
+    fn alive(&self, uid: u64) -> bool {
+        let Some(slot) = self.slot(uid) else {
+            return false;
+        };
+        (slot.cfg.enabled || uid == DONATION_UID)
+            && slot
+                .conn
+                .and_then(|c| self.conns.get(&c))
+                .is_some_and(|c| c.session.authorized && c.last_job.is_some())
+    }
+
+    /// Enabled pools, best first (priority, then list order).
+    fn ranked(&self) -> Vec<u64> {
+        let mut v: Vec<(u32, usize, u64)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.cfg.enabled && s.url.is_some())
+            .map(|(i, s)| (s.cfg.priority, i, s.uid))
+            .collect();
+        v.sort();
+        v.into_iter().map(|(_, _, u)| u).collect()
+    }
+
+    // ---------------------------------------------------------------- policy
+
+    fn policy(&mut self) {
+        let now = Instant::now();
+        let ranked = self.ranked();
+        let rank = |uid: u64| ranked.iter().position(|u| *u == uid);
+        let best_alive = ranked.iter().copied().find(|u| self.alive(*u));
+        let home_alive = self
+            .home
+            .is_some_and(|h| rank(h).is_some() && self.alive(h));
+
+        // Home pool: fail over at once, fail back with hysteresis, manual switch when alive.
+        if let Some(best) = best_alive {
+            let hysteresis =
+                Duration::from_secs(self.settings.stratum.failback_hysteresis_s.into());
+            if !home_alive {
+                let reason = match self.home.and_then(|h| self.slot(h)) {
+                    None => "start".to_string(),
+                    Some(s) if rank(s.uid).is_none() => "pool disabled or removed".to_string(),
+                    Some(s) => format!(
+                        "failover: {}",
+                        if s.last_error.is_empty() {
+                            "pool down"
+                        } else {
+                            &s.last_error
+                        }
+                    ),
+                };
+                self.set_home(best, &reason);
+            } else if let Some(home) = self.home
+                && best != home
+                && rank(best) < rank(home)
+            {
+                if self.manual == Some(best) {
+                    self.set_home(best, "manual switch");
+                } else {
+                    let healthy = self
+                        .slot(best)
+                        .and_then(|s| s.healthy_since)
+                        .is_some_and(|t| now.duration_since(t) >= hysteresis);
+                    let window = self
+                        .last_switch
+                        .is_none_or(|t| now.duration_since(t) >= hysteresis);
+                    if healthy && window {
+                        self.set_home(
+                            best,
+                            "failback: higher-priority pool healthy for the hysteresis window",
+                        );
+                    }
+                }
+            }
+        }
+
+        // Connections wanted: home, every better-ranked pool (failback probes), the session we
+        // hope to resume, and while nothing is alive the ranking down to the first pool that can
+        // be tried now.
+        let mut wanted: HashSet<u64> = HashSet::new();
+        let home_rank = self.home.and_then(rank);
+        let home_alive = self
+            .home
+            .is_some_and(|h| rank(h).is_some() && self.alive(h));
+        if let (Some(h), Some(r)) = (self.home, home_rank) {
+            wanted.insert(h);
+            wanted.extend(ranked[..r].iter().copied());
+        }
+        if let Some(u) = self.epoch_uid
+            && self.epoch_conn.is_none()
+            && rank(u).is_some()
+        {
+            wanted.insert(u);
+        }
+        if !home_alive {
+            for u in &ranked {
+                wanted.insert(*u);
+                let s = self.slot(*u).expect("ranked uid");
+                if s.conn.is_some() || s.retry_at <= now {
+                    break;
+                }
+            }
+        }
+        let donate = self.donation_slot.is_some() && {
+            let ms = self.mono_ms(now);
+            self.schedule.as_mut().is_some_and(|s| s.wants(ms))
+        };
+        if donate && home_alive {
+            wanted.insert(DONATION_UID);
+        }
+        let all: Vec<u64> = self
+            .slots
+            .iter()
+            .map(|s| s.uid)
+            .chain(self.donation_slot.as_ref().map(|s| s.uid))
+            .collect();
+        for uid in all {
+            let (has_conn, due) = {
+                let s = self.slot(uid).expect("uid");
+                (s.conn.is_some(), s.retry_at <= now)
+            };
+            if wanted.contains(&uid) {
+                if !has_conn && due {
+                    self.open(uid);
+                }
+            } else if has_conn {
+                self.close(uid, None);
+            }
+        }
+
+        // Active pool: donation in its window (only while the home pool is fine), else home.
+        let want_active = if donate && home_alive && self.alive(DONATION_UID) {
+            Some(DONATION_UID)
+        } else {
+            self.home.filter(|h| self.alive(*h))
+        };
+        if let Some(a) = want_active {
+            let conn = self.slot(a).and_then(|s| s.conn);
+            let current =
+                self.epoch_uid == Some(a) && self.epoch_conn.is_some() && self.epoch_conn == conn;
+            if current {
+                self.active = Some(a);
+            } else {
+                let reason = if a == DONATION_UID {
+                    "donation window".to_string()
+                } else if self.active == Some(DONATION_UID) {
+                    "donation window over".to_string()
+                } else {
+                    String::new()
+                };
+                self.begin_epoch(a, &reason);
+            }
+        }
+    }
+
+    /// Reattach a new connection of the epoch's pool when it resumed the same session.
+    fn try_resume(&mut self, uid: u64) -> bool {
+        let Some(conn) = self.slot(uid).and_then(|s| s.conn) else {
+            return false;
+        };
+        let Some(c) = self.conns.get(&conn) else {
+            return false;
+        };
+        let Some(e) = self.epoch.as_mut() else {
+            return false;
+        };
+        if !c.session.authorized
+            || c.session.extranonce1 != e.extranonce1
+            || c.session.extranonce2_size != e.extranonce2_size
+        {
+            return false;
+        }
+        e.difficulty = c.session.difficulty;
+        e.version_mask = c.session.version_mask.unwrap_or(0);
+        self.epoch_conn = Some(conn);
+        tracing::info!(
+            epoch = e.id,
+            "session resumed; the epoch's work stays valid"
+        );
+        self.flush_queue();
+        true
+    }
+
+    fn set_home(&mut self, uid: u64, reason: &str) {
+        if self.home == Some(uid) {
+            return;
+        }
+        let from = self.home.map_or(-1, |h| self.index_of(h));
+        self.home = Some(uid);
+        if self.manual == Some(uid) {
+            self.manual = None;
+        }
+        self.record_switch(from, self.index_of(uid), reason);
+    }
+
+    fn record_switch(&mut self, from: i32, to: i32, reason: &str) {
+        tracing::info!(from, to, reason, "pool switch");
+        self.last_switch = Some(Instant::now());
+        self.saved.switches.push(SavedSwitch {
+            timestamp_ms: unix_ms(),
+            from_index: from,
+            to_index: to,
+            reason: reason.to_string(),
+        });
+        let excess = self.saved.switches.len().saturating_sub(MAX_SWITCHES);
+        self.saved.switches.drain(..excess);
+        self.dirty = true;
+        self.pools_dirty = true;
+    }
+
+    /// Start mining `uid`'s current session: new epoch, old work void, queued shares dropped.
+    fn begin_epoch(&mut self, uid: u64, reason: &str) {
+        let Some(conn) = self.slot(uid).and_then(|s| s.conn) else {
+            return;
+        };
+        if self.epoch_uid == Some(uid) && self.epoch_conn.is_none() && self.try_resume(uid) {
+            self.active = Some(uid);
+            return;
+        }
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let Some((notify, at_us)) = c.last_job.clone() else {
+            return;
+        };
+        let (extranonce1, extranonce2_size, version_mask, difficulty) = (
+            c.session.extranonce1.clone(),
+            c.session.extranonce2_size,
+            c.session.version_mask.unwrap_or(0),
+            c.session.difficulty,
+        );
+        if !reason.is_empty() {
+            let from = self.active.map_or(-1, |a| self.index_of(a));
+            self.record_switch(from, self.index_of(uid), reason);
+        }
+        if uid == DONATION_UID {
+            self.donation_mark = Some(Instant::now());
+        } else if self.active == Some(DONATION_UID) {
+            self.account_donation();
+            self.donation_mark = None;
+        }
+        self.drop_queue("new epoch");
+        let id = self.saved.next_epoch;
+        self.saved.next_epoch += 1;
+        let mut epoch = Epoch {
+            id,
+            extranonce1,
+            extranonce2_size,
+            version_mask,
+            difficulty,
+            jobs: Default::default(),
+        };
+        let mut n = *notify;
+        n.clean_jobs = true;
+        let template = epoch.add_job(&n, self.index_of(uid) as u32, at_us, uid == DONATION_UID);
+        tracing::info!(epoch = id, pool = self.index_of(uid), "new epoch");
+        self.epoch = Some(epoch);
+        self.epoch_uid = Some(uid);
+        self.epoch_conn = Some(conn);
+        self.active = Some(uid);
+        self.publish_job(template, true);
+        self.dirty = true;
+        self.pools_dirty = true;
+    }
+
+    fn publish_job(&mut self, template: Arc<JobTemplate>, clean: bool) {
+        if clean {
+            self.clean_seq += 1;
+        }
+        self.jobs_tx.send_replace(Some(Published {
+            template,
+            clean_seq: self.clean_seq,
+        }));
+    }
+
+    fn drop_queue(&mut self, why: &str) {
+        if self.queue.is_empty() {
+            return;
+        }
+        tracing::info!(
+            count = self.queue.len(),
+            why,
+            "dropping queued shares: their session is gone"
+        );
+        let n = self.queue.len() as u64;
+        self.queue.clear();
+        self.saved.totals.discarded += n;
+        if let Some(u) = self.epoch_uid {
+            self.counters(u).discarded += n;
+        }
+    }
+
+    // ---------------------------------------------------------------- connections
+
+    fn open(&mut self, uid: u64) {
+        let conn = self.next_conn;
+        self.next_conn += 1;
+        let stratum = self.settings.stratum.clone();
+        let tls = self.settings.tls.clone();
+        let events = self.events_tx.clone();
+        let Some(slot) = self.slot_mut(uid) else {
+            return;
+        };
+        let Some(mut url) = slot.url.clone() else {
+            return;
+        };
+        if url.scheme == Scheme::V2 {
+            slot.state = PoolState::Dead;
+            slot.last_error = "Stratum V2 is behind the readiness gate and not available".into();
+            slot.retry_at = Instant::now() + MAX_BACKOFF;
+            return;
+        }
+        if let Some(p) = slot.redirect_port {
+            url.port = p;
+        }
+        let session = Session::new(SessionParams {
+            user: slot.cfg.user.clone(),
+            password: slot.cfg.password.clone(),
+            version_rolling: stratum.version_rolling,
+            suggest_difficulty: stratum.suggest_difficulty,
+            resume: slot.session_id.clone(),
+        });
+        slot.conn = Some(conn);
+        if slot.state != PoolState::AuthFailed && slot.state != PoolState::Silent {
+            slot.state = PoolState::Connecting;
+        }
+        tracing::debug!(pool = %slot.cfg.url, conn, "connecting");
+        let handle = conn::spawn(
+            conn,
+            url,
+            tls,
+            Duration::from_secs(stratum.connect_timeout_s.into()),
+            events,
+        );
+        self.conns.insert(
+            conn,
+            ConnState {
+                uid,
+                handle,
+                session,
+                opened: Instant::now(),
+                connected: false,
+                authorized_at: None,
+                last_notify: None,
+                last_job: None,
+            },
+        );
+        self.pools_dirty = true;
+    }
+
+    /// Close a slot's connection; `failure` marks it failed with that state and error.
+    fn close(&mut self, uid: u64, failure: Option<(PoolState, String, Duration)>) {
+        let Some(slot) = self.slot_mut(uid) else {
+            return;
+        };
+        let Some(conn) = slot.conn.take() else { return };
+        slot.healthy_since = None;
+        slot.connected_since_ms = 0;
+        if let Some((state, error, retry)) = failure {
+            slot.state = state;
+            slot.last_error = error;
+            slot.retry_at = Instant::now() + retry;
+        } else if slot.cfg.enabled || uid == DONATION_UID {
+            slot.state = PoolState::Connecting;
+        } else {
+            slot.state = PoolState::Disabled;
+        }
+        self.conns.remove(&conn);
+        if self.epoch_conn == Some(conn) {
+            self.epoch_conn = None;
+        }
+        self.pools_dirty = true;
+    }
+
+    fn conn_event(&mut self, ev: ConnEvent) {
+        match ev {
+            ConnEvent::Connected(conn) => {
+                let Some(c) = self.conns.get_mut(&conn) else {
+                    return;
+                };
+                c.connected = true;
+                let lines = c.session.start();
+                for l in lines {
+                    c.handle.send(l);
+                }
+                let uid = c.uid;
+                if let Some(s) = self.slot_mut(uid) {
+                    s.connected_since_ms = unix_ms();
+                }
+            }
+            ConnEvent::Line { conn, line, at_us } => self.on_line(conn, &line, at_us),
+            ConnEvent::Closed { conn, error } => {
+                let Some(c) = self.conns.get(&conn) else {
+                    return;
+                };
+                let uid = c.uid;
+                let (connected, was_alive) = (c.connected, c.authorized_at.is_some());
+                tracing::info!(pool = self.index_of(uid), error = %error, "pool connection closed");
+                {
+                    let counters = self.counters(uid);
+                    if connected {
+                        counters.remote_failures += 1
+                    } else {
+                        counters.get_failures += 1
+                    }
+                }
+                let Some(slot) = self.slot_mut(uid) else {
+                    return;
+                };
+                // A session that worked is retried at once (to resume it); failures back off.
+                let retry = if was_alive {
+                    slot.backoff = Duration::from_secs(1);
+                    Duration::ZERO
+                } else {
+                    let b = slot.backoff;
+                    slot.backoff = (b * 2).min(MAX_BACKOFF);
+                    b
+                };
+                let state = if slot.state == PoolState::AuthFailed {
+                    PoolState::AuthFailed
+                } else {
+                    PoolState::Dead
+                };
+                self.close(uid, Some((state, error, retry)));
+            }
+        }
+    }
+
+    fn on_line(&mut self, conn: ConnId, line: &[u8], at_us: i64) {
+        let msg = match parse_line(line) {
+            Ok(m) => m,
+            Err(e) => {
+                // Garbage is skipped, not fatal: the silence timeout catches a pool that sends
+                // nothing else.
+                tracing::debug!(conn, error = %e, "unparseable line from pool");
+                return;
+            }
+        };
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let uid = c.uid;
+        let events = c.session.handle(msg);
+        for ev in events {
+            self.on_session_event(conn, uid, ev, at_us);
+            if !self.conns.contains_key(&conn) {
+                return;
+            }
+        }
+    }
+
+    fn on_session_event(&mut self, conn: ConnId, uid: u64, ev: SessionEvent, at_us: i64) {
+        let now = Instant::now();
+        match ev {
+            SessionEvent::Send(line) => {
+                if let Some(c) = self.conns.get(&conn) {
+                    c.handle.send(line);
+                }
+            }
+            SessionEvent::Subscribed { resumed } => {
+                let sid = self
+                    .conns
+                    .get(&conn)
+                    .and_then(|c| c.session.session_id.clone());
+                if let Some(s) = self.slot_mut(uid) {
+                    s.session_id = sid;
+                }
+                tracing::debug!(conn, resumed, "subscribed");
+            }
+            SessionEvent::Authorized => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.authorized_at = Some(now);
+                }
+                if let Some(s) = self.slot_mut(uid) {
+                    s.backoff = Duration::from_secs(1);
+                    s.last_error.clear();
+                }
+                if self.epoch_uid == Some(uid)
+                    && self.epoch_conn.is_none()
+                    && self.active == Some(uid)
+                {
+                    self.try_resume(uid);
+                }
+                self.pools_dirty = true;
+            }
+            SessionEvent::Refused(reason) => {
+                tracing::warn!(pool = self.index_of(uid), reason = %reason, "pool refused us");
+                self.counters(uid).remote_failures += 1;
+                self.close(uid, Some((PoolState::AuthFailed, reason, AUTH_RETRY)));
+            }
+            SessionEvent::Job(n) => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.last_notify = Some(now);
+                    c.last_job = Some((n.clone(), at_us));
+                }
+                if let Some(s) = self.slot_mut(uid) {
+                    s.state = PoolState::Alive;
+                    s.healthy_since.get_or_insert(now);
+                }
+                if self.epoch_conn == Some(conn) {
+                    let index = self.index_of(uid) as u32;
+                    let epoch = self.epoch.as_mut().expect("epoch of epoch_conn");
+                    let t = epoch.add_job(&n, index, at_us, uid == DONATION_UID);
+                    let clean = n.clean_jobs;
+                    if clean {
+                        self.drop_queue("clean jobs");
+                    }
+                    self.publish_job(t, clean);
+                    self.dirty = true;
+                }
+                self.pools_dirty = true;
+            }
+            SessionEvent::Difficulty(d) => {
+                if self.epoch_conn == Some(conn)
+                    && let Some(e) = self.epoch.as_mut()
+                {
+                    e.difficulty = d;
+                    if let Some(t) = e.refresh_current() {
+                        self.publish_job(t, false);
+                    }
+                }
+                self.pools_dirty = true;
+            }
+            SessionEvent::VersionMask(mask) => {
+                if self.epoch_conn == Some(conn)
+                    && let Some(e) = self.epoch.as_mut()
+                {
+                    e.version_mask = mask.unwrap_or(0);
+                    if let Some(t) = e.refresh_current() {
+                        self.publish_job(t, false);
+                    }
+                }
+                self.pools_dirty = true;
+            }
+            SessionEvent::ExtranonceChanged => {
+                if self.epoch_conn == Some(conn) {
+                    // The coinbase changes under every job: a new epoch from the latest job.
+                    self.epoch_uid = None;
+                    self.begin_epoch(uid, "");
+                }
+            }
+            SessionEvent::ShareResult {
+                ticket,
+                accepted,
+                reason,
+            } => self.on_share_result(ticket, accepted, reason.map(|r| r.message)),
+            SessionEvent::Reconnect { host, port, wait_s } => {
+                let Some(slot) = self.slot_mut(uid) else {
+                    return;
+                };
+                // Only a port change on the same host is followed: a pool must not be able to
+                // send the miner's hashrate to an arbitrary host.
+                let same_host = host
+                    .as_deref()
+                    .is_none_or(|h| slot.url.as_ref().is_some_and(|u| u.host == h));
+                if same_host {
+                    slot.redirect_port = port;
+                } else {
+                    tracing::warn!(pool = %slot.cfg.url, "client.reconnect to another host ignored; reconnecting to the configured one");
+                }
+                let error = "pool asked to reconnect".to_string();
+                self.close(
+                    uid,
+                    Some((PoolState::Connecting, error, Duration::from_secs(wait_s))),
+                );
+            }
+            SessionEvent::Message(m) => {
+                tracing::info!(pool = self.index_of(uid), message = %m, "message from pool");
+            }
+        }
+    }
+
+    fn on_share_result(&mut self, ticket: u64, accepted: bool, reason: Option<String>) {
+        let Some(t) = self.tickets.remove(&ticket) else {
+            return;
+        };
+        let latency_ms = t.sent.elapsed().as_secs_f64() * 1000.0;
+        let key = t.key.clone();
+        let c = self.saved.pools.entry(key).or_default();
+        c.last_share_time_ms = unix_ms();
+        c.last_share_latency_ms = latency_ms;
+        let totals = &mut self.saved.totals;
+        if accepted {
+            c.accepted += 1;
+            c.accepted_difficulty += t.difficulty;
+            totals.accepted += 1;
+            totals.accepted_difficulty += t.difficulty;
+        } else {
+            let reason = reason.unwrap_or_else(|| "rejected".into());
+            // Pools word stale rejects differently; count them as stale as well.
+            let stale = reason.to_ascii_lowercase().contains("stale")
+                || reason.to_ascii_lowercase().contains("job not found");
+            c.rejected += 1;
+            c.rejected_difficulty += t.difficulty;
+            totals.rejected += 1;
+            totals.rejected_difficulty += t.difficulty;
+            if stale {
+                c.stale += 1;
+                totals.stale += 1;
+            }
+            *c.reject_reasons.entry(reason.clone()).or_default() += 1;
+            *totals.reject_reasons.entry(reason).or_default() += 1;
+        }
+        self.dirty = true;
+        self.pools_dirty = true;
+    }
+
+    // ---------------------------------------------------------------- shares
+
+    fn submit(&mut self, req: SubmitShareRequest) -> Result<ShareDisposition, AgentError> {
+        let Some(epoch) = self.epoch.as_mut().filter(|e| e.id == req.pool_epoch) else {
+            self.saved.totals.stale += 1;
+            self.pools_dirty = true;
+            return Ok(ShareDisposition::Stale);
+        };
+        let uid = self.epoch_uid.expect("epoch has a pool");
+        let checked = match epoch.check(
+            &req.job_id,
+            &req.extranonce2,
+            req.ntime,
+            req.nonce,
+            req.version,
+        ) {
+            Ok(c) => c,
+            Err(ShareCheck::Stale) => {
+                self.saved.totals.stale += 1;
+                self.counters(uid).stale += 1;
+                self.pools_dirty = true;
+                return Ok(ShareDisposition::Stale);
+            }
+            Err(ShareCheck::Duplicate) => return Ok(ShareDisposition::Duplicate),
+            Err(ShareCheck::Malformed(m)) => return Err(AgentError::MalformedShare(m)),
+            Err(ShareCheck::BelowTarget(_)) => {
+                self.saved.totals.discarded += 1;
+                self.counters(uid).discarded += 1;
+                return Ok(ShareDisposition::BelowTarget);
+            }
+        };
+        {
+            let c = self.counters(uid);
+            c.best_share = c.best_share.max(checked.achieved);
+            if checked.block {
+                c.found_blocks += 1;
+            }
+        }
+        self.saved.totals.best_share = self.saved.totals.best_share.max(checked.achieved);
+        if checked.block {
+            self.saved.totals.found_blocks += 1;
+            tracing::info!(
+                difficulty = checked.achieved,
+                "share meets the block target"
+            );
+        }
+        let share = Queued {
+            epoch: req.pool_epoch,
+            job_id: req.job_id,
+            extranonce2: req.extranonce2,
+            ntime: req.ntime,
+            nonce: req.nonce,
+            version: req.version,
+            difficulty: checked.target,
+        };
+        let disposition = if self.write_share(&share) {
+            ShareDisposition::Submitted
+        } else {
+            if self.queue.len() >= MAX_QUEUE {
+                self.queue.remove(0);
+                self.saved.totals.discarded += 1;
+            }
+            self.queue.push(share);
+            ShareDisposition::Queued
+        };
+        // Written at once: a restart must know this share was taken, or it could go out twice.
+        self.urgent = true;
+        self.pools_dirty = true;
+        Ok(disposition)
+    }
+
+    /// Write a share to the epoch's connection when it is up and authorised.
+    fn write_share(&mut self, share: &Queued) -> bool {
+        let Some(conn) = self.epoch_conn else {
+            return false;
+        };
+        let ticket = self.next_ticket;
+        let Some(c) = self.conns.get_mut(&conn).filter(|c| c.session.authorized) else {
+            return false;
+        };
+        let line = c.session.submit(
+            ticket,
+            ShareSubmit {
+                job_id: &share.job_id,
+                extranonce2: &share.extranonce2,
+                ntime: share.ntime,
+                nonce: share.nonce,
+                version: share.version,
+            },
+        );
+        if !c.handle.send(line) {
+            return false;
+        }
+        let uid = c.uid;
+        self.next_ticket += 1;
+        let key = self.slot(uid).map_or_else(String::new, |s| s.key.clone());
+        self.tickets.insert(
+            ticket,
+            Ticket {
+                key,
+                difficulty: share.difficulty,
+                sent: Instant::now(),
+            },
+        );
+        true
+    }
+
+    fn flush_queue(&mut self) {
+        let queued = std::mem::take(&mut self.queue);
+        let current = self.epoch.as_ref().map(|e| e.id);
+        let mut sent = 0;
+        for share in queued {
+            let valid = Some(share.epoch) == current
+                && self
+                    .epoch
+                    .as_ref()
+                    .is_some_and(|e| e.has_job(&share.job_id));
+            if valid && self.write_share(&share) {
+                sent += 1;
+            } else if valid {
+                self.queue.push(share);
+            } else {
+                self.saved.totals.stale += 1;
+            }
+        }
+        if sent > 0 {
+            tracing::info!(sent, "queued shares submitted after reconnect");
+            self.persist();
+        }
+    }
+
+    // ---------------------------------------------------------------- ticks and commands
+
+    fn tick(&mut self) {
+        let now = Instant::now();
+        let silent = Duration::from_secs(self.settings.stratum.silent_timeout_s.into());
+        let handshake = Duration::from_secs(u64::from(self.settings.stratum.connect_timeout_s) * 2);
+        let mut failing = Vec::new();
+        for c in self.conns.values() {
+            if let Some(auth) = c.authorized_at {
+                let since = c.last_notify.unwrap_or(auth);
+                if now.duration_since(since) >= silent {
+                    failing.push((
+                        c.uid,
+                        PoolState::Silent,
+                        format!("no job for {} s", silent.as_secs()),
+                    ));
+                }
+            } else if now.duration_since(c.opened)
+                >= handshake + Duration::from_secs(self.settings.stratum.connect_timeout_s.into())
+            {
+                failing.push((c.uid, PoolState::Dead, "handshake timed out".to_string()));
+            }
+        }
+        for (uid, state, error) in failing {
+            tracing::warn!(pool = self.index_of(uid), error = %error, "pool failed");
+            self.counters(uid).remote_failures += 1;
+            self.close(uid, Some((state, error, silent)));
+        }
+        self.account_donation();
+        if self.pools_dirty {
+            self.publish_pools();
+        }
+        if self.dirty && now.duration_since(self.last_persist) >= PERSIST_PERIOD {
+            self.persist();
+        }
+    }
+
+    fn donation_deadline(&mut self) -> Option<Instant> {
+        let mark = self.donation_mark?;
+        let now_ms = self.mono_ms(Instant::now());
+        let remaining =
+            self.schedule.as_mut()?.remaining_ms(now_ms) - (now_ms - self.mono_ms(mark));
+        Some(Instant::now() + Duration::from_millis(remaining.max(0) as u64))
+    }
+
+    fn account_donation(&mut self) {
+        let (Some(mark), true) = (self.donation_mark, self.active == Some(DONATION_UID)) else {
+            return;
+        };
+        let now = Instant::now();
+        let (from, to) = (self.mono_ms(mark), self.mono_ms(now));
+        if let Some(s) = self.schedule.as_mut() {
+            s.record(from, to);
+        }
+        self.donation_mark = Some(now);
+        self.publish_donation();
+        self.dirty = true;
+    }
+
+    fn command(&mut self, cmd: Command) {
+        match cmd {
+            Command::Submit(req, reply) => {
+                let _ = reply.send(self.submit(req));
+                if self.urgent {
+                    // After the reply: the state write is off the share's latency path.
+                    self.urgent = false;
+                    self.persist();
+                }
+                return;
+            }
+            Command::SwitchPool(index, reply) => {
+                let r = self.reorder_first(index).map(|uid| {
+                    self.manual = Some(uid);
+                    self.last_switch = None;
+                });
+                let _ = reply.send(r);
+            }
+            Command::SetPoolEnabled(index, enabled, reply) => {
+                let r = self.slot_at(index).and_then(|i| {
+                    let before = self.slots[i].cfg.enabled;
+                    self.slots[i].cfg.enabled = enabled;
+                    self.save_pools()
+                        .inspect_err(|_| self.slots[i].cfg.enabled = before)?;
+                    let uid = self.slots[i].uid;
+                    if !enabled {
+                        self.close(uid, None);
+                        self.slots[i].state = PoolState::Disabled;
+                    } else {
+                        self.slots[i].state = PoolState::Connecting;
+                        self.slots[i].retry_at = Instant::now();
+                    }
+                    Ok(())
+                });
+                let _ = reply.send(r);
+            }
+            Command::AddPool(cfg, reply) => {
+                let r = (|| {
+                    let index = self.slots.len();
+                    let mut cfg = cfg;
+                    cfg.priority = self
+                        .slots
+                        .iter()
+                        .map(|s| s.cfg.priority + 1)
+                        .max()
+                        .unwrap_or(0);
+                    cfg.validate(&format!("pools[{index}]"))
+                        .map_err(AgentError::Invalid)?;
+                    let uid = self.next_uid;
+                    self.next_uid += 1;
+                    self.slots.push(PoolSlot::new(uid, cfg, Instant::now()));
+                    self.save_pools().inspect_err(|_| {
+                        self.slots.pop();
+                    })?;
+                    Ok(index as u32)
+                })();
+                let _ = reply.send(r);
+            }
+            Command::RemovePool(index, reply) => {
+                let r = self.slot_at(index).and_then(|i| {
+                    let removed = self.slots.remove(i);
+                    if let Err(e) = self.save_pools() {
+                        self.slots.insert(i, removed);
+                        return Err(e);
+                    }
+                    if let Some(c) = removed.conn {
+                        self.conns.remove(&c);
+                        if self.epoch_conn == Some(c) {
+                            self.epoch_conn = None;
+                        }
+                    }
+                    Ok(())
+                });
+                let _ = reply.send(r);
+            }
+            Command::SetPoolPriority(order, reply) => {
+                let r = self.set_order(&order);
+                let _ = reply.send(r);
+            }
+            Command::ReloadConfig(reply) => {
+                let r = self.reload();
+                let _ = reply.send(r);
+            }
+        }
+        self.pools_dirty = true;
+        self.publish_pools();
+    }
+
+    fn slot_at(&self, index: u32) -> Result<usize, AgentError> {
+        let i = index as usize;
+        if i < self.slots.len() {
+            Ok(i)
+        } else {
+            Err(AgentError::NoSuchPool(index))
+        }
+    }
+
+    fn reorder_first(&mut self, index: u32) -> Result<u64, AgentError> {
+        let i = self.slot_at(index)?;
+        let uid = self.slots[i].uid;
+        let mut order: Vec<u32> = self
+            .ranked_all()
+            .into_iter()
+            .filter(|u| *u != uid)
+            .filter_map(|u| self.slots.iter().position(|s| s.uid == u).map(|p| p as u32))
+            .collect();
+        order.insert(0, index);
+        self.set_order(&order)?;
+        Ok(uid)
+    }
+
+    /// Every pool (enabled or not) best first.
+    fn ranked_all(&self) -> Vec<u64> {
+        let mut v: Vec<(u32, usize, u64)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.cfg.priority, i, s.uid))
+            .collect();
+        v.sort();
+        v.into_iter().map(|(_, _, u)| u).collect()
+    }
+
+    fn set_order(&mut self, order: &[u32]) -> Result<(), AgentError> {
+        let mut seen: Vec<u32> = order.to_vec();
+        seen.sort_unstable();
+        if seen != (0..self.slots.len() as u32).collect::<Vec<_>>() {
+            return Err(AgentError::BadOrder);
+        }
+        let before: Vec<u32> = self.slots.iter().map(|s| s.cfg.priority).collect();
+        for (prio, index) in order.iter().enumerate() {
+            self.slots[*index as usize].cfg.priority = prio as u32;
+        }
+        self.save_pools().inspect_err(|_| {
+            for (s, p) in self.slots.iter_mut().zip(before) {
+                s.cfg.priority = p;
+            }
+        })
+    }
+
+    /// Save the pool list into the config file, keeping every other section as it is on disk.
+    fn save_pools(&mut self) -> Result<(), AgentError> {
+        let path = &self.settings.config_path;
+        let mut config = Config::load(path).map_err(AgentError::ConfigWrite)?;
+        config.pools = self.slots.iter().map(|s| s.cfg.clone()).collect();
+        config.save(path).map_err(|e| match e {
+            ConfigError::Invalid { .. } => AgentError::Invalid(e),
+            other => AgentError::ConfigWrite(other),
+        })
+    }
+
+    fn reload(&mut self) -> Result<(), AgentError> {
+        let config = Config::load(&self.settings.config_path).map_err(AgentError::Invalid)?;
+        self.settings.stratum = config.stratum.clone();
+        let now = Instant::now();
+        let mut old: Vec<PoolSlot> = std::mem::take(&mut self.slots);
+        for cfg in config.pools {
+            let key = pool_key(&cfg);
+            let slot = match old.iter().position(|s| s.key == key) {
+                Some(p) => {
+                    let mut s = old.remove(p);
+                    s.cfg = cfg;
+                    s
+                }
+                None => {
+                    let uid = self.next_uid;
+                    self.next_uid += 1;
+                    PoolSlot::new(uid, cfg, now)
+                }
+            };
+            self.slots.push(slot);
+        }
+        for s in old {
+            if let Some(c) = s.conn {
+                self.conns.remove(&c);
+                if self.epoch_conn == Some(c) {
+                    self.epoch_conn = None;
+                }
+            }
+        }
+        for i in 0..self.slots.len() {
+            if !self.slots[i].cfg.enabled {
+                let uid = self.slots[i].uid;
+                self.close(uid, None);
+                self.slots[i].state = PoolState::Disabled;
+            }
+        }
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- snapshots
+
+    fn publish_pools(&mut self) {
+        self.pools_dirty = false;
+        let now_ms = unix_ms();
+        let pools = self
+            .slots
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let c = self.saved.pools.get(&s.key).cloned().unwrap_or_default();
+                let session = s.conn.and_then(|c| self.conns.get(&c)).map(|c| &c.session);
+                PoolStatus {
+                    index: i as u32,
+                    url: s.cfg.url.clone(),
+                    user: s.cfg.user.clone(),
+                    priority: s.cfg.priority,
+                    state: (if s.cfg.enabled {
+                        s.state
+                    } else {
+                        PoolState::Disabled
+                    }) as i32,
+                    active: self.active == Some(s.uid),
+                    enabled: s.cfg.enabled,
+                    quota: s.cfg.quota,
+                    accepted: c.accepted,
+                    rejected: c.rejected,
+                    stale: c.stale,
+                    accepted_difficulty: c.accepted_difficulty,
+                    rejected_difficulty: c.rejected_difficulty,
+                    best_share: c.best_share,
+                    difficulty: session.map_or(0.0, |s| s.difficulty),
+                    get_failures: c.get_failures,
+                    remote_failures: c.remote_failures,
+                    last_share_time: c.last_share_time_ms / 1000,
+                    last_share_latency_ms: c.last_share_latency_ms,
+                    version_rolling: session.is_some_and(|s| s.version_mask.is_some()),
+                    version_mask: session.and_then(|s| s.version_mask).unwrap_or(0),
+                    last_error: s.last_error.clone(),
+                    reject_reasons: c.reject_reasons.clone().into_iter().collect(),
+                    discarded: c.discarded,
+                    protocol: match s.url.as_ref().map(|u| u.scheme) {
+                        Some(Scheme::Tls) => "stratum+ssl",
+                        Some(Scheme::V2) => "stratum2+tcp",
+                        _ => "stratum+tcp",
+                    }
+                    .to_string(),
+                    connected_since: s.connected_since_ms / 1000,
+                }
+            })
+            .collect();
+        let t = &self.saved.totals;
+        let snapshot = GetPoolsResponse {
+            pools,
+            active_index: self.active.map_or(-1, |a| self.index_of(a)),
+            accepted: t.accepted,
+            rejected: t.rejected,
+            stale: t.stale,
+            best_share: t.best_share,
+            switches: self
+                .saved
+                .switches
+                .iter()
+                .map(|s| PoolSwitch {
+                    timestamp_ms: s.timestamp_ms,
+                    from_index: s.from_index,
+                    to_index: s.to_index,
+                    reason: s.reason.clone(),
+                })
+                .collect(),
+            share_difficulty: self.epoch.as_ref().map_or(0.0, |e| e.difficulty),
+            found_blocks: t.found_blocks,
+            counters_since_s: ((now_ms - self.saved.counters_since_ms).max(0) / 1000) as u64,
+            donation_active: self.active == Some(DONATION_UID),
+        };
+        self.pools_tx.send_replace(snapshot);
+        self.publish_donation();
+    }
+
+    fn publish_donation(&mut self) {
+        let d = &self.settings.donation;
+        let resp = GetDonationResponse {
+            enabled: self.schedule.is_some(),
+            percent: if self.schedule.is_some() {
+                d.percent
+            } else {
+                0.0
+            },
+            cycle_s: d.cycle_s,
+            pool_url: d.pool_url.clone(),
+            mined_s_current_cycle: self
+                .schedule
+                .as_ref()
+                .map_or(0.0, |s| s.mined_cycle_ms() as f64 / 1000.0),
+            mined_s_total: self
+                .schedule
+                .as_ref()
+                .map_or(self.saved.donation_mined_total_ms, |s| s.mined_total_ms)
+                as f64
+                / 1000.0,
+            active_now: self.active == Some(DONATION_UID),
+        };
+        self.donation_tx.send_replace(resp);
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn share_key_string(k: &crate::jobs::ShareKey) -> String {
+    format!("{}:{}:{}:{}", hex::encode(&k.0), k.1, k.2, k.3)
+}
+
+fn parse_share_key(s: &str) -> Option<crate::jobs::ShareKey> {
+    let mut p = s.split(':');
+    let en2 = hex::decode(p.next()?).ok()?;
+    Some((
+        en2,
+        p.next()?.parse().ok()?,
+        p.next()?.parse().ok()?,
+        p.next()?.parse().ok()?,
+    ))
+}
+
+fn job_to_saved(j: &JobSlot) -> SavedJob {
+    let t = &j.template;
+    SavedJob {
+        job_id: t.job_id.clone(),
+        prev_hash: hex::encode(&t.prev_hash),
+        coinb1: hex::encode(&t.coinb1),
+        coinb2: hex::encode(&t.coinb2),
+        merkle_branch: t.merkle_branch.iter().map(hex::encode).collect(),
+        version: t.version,
+        nbits: t.nbits,
+        ntime: t.ntime,
+        difficulty: t.share_difficulty,
+        submitted: j.submitted.iter().map(share_key_string).collect(),
+    }
+}
+
+fn saved_to_notify(j: &SavedJob) -> Option<Notify> {
+    let h32 = |s: &str| -> Option<[u8; 32]> { hex::decode(s).ok()?.try_into().ok() };
+    Some(Notify {
+        job_id: j.job_id.clone(),
+        prev_hash: h32(&j.prev_hash)?,
+        coinb1: hex::decode(&j.coinb1).ok()?,
+        coinb2: hex::decode(&j.coinb2).ok()?,
+        merkle_branch: j
+            .merkle_branch
+            .iter()
+            .map(|h| h32(h))
+            .collect::<Option<Vec<_>>>()?,
+        version: j.version,
+        nbits: j.nbits,
+        ntime: j.ntime,
+        clean_jobs: false,
+    })
+}

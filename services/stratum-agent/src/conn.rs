@@ -1,0 +1,121 @@
+//! One pool connection as a task: connect, then shuttle lines. It owns only the socket; the
+//! protocol state lives in the agent, which gets every line as an event (with the time it was
+//! read, for latency accounting) and hands back lines to write.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+use crate::transport::{PoolUrl, Tls, connect};
+use crate::v1::codec::MAX_LINE;
+
+/// Identity of one connection attempt (never reused within a process).
+pub type ConnId = u64;
+
+/// What a connection reports to the agent.
+#[derive(Debug)]
+pub enum ConnEvent {
+    /// The transport is up; the agent should send the opening lines.
+    Connected(ConnId),
+    /// One line from the pool, without its newline.
+    Line {
+        /// Which connection.
+        conn: ConnId,
+        /// The bytes.
+        line: Vec<u8>,
+        /// When it was read (unix microseconds).
+        at_us: i64,
+    },
+    /// The connection is gone (or never came up), with why.
+    Closed {
+        /// Which connection.
+        conn: ConnId,
+        /// Human-readable cause.
+        error: String,
+    },
+}
+
+/// The agent's handle on a running connection. Dropping it closes the connection.
+#[derive(Debug)]
+pub struct ConnHandle {
+    /// Lines to write.
+    tx: mpsc::Sender<String>,
+    task: tokio::task::AbortHandle,
+}
+
+impl ConnHandle {
+    /// Queue a line for writing. False when the writer is gone or hopelessly behind.
+    pub fn send(&self, line: String) -> bool {
+        self.tx.try_send(line).is_ok()
+    }
+}
+
+impl Drop for ConnHandle {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Start a connection task reporting to `events`.
+pub fn spawn(
+    conn: ConnId,
+    url: PoolUrl,
+    tls: Tls,
+    timeout: Duration,
+    events: mpsc::Sender<ConnEvent>,
+) -> ConnHandle {
+    let (tx, mut rx) = mpsc::channel::<String>(256);
+    let task = tokio::spawn(async move {
+        let error = match connect(&url, &tls, timeout).await {
+            Err(e) => e.to_string(),
+            Ok(stream) => {
+                if events.send(ConnEvent::Connected(conn)).await.is_err() {
+                    return;
+                }
+                let (read, mut write) = tokio::io::split(stream);
+                let mut reader = BufReader::new(read);
+                let mut buf = Vec::with_capacity(1024);
+                loop {
+                    // `read_until` keeps partial input in `buf` when the select picks the writer
+                    // branch, so `buf` is only cleared after a whole line was handled.
+                    tokio::select! {
+                        n = read_line(&mut reader, &mut buf) => match n {
+                            Ok(0) => break "pool closed the connection".to_string(),
+                            Ok(_) if buf.len() > MAX_LINE => break "pool sent an overlong line".to_string(),
+                            Ok(_) => {
+                                let at_us = svcos_common::time::unix_us();
+                                let line = buf.trim_ascii_end().to_vec();
+                                buf.clear();
+                                if line.is_empty() { continue; }
+                                if events.send(ConnEvent::Line { conn, line, at_us }).await.is_err() { return; }
+                            }
+                            Err(e) => break format!("read: {e}"),
+                        },
+                        line = rx.recv() => match line {
+                            Some(line) => {
+                                if let Err(e) = async { write.write_all(line.as_bytes()).await?; write.flush().await }.await {
+                                    break format!("write: {e}");
+                                }
+                            }
+                            None => return,
+                        },
+                    }
+                }
+            }
+        };
+        let _ = events.send(ConnEvent::Closed { conn, error }).await;
+    });
+    ConnHandle {
+        tx,
+        task: task.abort_handle(),
+    }
+}
+
+async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<usize> {
+    let mut limited = tokio::io::AsyncReadExt::take(r, MAX_LINE as u64 + 1);
+    limited.read_until(b'\n', buf).await
+}

@@ -1,0 +1,196 @@
+//! Forwarding `/api/*` to the REST gateway on loopback over pooled keep-alive connections.
+//!
+//! Method, path, query, body and end-to-end headers pass unchanged — `Authorization` included;
+//! the proxy adds no credentials. Hop-by-hop headers (RFC 9110 §7.6.1) are dropped in both
+//! directions. Bodies stream through frame by frame in both directions.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{Request, Response, Uri};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+use crate::ProxyBody;
+use crate::envelope::ProxyRefusal;
+
+/// `X-Forwarded-For`, set to the client's address.
+pub const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+
+/// Headers that describe one connection, not the message, and must not be forwarded.
+const HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+];
+
+/// Idle pooled connections kept to the gateway.
+const POOL_IDLE: usize = 8;
+/// How long an idle pooled connection is kept.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Sends requests to the gateway.
+#[derive(Debug, Clone)]
+pub struct Forwarder {
+    client: Client<HttpConnector, Incoming>,
+    authority: Authority,
+    response_timeout: Duration,
+}
+
+impl Forwarder {
+    /// Forward to `upstream`, giving up on connecting after `connect_timeout` and on the
+    /// response head after `response_timeout`.
+    pub fn new(
+        upstream: SocketAddr,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+    ) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(connect_timeout));
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(POOL_IDLE)
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .pool_timer(hyper_util::rt::TokioTimer::new())
+            .build(connector);
+        Forwarder {
+            client,
+            authority: upstream
+                .to_string()
+                .parse()
+                .expect("a socket address is an authority"),
+            response_timeout,
+        }
+    }
+
+    /// Forward one request from `client_ip`; answer with the gateway's response, streamed, or
+    /// with an envelope when the gateway cannot be reached.
+    pub async fn forward(
+        &self,
+        request: Request<Incoming>,
+        client_ip: IpAddr,
+    ) -> Response<ProxyBody> {
+        let (mut parts, body) = request.into_parts();
+        let path_and_query = parts
+            .uri
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/"));
+        parts.uri = Uri::builder()
+            .scheme(Scheme::HTTP)
+            .authority(self.authority.clone())
+            .path_and_query(path_and_query)
+            .build()
+            .expect("scheme, authority and path make a URI");
+        // The client may have spoken HTTP/1.0; the gateway connection is HTTP/1.1.
+        parts.version = http::Version::HTTP_11;
+        strip_hop_by_hop(&mut parts.headers);
+        // Replaced, not appended: the gateway rate-limits setup per client address and takes
+        // this header from a loopback peer, so a client must not be able to choose it.
+        parts.headers.insert(X_FORWARDED_FOR, ip_header(client_ip));
+
+        let sent = self.client.request(Request::from_parts(parts, body));
+        let response = match tokio::time::timeout(self.response_timeout, sent).await {
+            Ok(Ok(response)) => response,
+            Ok(Err(e)) => {
+                let refusal = if e.is_connect() {
+                    ProxyRefusal::GatewayDown
+                } else {
+                    ProxyRefusal::GatewayFailed
+                };
+                tracing::warn!(error = %e, status = %refusal, "gateway request failed");
+                return refusal.to_response();
+            }
+            Err(_) => {
+                tracing::warn!(
+                    timeout_ms = self.response_timeout.as_millis() as u64,
+                    "gateway did not answer"
+                );
+                return ProxyRefusal::GatewayTimeout.to_response();
+            }
+        };
+        let (mut parts, body) = response.into_parts();
+        strip_hop_by_hop(&mut parts.headers);
+        Response::from_parts(parts, body.boxed_unsync())
+    }
+}
+
+fn ip_header(ip: IpAddr) -> HeaderValue {
+    let ip = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    };
+    HeaderValue::from_str(&ip.to_string()).expect("an address is a valid header value")
+}
+
+/// Remove hop-by-hop headers, including any the `Connection` header names.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        // Never let a client make the proxy drop the credentials it must forward unchanged.
+        if name != header::AUTHORIZATION {
+            headers.remove(name);
+        }
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+    // An upgrade is a hop-by-hop negotiation; /ws is served on the API port directly.
+    headers.remove(header::UPGRADE);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_headers_go_end_to_end_ones_stay() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("keep-alive, x-private, authorization"),
+        );
+        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        h.insert("x-private", HeaderValue::from_static("1"));
+        h.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+        h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer abc"),
+        );
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        strip_hop_by_hop(&mut h);
+        let left: Vec<_> = h.keys().map(|k| k.as_str()).collect();
+        assert_eq!(left, ["authorization", "content-type"]);
+    }
+
+    #[test]
+    fn mapped_v6_client_is_reported_as_v4() {
+        let ip: IpAddr = "::ffff:192.168.1.9".parse().unwrap();
+        assert_eq!(ip_header(ip), "192.168.1.9");
+        let ip: IpAddr = "fe80::1".parse().unwrap();
+        assert_eq!(ip_header(ip), "fe80::1");
+    }
+}

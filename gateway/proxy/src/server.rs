@@ -1,0 +1,147 @@
+//! The port-80 HTTP/1.1 server: Host check, then the dashboard, `/api/*` forwarding, or 404.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use svcos_common::Shutdown;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::envelope::ProxyRefusal;
+use crate::forward::Forwarder;
+use crate::host::HostPolicy;
+use crate::{ProxyBody, ProxyConfig, assets};
+
+/// How long a client may take to send a request head.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long open connections get to finish at shutdown.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// Pause after a failed accept (for example out of file descriptors) before trying again.
+const ACCEPT_RETRY: Duration = Duration::from_millis(50);
+
+struct Proxy {
+    hosts: HostPolicy,
+    forwarder: Forwarder,
+}
+
+impl Proxy {
+    async fn handle(&self, request: Request<Incoming>, peer: SocketAddr) -> Response<ProxyBody> {
+        // An absolute-form target carries the host; otherwise the Host header does.
+        let host = match request.uri().authority() {
+            Some(authority) => Some(authority.as_str()),
+            None => request
+                .headers()
+                .get(header::HOST)
+                .and_then(|v| v.to_str().ok()),
+        };
+        match host {
+            None => return ProxyRefusal::MissingHost.to_response(),
+            Some(h) if !self.hosts.allows(h) => {
+                // The path only: a query string may carry a token.
+                tracing::info!(peer = %peer.ip(), path = request.uri().path(), "refused a request for a foreign Host");
+                return ProxyRefusal::BadHost.to_response();
+            }
+            Some(_) => {}
+        }
+        let path = request.uri().path();
+        if path.starts_with("/api/") {
+            tracing::debug!(method = %request.method(), path, "forwarding");
+            return self.forwarder.forward(request, peer.ip()).await;
+        }
+        match assets::find(path) {
+            Some(asset) => assets::serve(
+                asset,
+                request.method(),
+                request.headers().get(header::IF_NONE_MATCH),
+            ),
+            None => ProxyRefusal::NotFound.to_response(),
+        }
+    }
+}
+
+/// Serve HTTP on `listener` until `shutdown`, then give open connections [`DRAIN_GRACE`] to
+/// finish. Tests bind an ephemeral port and call exactly this.
+pub async fn serve(listener: TcpListener, config: ProxyConfig, shutdown: Shutdown) {
+    let proxy = Arc::new(Proxy {
+        hosts: HostPolicy::new(&config.hostname),
+        forwarder: Forwarder::new(
+            config.upstream,
+            config.connect_timeout,
+            config.response_timeout,
+        ),
+    });
+    let permits = Arc::new(Semaphore::new(config.max_connections.max(1)));
+    let mut connections = JoinSet::new();
+    loop {
+        // Beyond the bound, new connections wait in the kernel's backlog.
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
+            _ = shutdown.wait() => break,
+        };
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(ACCEPT_RETRY).await;
+                    continue;
+                }
+            },
+            _ = shutdown.wait() => break,
+        };
+        while connections.try_join_next().is_some() {}
+        connections.spawn(connection(
+            proxy.clone(),
+            stream,
+            peer,
+            shutdown.clone(),
+            permit,
+        ));
+    }
+    let drained = tokio::time::timeout(DRAIN_GRACE, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        connections.abort_all();
+    }
+}
+
+async fn connection(
+    proxy: Arc<Proxy>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    shutdown: Shutdown,
+    _permit: OwnedSemaphorePermit,
+) {
+    let _ = stream.set_nodelay(true);
+    let service = service_fn(move |request| {
+        let proxy = proxy.clone();
+        async move { Ok::<_, Infallible>(proxy.handle(request, peer).await) }
+    });
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    let result = tokio::select! {
+        r = conn.as_mut() => r,
+        _ = shutdown.wait() => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!(peer = %peer.ip(), error = %e, "connection ended with an error");
+    }
+}

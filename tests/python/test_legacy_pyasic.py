@@ -1,0 +1,157 @@
+"""pyasic against the real `svcos sim` stack on port 4028.
+
+pyasic must find the miner through its normal detection (`get_miner(ip)` probes port 4028 with
+`version`/`devdetails`, then reads the model from VERSION `Type`), pick its stock-firmware
+Antminer S9 backend, and `get_data()` must return the same hashrate, per-board hashrate and
+chip counts, temperatures, fans, pools and uptime as the REST API at the same moment. Moving
+values are compared against REST snapshots taken just before and just after pyasic's read.
+"""
+
+import asyncio
+import json
+import socket
+
+import pytest
+
+from conftest import http, wait_for
+
+pyasic = pytest.importorskip("pyasic")
+
+
+def rest_status(sim, token) -> dict:
+    status, _, body = http("GET", f"{sim.api_url}/api/status", token=token)
+    assert status == 200, body
+    return body
+
+
+def cgminer(sim, command: str) -> dict:
+    """One raw request the way pyasic sends it (bare JSON, read to EOF)."""
+    with socket.create_connection((sim.bind, sim.legacy_port), timeout=5) as s:
+        s.sendall(json.dumps({"command": command}).encode())
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    assert data.endswith(b"\0"), data[-50:]
+    return json.loads(data[:-1])
+
+
+def between(value, a, b, slack=0.0):
+    lo, hi = min(a, b), max(a, b)
+    return lo - slack <= value <= hi + slack
+
+
+@pytest.fixture(scope="module")
+def mining(sim, token):
+    """Wait until the stack mines, has accepted shares, and the legacy API sees both peers."""
+
+    def ready():
+        st = rest_status(sim, token)
+        mining = st.get("mining") or {}
+        pools = st.get("pools") or {}
+        if not (mining.get("hashrate_ghs", {}).get("5s", 0) > 0 and pools.get("accepted", 0) > 0):
+            return False
+        v = cgminer(sim, "summary+stats")
+        return all(v[k][0]["STATUS"][0]["STATUS"] == "S" for k in ("summary", "stats"))
+
+    wait_for(ready, 90, "mining with accepted shares")
+    return sim
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_pyasic_identifies_an_antminer_s9_on_the_stock_backend(mining):
+    miner = run(pyasic.get_miner(mining.bind))
+    assert miner is not None, "pyasic did not recognise the miner"
+    assert type(miner).__name__ == "BMMinerS9", type(miner)
+    assert miner.make == "AntMiner"
+    assert str(miner.model).split(" ")[0] == "S9", miner.model  # "S9 (Stock)"
+    # The firmware is named honestly: pyasic reports VERSION CompileTime as the fw version.
+    data = run(miner.get_data(include=["fw_ver", "api_ver"]))
+    assert data.fw_ver.startswith("svcOS "), data.fw_ver
+    assert data.api_ver == "3.1"
+
+
+def test_pyasic_get_data_matches_the_rest_api(mining, token):
+    miner = run(pyasic.get_miner(mining.bind))
+    before = rest_status(mining, token)
+    data = run(miner.get_data())
+    after = rest_status(mining, token)
+
+    # Total hashrate (GHS 5s) in TH/s.
+    b5, a5 = (s["mining"]["hashrate_ghs"]["5s"] / 1000 for s in (before, after))
+    assert data.hashrate is not None
+    assert between(float(data.hashrate), b5, a5, slack=0.05 * max(b5, a5)), (data.hashrate, b5, a5)
+    expected = after["mining"]["hashrate_ghs"]["expected"] / 1000
+    chains_expected = sum(c["hashrate_ghs"]["expected"] for c in after["chains"]) / 1000
+    assert float(data.expected_hashrate) == pytest.approx(chains_expected or expected, rel=0.01)
+
+    # Uptime.
+    assert between(data.uptime, before["mining"]["uptime_s"], after["mining"]["uptime_s"], slack=2)
+
+    # Boards: slot i is chain i; chips exact, hashrate within the window, temperatures.
+    chains = sorted(after["chains"], key=lambda c: c["chain_id"])
+    chains_before = sorted(before["chains"], key=lambda c: c["chain_id"])
+    assert len(data.hashboards) == len(chains) == 3
+    for board, c, cb in zip(data.hashboards, chains, chains_before):
+        assert board.slot == c["chain_id"]
+        assert board.chips == c["chips_detected"]
+        assert board.expected_chips == 63
+        assert board.missing is False
+        rate = float(board.hashrate)
+        lo, hi = cb["hashrate_ghs"]["5s"] / 1000, c["hashrate_ghs"]["5s"] / 1000
+        assert between(rate, lo, hi, slack=0.05 * max(lo, hi)), (board.slot, rate, lo, hi)
+        # bmminer semantics: tempN = PCB, temp2_N = chip. pyasic's S9 backend reads tempN
+        # into `chip_temp` and temp2_N into `temp`, so the pairs arrive swapped there.
+        assert between(board.temp, cb["temp_chip_c"], c["temp_chip_c"], slack=1.5), (board.temp, c)
+        assert between(board.chip_temp, cb["temp_board_c"], c["temp_board_c"], slack=1.5), (
+            board.chip_temp,
+            c,
+        )
+
+    # Fans (RPM move a little between reads).
+    fans = sorted(after["fans"], key=lambda f: f["fan_id"])
+    fans_before = sorted(before["fans"], key=lambda f: f["fan_id"])
+    assert len(data.fans) == 2 and len(fans) >= 2
+    for fan, f, fb in zip(data.fans, fans, fans_before):
+        assert between(fan.speed, fb["rpm"], f["rpm"], slack=0.05 * f["rpm"] + 50), (fan.speed, f)
+
+    # Pools with accepted/rejected, active and alive flags.
+    rest_pools = {p["index"]: p for p in after["pools"]["list"]}
+    rest_pools_before = {p["index"]: p for p in before["pools"]["list"]}
+    assert len(data.pools) == len(rest_pools)
+    for pool in data.pools:
+        p, pb = rest_pools[pool.index], rest_pools_before[pool.index]
+        assert str(pool.url) == p["url"] or p["url"].endswith(str(pool.url).split("://")[-1])
+        assert pool.user == p["user"]
+        assert between(pool.accepted, pb["accepted"], p["accepted"]), (pool.accepted, p)
+        assert between(pool.rejected, pb["rejected"], p["rejected"]), (pool.rejected, p)
+        assert pool.alive == (p["state"] == "alive")
+    assert any(pool.active for pool in data.pools)
+    assert sum(pool.accepted for pool in data.pools) > 0
+
+
+def test_summary_and_stats_agree_with_rest(mining, token):
+    before = rest_status(mining, token)
+    v = cgminer(mining, "summary+pools+stats")
+    after = rest_status(mining, token)
+    s = v["summary"][0]["SUMMARY"][0]
+    assert between(s["Accepted"], before["pools"]["accepted"], after["pools"]["accepted"])
+    assert between(s["Rejected"], before["pools"]["rejected"], after["pools"]["rejected"])
+    assert between(s["Hardware Errors"], before["mining"]["hw_errors"], after["mining"]["hw_errors"])
+    stats = v["stats"][0]["STATS"]
+    assert stats[0]["Type"] == "Antminer S9"
+    assert stats[1]["rate_unit"] == "GH"
+    for c in after["chains"]:
+        n = c["chain_id"] + 1
+        assert stats[1][f"chain_acn{n}"] == c["chips_detected"]
+        assert len(stats[1][f"chain_acs{n}"].replace(" ", "")) == c["chips_expected"]
+
+
+def test_privileged_commands_are_refused_by_default(mining):
+    miner = run(pyasic.get_miner(mining.bind))
+    with pytest.raises(pyasic.APIError, match="Access denied"):
+        run(miner.rpc.switchpool(0))
+    v = cgminer(mining, "restart")
+    assert v["STATUS"][0]["STATUS"] == "E" and v["STATUS"][0]["Code"] == 45

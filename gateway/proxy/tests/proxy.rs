@@ -1,0 +1,516 @@
+//! The proxy library on an ephemeral port in front of an in-test upstream standing in for the
+//! REST gateway.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::service::service_fn;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use svcos_common::Shutdown;
+use svcos_proxy::{ProxyConfig, serve};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+use tokio_stream::wrappers::ReceiverStream;
+
+/// A generous bound for "answers promptly" (the connect timeout is 250 ms).
+const PROMPT: Duration = Duration::from_secs(5);
+
+type TestBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+fn full(b: impl Into<Bytes>) -> TestBody {
+    Full::new(b.into()).boxed()
+}
+
+/// The stand-in gateway: echoes requests as JSON, streams on /api/stream, answers 401 on
+/// /api/unauthorized.
+async fn upstream(release_second_chunk: Arc<Notify>) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let release = release_second_chunk.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |req: Request<Incoming>| {
+                    let release = release.clone();
+                    async move { Ok::<_, Infallible>(upstream_answer(req, release).await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+async fn upstream_answer(req: Request<Incoming>, release: Arc<Notify>) -> Response<TestBody> {
+    match req.uri().path() {
+        "/api/stream" => {
+            let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Infallible>>(2);
+            tokio::spawn(async move {
+                tx.send(Ok(Frame::data(Bytes::from_static(b"first;"))))
+                    .await
+                    .unwrap();
+                // The second chunk only once the test has seen the first through the proxy.
+                release.notified().await;
+                tx.send(Ok(Frame::data(Bytes::from_static(b"second"))))
+                    .await
+                    .unwrap();
+            });
+            Response::new(StreamBody::new(ReceiverStream::new(rx)).boxed())
+        }
+        "/api/unauthorized" => Response::builder()
+            .status(StatusCode::UNAUTHORIZED)
+            .header(header::WWW_AUTHENTICATE, "Bearer realm=\"svcrald\"")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(full(r#"{"error":"missing bearer token"}"#))
+            .unwrap(),
+        _ => {
+            let method = req.method().to_string();
+            let uri = req.uri().to_string();
+            let mut headers: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            for (k, v) in req.headers() {
+                headers
+                    .entry(k.to_string())
+                    .or_default()
+                    .push(v.to_str().unwrap().to_string());
+            }
+            let body = req.into_body().collect().await.unwrap().to_bytes();
+            let echo = serde_json::json!({
+                "method": method,
+                "uri": uri,
+                "headers": headers,
+                "body": String::from_utf8_lossy(&body),
+            });
+            Response::builder()
+                .status(StatusCode::CREATED)
+                .header("x-upstream", "yes")
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(full(echo.to_string()))
+                .unwrap()
+        }
+    }
+}
+
+fn config(upstream: SocketAddr) -> ProxyConfig {
+    ProxyConfig {
+        upstream,
+        hostname: "rig".into(),
+        connect_timeout: Duration::from_millis(250),
+        response_timeout: Duration::from_secs(30),
+        max_connections: 16,
+    }
+}
+
+async fn start_proxy(config: ProxyConfig) -> (SocketAddr, Shutdown) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let shutdown = Shutdown::new();
+    tokio::spawn(serve(listener, config, shutdown.clone()));
+    (addr, shutdown)
+}
+
+fn client() -> Client<HttpConnector, Full<Bytes>> {
+    Client::builder(TokioExecutor::new()).build(HttpConnector::new())
+}
+
+async fn send(
+    proxy: SocketAddr,
+    method: Method,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (StatusCode, http::HeaderMap, Bytes) {
+    let mut builder = Request::builder()
+        .method(method)
+        .uri(format!("http://{proxy}{path}"))
+        .header(header::HOST, "rig.local");
+    for (k, v) in headers {
+        builder = builder.header(*k, *v);
+    }
+    let req = builder
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap();
+    let response = tokio::time::timeout(PROMPT, client().request(req))
+        .await
+        .expect("proxy answered promptly")
+        .unwrap();
+    let (parts, body) = response.into_parts();
+    (
+        parts.status,
+        parts.headers,
+        body.collect().await.unwrap().to_bytes(),
+    )
+}
+
+fn json(b: &Bytes) -> serde_json::Value {
+    serde_json::from_slice(b)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(b)))
+}
+
+fn assert_envelope(b: &Bytes) -> serde_json::Value {
+    let v = json(b);
+    let obj = v.as_object().expect("envelope is an object");
+    assert!(obj["error"].as_str().is_some_and(|e| !e.is_empty()), "{v}");
+    for (k, val) in obj {
+        assert!(
+            ["error", "detail", "code", "suggestion"].contains(&k.as_str()),
+            "unexpected member {k}"
+        );
+        assert!(
+            val.as_str().is_some_and(|s| !s.is_empty()),
+            "empty member {k} must be omitted"
+        );
+    }
+    v
+}
+
+#[tokio::test]
+async fn forwards_method_path_body_and_end_to_end_headers() {
+    let up = upstream(Arc::new(Notify::new())).await;
+    let (proxy, _shutdown) = start_proxy(config(up)).await;
+    for method in [Method::GET, Method::POST, Method::PUT, Method::DELETE] {
+        let (status, headers, body) = send(
+            proxy,
+            method.clone(),
+            "/api/pools?x=1&y=two",
+            &[
+                ("authorization", "Bearer tok-123.abc"),
+                ("x-custom", "kept"),
+                ("content-type", "application/json"),
+                // A spoofed client address is replaced, not trusted.
+                ("x-forwarded-for", "6.6.6.6"),
+                ("connection", "x-hop"),
+                ("x-hop", "dropped"),
+            ],
+            r#"{"url":"stratum+tcp://pool:3333"}"#,
+        )
+        .await;
+        assert_eq!(
+            status,
+            StatusCode::CREATED,
+            "{method}: upstream status passes through"
+        );
+        assert_eq!(headers["x-upstream"], "yes");
+        let echo = json(&body);
+        assert_eq!(echo["method"], method.as_str());
+        assert_eq!(echo["uri"], "/api/pools?x=1&y=two");
+        assert_eq!(echo["body"], r#"{"url":"stratum+tcp://pool:3333"}"#);
+        let h = &echo["headers"];
+        assert_eq!(
+            h["authorization"],
+            serde_json::json!(["Bearer tok-123.abc"]),
+            "unchanged"
+        );
+        assert_eq!(h["x-custom"], serde_json::json!(["kept"]));
+        assert_eq!(h["content-type"], serde_json::json!(["application/json"]));
+        assert_eq!(h["x-forwarded-for"], serde_json::json!(["127.0.0.1"]));
+        assert_eq!(
+            h["host"],
+            serde_json::json!(["rig.local"]),
+            "client's Host preserved"
+        );
+        assert!(
+            h.get("x-hop").is_none(),
+            "hop-by-hop header named in Connection dropped"
+        );
+    }
+}
+
+#[tokio::test]
+async fn upstream_errors_pass_through_untouched() {
+    let up = upstream(Arc::new(Notify::new())).await;
+    let (proxy, _shutdown) = start_proxy(config(up)).await;
+    let (status, headers, body) = send(proxy, Method::GET, "/api/unauthorized", &[], "").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        headers[header::WWW_AUTHENTICATE],
+        "Bearer realm=\"svcrald\""
+    );
+    assert_eq!(&body[..], br#"{"error":"missing bearer token"}"#);
+}
+
+#[tokio::test]
+async fn responses_stream_through() {
+    let release = Arc::new(Notify::new());
+    let up = upstream(release.clone()).await;
+    let (proxy, _shutdown) = start_proxy(config(up)).await;
+    let req = Request::builder()
+        .uri(format!("http://{proxy}/api/stream"))
+        .header(header::HOST, "10.0.0.5")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = tokio::time::timeout(PROMPT, client().request(req))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body();
+    // The first chunk arrives while the upstream is still holding the second back: the proxy
+    // does not buffer whole responses.
+    let first = tokio::time::timeout(PROMPT, body.frame())
+        .await
+        .expect("first chunk before the response is complete")
+        .unwrap()
+        .unwrap()
+        .into_data()
+        .unwrap();
+    assert_eq!(&first[..], b"first;");
+    release.notify_one();
+    let rest = body.collect().await.unwrap().to_bytes();
+    assert_eq!(&rest[..], b"second");
+}
+
+#[tokio::test]
+async fn gateway_down_answers_503_envelope_promptly() {
+    // An address nothing listens on.
+    let dead = {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        l.local_addr().unwrap()
+    };
+    let (proxy, _shutdown) = start_proxy(config(dead)).await;
+    for _ in 0..3 {
+        let (status, headers, body) = send(
+            proxy,
+            Method::GET,
+            "/api/status",
+            &[("authorization", "Bearer t")],
+            "",
+        )
+        .await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(headers[header::RETRY_AFTER], "1");
+        assert_eq!(headers[header::CONTENT_TYPE], "application/json");
+        let e = assert_envelope(&body);
+        assert_eq!(e["code"], "unclassified_error");
+    }
+}
+
+#[tokio::test]
+async fn gateway_that_drops_or_stalls_gives_502_or_504() {
+    // Accepts and closes at once: the request fails mid-flight.
+    let dropper = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let drop_addr = dropper.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = dropper.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf).await;
+            drop(s);
+        }
+    });
+    let (proxy, _s1) = start_proxy(config(drop_addr)).await;
+    let (status, _, body) = send(proxy, Method::GET, "/api/status", &[], "").await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY);
+    assert_envelope(&body);
+
+    // Accepts and never answers (a stopped gateway): bounded by the response timeout.
+    let staller = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let stall_addr = staller.local_addr().unwrap();
+    let held = Arc::new(tokio::sync::Mutex::new(Vec::new()));
+    let keep = held.clone();
+    tokio::spawn(async move {
+        loop {
+            let (s, _) = staller.accept().await.unwrap();
+            keep.lock().await.push(s);
+        }
+    });
+    let mut cfg = config(stall_addr);
+    cfg.response_timeout = Duration::from_millis(300);
+    let (proxy, _s2) = start_proxy(cfg).await;
+    let (status, _, body) = send(proxy, Method::GET, "/api/status", &[], "").await;
+    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT);
+    assert_envelope(&body);
+}
+
+/// Send raw bytes and read the whole answer (the request asks to close).
+async fn raw(proxy: SocketAddr, request: &str) -> String {
+    let mut s = TcpStream::connect(proxy).await.unwrap();
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(PROMPT, s.read_to_end(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn foreign_or_missing_host_is_refused_before_forwarding() {
+    let up = upstream(Arc::new(Notify::new())).await;
+    let (proxy, _shutdown) = start_proxy(config(up)).await;
+    for host in [
+        "evil.example",
+        "rig.evil.example",
+        "rig.local.evil.example:80",
+    ] {
+        let answer = raw(
+            proxy,
+            &format!("GET /api/status HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer t\r\nConnection: close\r\n\r\n"),
+        )
+        .await;
+        assert!(answer.starts_with("HTTP/1.1 421"), "{host}: {answer}");
+        assert!(!answer.contains("x-upstream"), "never reached the gateway");
+        let body = answer.split("\r\n\r\n").nth(1).unwrap();
+        assert_envelope(&Bytes::from(body.to_string()));
+    }
+    let answer = raw(proxy, "GET / HTTP/1.0\r\n\r\n").await;
+    assert!(
+        answer.starts_with("HTTP/1.0 400") || answer.starts_with("HTTP/1.1 400"),
+        "{answer}"
+    );
+    for host in [
+        "192.168.1.20",
+        "[::1]:80",
+        "RIG",
+        "rig.local:80",
+        "localhost",
+    ] {
+        let answer = raw(
+            proxy,
+            &format!("GET /api/x HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+        )
+        .await;
+        assert!(answer.starts_with("HTTP/1.1 201"), "{host}: {answer}");
+    }
+}
+
+#[tokio::test]
+async fn dashboard_is_served_and_nothing_else() {
+    let up = upstream(Arc::new(Notify::new())).await;
+    let (proxy, _shutdown) = start_proxy(config(up)).await;
+    let (status, headers, body) = send(proxy, Method::GET, "/", &[], "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers[header::CONTENT_TYPE], "text/html; charset=utf-8");
+    assert!(
+        headers[header::CONTENT_SECURITY_POLICY]
+            .to_str()
+            .unwrap()
+            .contains("script-src 'self'")
+    );
+    let html = String::from_utf8_lossy(&body);
+    assert!(html.contains("Set the miner password") && html.contains("/static/app.js"));
+    assert!(!html.contains("<script>"), "no inline script under the CSP");
+
+    let (status, headers, body) = send(proxy, Method::GET, "/static/app.js", &[], "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        headers[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .starts_with("text/javascript")
+    );
+    assert!(String::from_utf8_lossy(&body).contains("/api/auth/status"));
+    let etag = headers[header::ETAG].to_str().unwrap().to_string();
+    let (status, _, body) = send(
+        proxy,
+        Method::GET,
+        "/static/app.js",
+        &[("if-none-match", &etag)],
+        "",
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_MODIFIED);
+    assert!(body.is_empty());
+    let (status, _, _) = send(proxy, Method::GET, "/static/style.css", &[], "").await;
+    assert_eq!(status, StatusCode::OK);
+
+    for path in [
+        "/static/missing.js",
+        "/favicon.ico",
+        "/api",
+        "/apix/status",
+        "/index.html",
+        "/ws",
+        "/metrics",
+    ] {
+        let (status, _, body) = send(proxy, Method::GET, path, &[], "").await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+        assert_eq!(assert_envelope(&body)["code"], "unclassified_error");
+    }
+    let (status, headers, body) = send(proxy, Method::POST, "/", &[], "x").await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(headers[header::ALLOW], "GET, HEAD");
+    assert_envelope(&body);
+
+    // No CORS grant, whatever the Origin.
+    for path in ["/", "/api/x", "/nope"] {
+        let (_, headers, _) = send(
+            proxy,
+            Method::GET,
+            path,
+            &[("origin", "http://evil.example")],
+            "",
+        )
+        .await;
+        assert!(
+            headers.get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_none(),
+            "{path}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn run_serves_health_on_its_socket_and_http_on_the_configured_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = upstream(Arc::new(Notify::new())).await;
+    let http_port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut cfg = svcos_common::config::Config::default();
+    cfg.api.bind = "127.0.0.1".parse().unwrap();
+    cfg.api.port = up.port();
+    cfg.api.http_port = http_port;
+    cfg.system.hostname = "rig".into();
+    let layout = svcos_common::Layout::sim(dir.path());
+    let socket = layout.socket(svcos_common::ServiceName::Proxy);
+    let listener = svcos_common::ipc::bind(&socket).unwrap();
+    let ctx = svcos_common::entry::ServiceContext {
+        name: svcos_common::ServiceName::Proxy,
+        layout,
+        config: cfg,
+    };
+    let shutdown = Shutdown::new();
+    let task = tokio::spawn(svcos_proxy::run(ctx, listener, shutdown.clone()));
+    let mut serving = false;
+    for _ in 0..100 {
+        if svcos_common::ipc::check_health_at(socket.clone(), Duration::from_millis(500)).await {
+            serving = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(serving, "health SERVING on the Unix socket");
+    let addr: SocketAddr = format!("127.0.0.1:{http_port}").parse().unwrap();
+    let (status, _, body) = send(
+        addr,
+        Method::POST,
+        "/api/echo",
+        &[("authorization", "Bearer z")],
+        "{}",
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(
+        json(&body)["headers"]["authorization"],
+        serde_json::json!(["Bearer z"])
+    );
+    shutdown.trigger();
+    tokio::time::timeout(PROMPT, task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}

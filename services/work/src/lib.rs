@@ -205,7 +205,7 @@ pub fn meets_difficulty(hash: &[u8; 32], difficulty: f64) -> bool {
 
 /// The 256-bit target (little-endian bytes) of a pool difficulty.
 pub fn target_from_difficulty(difficulty: f64) -> [u8; 32] {
-    if !(difficulty > 0.0) {
+    if difficulty.is_nan() || difficulty <= 0.0 {
         return [0xff; 32];
     }
     f64_to_le(DIFF1 / difficulty)

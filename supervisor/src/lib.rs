@@ -1,22 +1,328 @@
-//! The svcOS supervisor (skeleton; see issue 2).
+//! The svcOS supervisor: starts every service as its own process, keeps them running, and
+//! survives its own death without stopping mining.
+//!
+//! # Design
+//! - **One owner of state.** [`manager`] is a single task owning every service's state; the
+//!   control socket ([`control`]), D-Bus ([`dbus`]) and signals reach it only through messages.
+//! - **Policy is a pure function.** [`policy::decide`] maps (policy, exit, history, now) to
+//!   restart-after-delay, give-up or stay-stopped; the manager only executes the decision.
+//! - **Boot order and readiness.** Services start one by one in [`ServiceName::ALL`] order; a
+//!   service counts as started when its gRPC health reports SERVING (probed with a short
+//!   backoff), never after a sleep.
+//! - **Children outlive the supervisor.** Each child leads its own session (no terminal signals,
+//!   no SIGHUP), writes to a FIFO rather than a pipe ([`logs`]), and is recorded in a pidfile with
+//!   its kernel start time ([`procfs`]). A restarted supervisor re-adopts live children instead
+//!   of starting duplicates and learns of their exit through a pidfd. A lock file keeps two
+//!   supervisors off one instance.
+//! - **Privilege separation.** In production, as root, each child switches to its own system user
+//!   (`svcos-<service>`, see `systemd/svcos.sysusers`) before exec; in the sim everything runs as
+//!   the invoking user.
+//!
+//! Entry points: [`entry`] (`svcos supervisor`, production), [`sim_entry`] (`svcos sim`) and
+//! [`ctl_entry`] (`svcos ctl`).
+
+pub mod child;
+pub mod control;
+pub mod ctl;
+pub mod dbus;
+pub mod logs;
+pub mod manager;
+pub mod notify;
+pub mod policy;
+pub mod procfs;
+pub mod simcfg;
 
 use std::ffi::OsString;
+use std::fs::File;
+use std::net::IpAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// `svcos supervisor`.
-pub fn entry(_args: Vec<OsString>) -> ExitCode {
-    eprintln!("supervisor: not built yet");
-    ExitCode::from(1)
+use clap::Parser;
+use nix::fcntl::{Flock, FlockArg};
+
+use svcos_common::config::Config;
+use svcos_common::entry::{Flavor, runtime, set_process_name};
+use svcos_common::{Layout, ServiceName, Shutdown, exit, ipc, logging};
+
+use crate::dbus::Bus;
+use crate::manager::Settings;
+
+/// Command line of `svcos supervisor`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "svcos supervisor",
+    about = "Start and supervise every svcOS service"
+)]
+pub struct SupervisorArgs {
+    /// Connect to this D-Bus address instead of the system bus.
+    #[arg(long)]
+    pub dbus_address: Option<String>,
+    /// Run without D-Bus.
+    #[arg(long)]
+    pub no_dbus: bool,
 }
 
-/// `svcos sim`.
-pub fn sim_entry(_args: Vec<OsString>) -> ExitCode {
-    eprintln!("sim: not built yet");
-    ExitCode::from(1)
+/// Command line of `svcos sim`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "svcos sim",
+    about = "Run the whole svcOS stack on simulated hardware, all state under --dir"
+)]
+pub struct SimArgs {
+    /// Directory for config, sockets, pidfiles, logs and state (created if missing).
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Loopback address the TCP ports bind [default: 127.0.0.1].
+    #[arg(long)]
+    pub bind: Option<IpAddr>,
+    /// REST API port [default: 8080].
+    #[arg(long)]
+    pub api_port: Option<u16>,
+    /// Dashboard and /api proxy port [default: 8000].
+    #[arg(long)]
+    pub http_port: Option<u16>,
+    /// cgminer-compatible API port [default: 4028].
+    #[arg(long)]
+    pub legacy_port: Option<u16>,
+    /// Test pool port [default: 3333].
+    #[arg(long)]
+    pub pool_port: Option<u16>,
+    /// D-Bus address to serve org.svcos.Supervisor1 on [default: the session bus if any].
+    #[arg(long)]
+    pub dbus_address: Option<String>,
+}
+
+/// Errors that stop the supervisor from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Another supervisor holds this instance's lock.
+    #[error("another supervisor is already running for {dir}")]
+    AlreadyRunning {
+        /// The runtime directory.
+        dir: PathBuf,
+    },
+    /// The runtime directory or lock file could not be set up.
+    #[error("cannot prepare {path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+fn parse<T: Parser>(prog: &str, args: Vec<OsString>) -> Result<T, ExitCode> {
+    T::try_parse_from(std::iter::once(OsString::from(prog)).chain(args)).map_err(|e| {
+        let _ = e.print();
+        if e.use_stderr() {
+            ExitCode::from(exit::USAGE)
+        } else {
+            ExitCode::SUCCESS
+        }
+    })
+}
+
+/// `svcos supervisor`: the production supervisor (no sim-only services).
+pub fn entry(args: Vec<OsString>) -> ExitCode {
+    let args: SupervisorArgs = match parse("svcos supervisor", args) {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
+    let bus = if args.no_dbus {
+        None
+    } else {
+        Some(args.dbus_address.map(Bus::Address).unwrap_or(Bus::System))
+    };
+    let services = ServiceName::ALL
+        .into_iter()
+        .filter(|s| {
+            !matches!(
+                s,
+                ServiceName::HwSim | ServiceName::TestPool | ServiceName::Supervisor
+            )
+        })
+        .collect();
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    run(Layout::production(), services, None, bus, root)
+}
+
+/// `svcos sim`: the whole stack, simulated board and test pool included, under `--dir`.
+pub fn sim_entry(args: Vec<OsString>) -> ExitCode {
+    let args: SimArgs = match parse("svcos sim", args) {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
+    if let Some(bind) = args.bind
+        && !bind.is_loopback()
+    {
+        eprintln!("svcos sim: --bind {bind} is not a loopback address (127.0.0.0/8 or ::1)");
+        return ExitCode::from(exit::USAGE);
+    }
+    if let Err(e) = std::fs::create_dir_all(&args.dir) {
+        eprintln!("svcos sim: cannot create {}: {e}", args.dir.display());
+        return ExitCode::from(exit::FAILURE);
+    }
+    // Children get --dir; an absolute path keeps them right whatever their working directory.
+    let dir = match std::fs::canonicalize(&args.dir) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("svcos sim: {}: {e}", args.dir.display());
+            return ExitCode::from(exit::FAILURE);
+        }
+    };
+    let layout = Layout::sim(&dir);
+    let flags = simcfg::SimFlags {
+        bind: args.bind,
+        api_port: args.api_port,
+        http_port: args.http_port,
+        legacy_port: args.legacy_port,
+        pool_port: args.pool_port,
+    };
+    if let Err(e) = simcfg::prepare(&layout.config_path, &flags) {
+        eprintln!("svcos sim: {e}");
+        return ExitCode::from(exit::CONFIG);
+    }
+    let bus = args
+        .dbus_address
+        .or_else(|| std::env::var("DBUS_SESSION_BUS_ADDRESS").ok())
+        .filter(|a| !a.is_empty())
+        .map(Bus::Address);
+    let services = ServiceName::ALL
+        .into_iter()
+        .filter(|s| *s != ServiceName::Supervisor)
+        .collect();
+    run(layout, services, Some(dir), bus, false)
 }
 
 /// `svcos ctl`.
-pub fn ctl_entry(_args: Vec<OsString>) -> ExitCode {
-    eprintln!("ctl: not built yet");
-    ExitCode::from(1)
+pub fn ctl_entry(args: Vec<OsString>) -> ExitCode {
+    let args: ctl::CtlArgs = match parse("svcos ctl", args) {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
+    let rt = match runtime(Flavor::CurrentThread) {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("svcos ctl: {e}");
+            return ExitCode::from(exit::FAILURE);
+        }
+    };
+    ExitCode::from(rt.block_on(ctl::run(args)))
+}
+
+/// Hold the instance lock: a second supervisor on the same runtime directory would start
+/// duplicates of every service.
+fn lock_instance(layout: &Layout) -> Result<Flock<File>, StartError> {
+    let dir = &layout.runtime_dir;
+    let io = |path: &PathBuf| {
+        let path = path.clone();
+        move |source| StartError::Io { path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let path = dir.join("supervisor.lock");
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io(&path))?;
+    let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|_| {
+        StartError::AlreadyRunning {
+            dir: layout.runtime_dir.clone(),
+        }
+    })?;
+    let pidfile = layout.pidfile(ServiceName::Supervisor);
+    if let Ok(me) = procfs::ProcessId::of(std::process::id()) {
+        let _ = procfs::write_pidfile(&pidfile, me);
+    }
+    Ok(lock)
+}
+
+fn run(
+    layout: Layout,
+    services: Vec<ServiceName>,
+    sim_dir: Option<PathBuf>,
+    bus: Option<Bus>,
+    drop_privileges: bool,
+) -> ExitCode {
+    set_process_name("supervisor");
+    logging::init("supervisor");
+    let config = match Config::load(&layout.config_path) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "bad configuration; not starting");
+            return ExitCode::from(exit::CONFIG);
+        }
+    };
+    let rt = match runtime(Flavor::CurrentThread) {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot build runtime");
+            return ExitCode::from(exit::FAILURE);
+        }
+    };
+    let outcome = rt.block_on(async move {
+        let _lock = lock_instance(&layout)?;
+        let shutdown = Shutdown::new();
+        shutdown.trigger_on_signals()?;
+        let listener = ipc::bind(&layout.socket(ServiceName::Supervisor))?;
+        let settings = Settings {
+            layout: layout.clone(),
+            services,
+            sim_dir,
+            policies: config.supervisor.clone(),
+            drop_privileges,
+        };
+        let (handle, manager) = manager::start(settings, shutdown.clone());
+        let (_reporter, health) = ipc::health().await;
+        let server = ipc::server()
+            .add_service(health)
+            .add_service(control::ControlService::new(handle.clone()));
+        let control_shutdown = Shutdown::new();
+        let control = tokio::spawn(ipc::serve(server, listener, control_shutdown.clone()));
+        let _bus = match bus {
+            Some(bus) => match dbus::serve(bus.clone(), handle.clone()).await {
+                Ok(conn) => {
+                    tracing::info!(name = dbus::BUS_NAME, ?bus, "D-Bus interface up");
+                    Some(conn)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, ?bus, "D-Bus unavailable; running without it");
+                    None
+                }
+            },
+            None => {
+                tracing::info!("no D-Bus bus configured; running without D-Bus");
+                None
+            }
+        };
+        if let Some(every) = notify::watchdog_interval() {
+            let handle = handle.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    // Feed the watchdog only while the manager task answers.
+                    if tokio::time::timeout(every, handle.list()).await.is_ok() {
+                        notify::watchdog();
+                    }
+                }
+            });
+        }
+        let _ = manager.await;
+        control_shutdown.trigger();
+        let _ = control.await;
+        let _ = std::fs::remove_file(layout.socket(ServiceName::Supervisor));
+        procfs::remove_pidfile(&layout.pidfile(ServiceName::Supervisor));
+        anyhow::Ok(())
+    });
+    rt.shutdown_timeout(std::time::Duration::from_millis(200));
+    match outcome {
+        Ok(()) => ExitCode::from(exit::OK),
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "supervisor failed");
+            ExitCode::from(exit::FAILURE)
+        }
+    }
 }

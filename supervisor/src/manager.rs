@@ -1,0 +1,918 @@
+//! The supervisor's core: one task owns every service's state and is the only thing that
+//! starts, signals or forgets a process.
+//!
+//! Everything else talks to it by message: the control socket and D-Bus send [`Command`]s
+//! through a [`Handle`]; per-process watcher tasks send internal events (exited, serving,
+//! timers). Each event carries the epoch it was scheduled in, so a late timer or a health answer
+//! from a previous run can never act on the current one.
+//!
+//! Commands and the states they are allowed in:
+//! - `List`: always.
+//! - `Restart`: any state; a live process is stopped (TERM, grace, KILL) and started again.
+//!   Answers once the new process is SERVING.
+//! - `Stop`: any state; answers once no process is left. The service stays stopped.
+//! - `Start`: when stopped or failed (clears the restart history); a no-op when already up.
+//!   Answers once SERVING.
+
+use std::collections::VecDeque;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+
+use svcos_common::config::SupervisorConfig;
+use svcos_common::{Layout, ServiceName, Shutdown, ipc};
+
+use crate::child::{self, Credentials, SpawnSpec};
+use crate::logs;
+use crate::notify;
+use crate::policy::{self, Decision, ExitEvent, ExitKind, History};
+use crate::procfs::{self, ProcessId};
+
+/// How long boot waits for one service to report SERVING before it moves on to the next.
+const START_TIMEOUT: Duration = Duration::from_secs(15);
+/// Longest pause between two health probes of a starting service.
+const HEALTH_POLL_CAP: Duration = Duration::from_millis(50);
+/// Deadline of one health probe.
+const HEALTH_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long to wait for a SIGKILLed process to be gone before giving up on it.
+const KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// Lifecycle state of a service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Started (or adopted), not yet SERVING.
+    Starting,
+    /// SERVING.
+    Running,
+    /// Exited; waiting for the backoff delay before the next start.
+    Backoff,
+    /// Termination signal sent; waiting for it to exit.
+    Stopping,
+    /// Not running and not going to be restarted on its own.
+    Stopped,
+    /// Given up on (bad config or too many restarts).
+    Failed,
+}
+
+impl State {
+    /// The lowercase name used by ctl, JSON and D-Bus.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Starting => "starting",
+            State::Running => "running",
+            State::Backoff => "backoff",
+            State::Stopping => "stopping",
+            State::Stopped => "stopped",
+            State::Failed => "failed",
+        }
+    }
+}
+
+/// A snapshot of one service for ctl, D-Bus and the gateway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceInfo {
+    /// Service name.
+    pub name: ServiceName,
+    /// Lifecycle state.
+    pub state: State,
+    /// Pid of the current process, if any.
+    pub pid: Option<u32>,
+    /// Restarts since the supervisor started (automatic and requested).
+    pub restarts: u32,
+    /// Seconds the current process has been running (0 without one).
+    pub uptime_s: u64,
+    /// How the previous process ended, if one did.
+    pub last_exit: Option<String>,
+}
+
+/// A state transition, broadcast to D-Bus and anyone else listening.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateChange {
+    /// Which service.
+    pub service: ServiceName,
+    /// Its new state.
+    pub state: State,
+    /// Its current pid, if any.
+    pub pid: Option<u32>,
+}
+
+/// Why a control command failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ControlError {
+    /// The name is not a service this supervisor manages.
+    #[error("unknown service {0:?}")]
+    UnknownService(String),
+    /// The service could not be brought up.
+    #[error("{service} failed: {reason}")]
+    Failed {
+        /// The service.
+        service: ServiceName,
+        /// Why.
+        reason: String,
+    },
+    /// A later command (e.g. a stop) overtook this one.
+    #[error("{service}: superseded by a later command")]
+    Superseded {
+        /// The service.
+        service: ServiceName,
+    },
+    /// The supervisor is stopping or gone.
+    #[error("the supervisor is shutting down")]
+    ShuttingDown,
+    /// The command did not complete in time.
+    #[error("{0}: timed out")]
+    Timeout(String),
+}
+
+type Reply = oneshot::Sender<Result<ServiceInfo, ControlError>>;
+
+/// A request to the manager task.
+#[derive(Debug)]
+pub enum Command {
+    /// Snapshot every service, in boot order.
+    List(oneshot::Sender<Vec<ServiceInfo>>),
+    /// Stop the service if it runs, then start it.
+    Restart(ServiceName, Reply),
+    /// Stop the service and keep it stopped.
+    Stop(ServiceName, Reply),
+    /// Start a stopped or failed service.
+    Start(ServiceName, Reply),
+}
+
+/// How the control plane reaches the manager.
+#[derive(Debug, Clone)]
+pub struct Handle {
+    commands: mpsc::Sender<Command>,
+    changes: broadcast::Sender<StateChange>,
+    ready: watch::Receiver<bool>,
+    services: Vec<ServiceName>,
+    op_timeout: Duration,
+}
+
+impl Handle {
+    /// Every service in boot order.
+    pub async fn list(&self) -> Result<Vec<ServiceInfo>, ControlError> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(Command::List(tx))
+            .await
+            .map_err(|_| ControlError::ShuttingDown)?;
+        rx.await.map_err(|_| ControlError::ShuttingDown)
+    }
+
+    /// Resolve a name to a managed service.
+    pub fn service(&self, name: &str) -> Result<ServiceName, ControlError> {
+        name.parse::<ServiceName>()
+            .ok()
+            .filter(|s| self.services.contains(s))
+            .ok_or_else(|| ControlError::UnknownService(name.to_string()))
+    }
+
+    async fn call(
+        &self,
+        name: &str,
+        make: fn(ServiceName, Reply) -> Command,
+    ) -> Result<ServiceInfo, ControlError> {
+        let service = self.service(name)?;
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(make(service, tx))
+            .await
+            .map_err(|_| ControlError::ShuttingDown)?;
+        match tokio::time::timeout(self.op_timeout, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(ControlError::ShuttingDown),
+            Err(_) => Err(ControlError::Timeout(service.to_string())),
+        }
+    }
+
+    /// Restart a service; resolves when the new process is SERVING.
+    pub async fn restart(&self, name: &str) -> Result<ServiceInfo, ControlError> {
+        self.call(name, Command::Restart).await
+    }
+
+    /// Stop a service; resolves when its process is gone.
+    pub async fn stop(&self, name: &str) -> Result<ServiceInfo, ControlError> {
+        self.call(name, Command::Stop).await
+    }
+
+    /// Start a stopped or failed service; resolves when it is SERVING.
+    pub async fn start(&self, name: &str) -> Result<ServiceInfo, ControlError> {
+        self.call(name, Command::Start).await
+    }
+
+    /// Receive every state change from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<StateChange> {
+        self.changes.subscribe()
+    }
+
+    /// Becomes true once boot has gone through every service.
+    pub fn ready(&self) -> watch::Receiver<bool> {
+        self.ready.clone()
+    }
+}
+
+/// What the manager needs to know about this instance.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Sockets, pidfiles, log FIFOs.
+    pub layout: Layout,
+    /// Managed services in boot order.
+    pub services: Vec<ServiceName>,
+    /// `--dir` passed to children in the sim; `None` in production.
+    pub sim_dir: Option<PathBuf>,
+    /// Restart policies.
+    pub policies: SupervisorConfig,
+    /// Switch each child to its own system user (production as root).
+    pub drop_privileges: bool,
+}
+
+/// What to do once a stopping process has exited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AfterStop {
+    StayStopped,
+    StartAgain,
+}
+
+/// Which state a waiting command is waiting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WaitFor {
+    Running,
+    Stopped,
+}
+
+#[derive(Debug)]
+enum Event {
+    Exited {
+        service: ServiceName,
+        process: ProcessId,
+        kind: ExitKind,
+    },
+    Serving {
+        service: ServiceName,
+        epoch: u64,
+    },
+    RestartDue {
+        service: ServiceName,
+        epoch: u64,
+    },
+    GraceOver {
+        service: ServiceName,
+        epoch: u64,
+    },
+    StartTimeout {
+        service: ServiceName,
+        epoch: u64,
+    },
+}
+
+#[derive(Debug)]
+struct Slot {
+    service: ServiceName,
+    state: State,
+    process: Option<ProcessId>,
+    /// Whether the process is our child (we reap it and learn its exit status).
+    own_child: bool,
+    /// Bumped whenever a timer or probe is scheduled for a new phase.
+    epoch: u64,
+    /// Monotonic start of the current process.
+    started_at: Duration,
+    /// Stops the health probe of the current process.
+    run_cancel: Shutdown,
+    history: History,
+    restarts: u32,
+    last_exit: Option<String>,
+    failure: Option<String>,
+    after_stop: AfterStop,
+    waiters: Vec<(WaitFor, Reply)>,
+    log: Option<OwnedFd>,
+}
+
+/// The manager task's state.
+struct Manager {
+    settings: Settings,
+    slots: Vec<Slot>,
+    events_tx: mpsc::UnboundedSender<Event>,
+    changes: broadcast::Sender<StateChange>,
+    ready_tx: watch::Sender<bool>,
+    boot_queue: VecDeque<ServiceName>,
+    booting: Option<ServiceName>,
+}
+
+/// Start the manager task: it adopts or starts every service in boot order, supervises them
+/// until `shutdown`, then stops them in reverse order. The returned future resolves when all
+/// services are down.
+pub fn start(settings: Settings, shutdown: Shutdown) -> (Handle, tokio::task::JoinHandle<()>) {
+    let (commands, command_rx) = mpsc::channel(64);
+    let (events_tx, events_rx) = mpsc::unbounded_channel();
+    let (changes, _) = broadcast::channel(256);
+    let (ready_tx, ready) = watch::channel(false);
+    let op_timeout = settings
+        .services
+        .iter()
+        .map(|s| settings.policies.policy(s.as_str()).grace_ms)
+        .max()
+        .map(|g| Duration::from_millis(g) + KILL_WAIT + START_TIMEOUT)
+        .unwrap_or(START_TIMEOUT);
+    let handle = Handle {
+        commands,
+        changes: changes.clone(),
+        ready,
+        services: settings.services.clone(),
+        op_timeout,
+    };
+    let slots = settings
+        .services
+        .iter()
+        .map(|&service| Slot {
+            service,
+            state: State::Stopped,
+            process: None,
+            own_child: false,
+            epoch: 0,
+            started_at: Duration::ZERO,
+            run_cancel: Shutdown::new(),
+            history: History::default(),
+            restarts: 0,
+            last_exit: None,
+            failure: None,
+            after_stop: AfterStop::StayStopped,
+            waiters: Vec::new(),
+            log: None,
+        })
+        .collect();
+    let manager = Manager {
+        boot_queue: settings.services.iter().copied().collect(),
+        settings,
+        slots,
+        events_tx,
+        changes,
+        ready_tx,
+        booting: None,
+    };
+    let task = tokio::spawn(manager.run(command_rx, events_rx, shutdown));
+    (handle, task)
+}
+
+impl Manager {
+    async fn run(
+        mut self,
+        mut commands: mpsc::Receiver<Command>,
+        mut events: mpsc::UnboundedReceiver<Event>,
+        shutdown: Shutdown,
+    ) {
+        self.open_logs();
+        self.advance_boot();
+        loop {
+            tokio::select! {
+                Some(ev) = events.recv() => self.on_event(ev),
+                Some(cmd) = commands.recv() => self.on_command(cmd),
+                _ = shutdown.wait() => break,
+            }
+        }
+        drop(commands);
+        self.shutdown_all(&mut events).await;
+    }
+
+    fn now(&self) -> Duration {
+        procfs::since_boot()
+    }
+
+    fn idx(&self, service: ServiceName) -> usize {
+        self.slots
+            .iter()
+            .position(|s| s.service == service)
+            .expect("only managed services reach the manager")
+    }
+
+    fn info(&self, i: usize) -> ServiceInfo {
+        let slot = &self.slots[i];
+        let uptime_s = match slot.process {
+            Some(_) if matches!(slot.state, State::Running | State::Starting) => {
+                self.now().saturating_sub(slot.started_at).as_secs()
+            }
+            _ => 0,
+        };
+        ServiceInfo {
+            name: slot.service,
+            state: slot.state,
+            pid: slot.process.map(|p| p.pid),
+            restarts: slot.restarts,
+            uptime_s,
+            last_exit: slot.last_exit.clone(),
+        }
+    }
+
+    /// Open every log FIFO once and forward it for the supervisor's whole life.
+    fn open_logs(&mut self) {
+        for slot in &mut self.slots {
+            let path = logs::fifo_path(&self.settings.layout.runtime_dir, slot.service);
+            match logs::open_fifo(&path) {
+                Ok(fd) => {
+                    match fd.try_clone() {
+                        Ok(reader) => {
+                            tokio::spawn(logs::forward(slot.service, reader));
+                        }
+                        Err(e) => {
+                            tracing::warn!(service = %slot.service, error = %e, "cannot read log fifo")
+                        }
+                    }
+                    slot.log = Some(fd);
+                }
+                Err(e) => {
+                    tracing::warn!(service = %slot.service, error = %e, "no log capture");
+                }
+            }
+        }
+    }
+
+    fn set_state(&mut self, i: usize, state: State) {
+        let slot = &mut self.slots[i];
+        if slot.state == state {
+            return;
+        }
+        slot.state = state;
+        let change = StateChange {
+            service: slot.service,
+            state,
+            pid: slot.process.map(|p| p.pid),
+        };
+        tracing::debug!(service = %change.service, state = state.as_str(), "state");
+        let _ = self.changes.send(change);
+        self.answer_waiters(i);
+        self.update_status();
+        if self.booting == Some(self.slots[i].service)
+            && matches!(state, State::Running | State::Failed | State::Stopped)
+        {
+            self.booting = None;
+            self.advance_boot();
+        }
+    }
+
+    fn update_status(&self) {
+        let running = self
+            .slots
+            .iter()
+            .filter(|s| s.state == State::Running)
+            .count();
+        notify::status(&format!("{running}/{} services running", self.slots.len()));
+    }
+
+    fn answer_waiters(&mut self, i: usize) {
+        let state = self.slots[i].state;
+        let waiters = std::mem::take(&mut self.slots[i].waiters);
+        let info = self.info(i);
+        let service = self.slots[i].service;
+        let mut keep = Vec::new();
+        for (want, reply) in waiters {
+            let outcome = match (want, state) {
+                (WaitFor::Running, State::Running) | (WaitFor::Stopped, State::Stopped) => {
+                    Some(Ok(info.clone()))
+                }
+                (WaitFor::Running, State::Failed) => Some(Err(ControlError::Failed {
+                    service,
+                    reason: self.slots[i]
+                        .failure
+                        .clone()
+                        .unwrap_or_else(|| "failed".into()),
+                })),
+                (WaitFor::Running, State::Stopped)
+                    if self.slots[i].after_stop == AfterStop::StayStopped =>
+                {
+                    Some(Err(ControlError::Failed {
+                        service,
+                        reason: format!(
+                            "stopped before serving ({})",
+                            self.slots[i].last_exit.as_deref().unwrap_or("no exit")
+                        ),
+                    }))
+                }
+                (WaitFor::Stopped, State::Failed) => Some(Ok(info.clone())),
+                _ => None,
+            };
+            match outcome {
+                Some(r) => {
+                    let _ = reply.send(r);
+                }
+                None => keep.push((want, reply)),
+            }
+        }
+        self.slots[i].waiters = keep;
+    }
+
+    fn advance_boot(&mut self) {
+        while self.booting.is_none() {
+            let Some(service) = self.boot_queue.pop_front() else {
+                if !*self.ready_tx.borrow() {
+                    self.ready_tx.send_replace(true);
+                    tracing::info!("boot complete");
+                    notify::ready();
+                    self.update_status();
+                }
+                return;
+            };
+            let i = self.idx(service);
+            if !self.adopt(i) {
+                self.spawn(i);
+            }
+            if self.slots[i].state == State::Starting {
+                self.booting = Some(service);
+                let epoch = self.slots[i].epoch;
+                self.schedule(START_TIMEOUT, Event::StartTimeout { service, epoch });
+            }
+        }
+    }
+
+    fn schedule(&self, after: Duration, event: Event) {
+        let tx = self.events_tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            let _ = tx.send(event);
+        });
+    }
+
+    /// Take over a process a previous supervisor left running, if its pidfile names a live
+    /// `svcos <service>` with the recorded start time.
+    fn adopt(&mut self, i: usize) -> bool {
+        let service = self.slots[i].service;
+        let path = self.settings.layout.pidfile(service);
+        let id = match procfs::read_pidfile(&path) {
+            Ok(Some(id)) => id,
+            Ok(None) => return false,
+            Err(e) => {
+                tracing::warn!(%service, error = %e, "ignoring pidfile");
+                procfs::remove_pidfile(&path);
+                return false;
+            }
+        };
+        if !id.is_alive_as(service.as_str()) {
+            procfs::remove_pidfile(&path);
+            return false;
+        }
+        let now = self.now();
+        let started_at = id.started_since_boot().unwrap_or(now);
+        tracing::info!(%service, pid = id.pid, age_s = now.saturating_sub(started_at).as_secs(), "re-adopted running process");
+        self.track(i, id, false, started_at);
+        true
+    }
+
+    /// Start a new process for slot `i`.
+    fn spawn(&mut self, i: usize) {
+        let service = self.slots[i].service;
+        let credentials = if self.settings.drop_privileges {
+            match Credentials::for_service(service) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    self.fail(i, e.to_string());
+                    return;
+                }
+            }
+        } else {
+            None
+        };
+        let Some(log) = self.slots[i].log.as_ref() else {
+            self.fail(i, "no log fifo".into());
+            return;
+        };
+        let spec = SpawnSpec {
+            service,
+            sim_dir: self.settings.sim_dir.clone(),
+            credentials,
+        };
+        let pid = match child::spawn(&spec, log) {
+            Ok(pid) => pid,
+            Err(e) => {
+                self.fail(i, e.to_string());
+                return;
+            }
+        };
+        // A child that died instantly is a zombie until reaped, so /proc still answers; if it
+        // does not, the exit watcher reaps it by pid alone.
+        let id = ProcessId::of(pid).unwrap_or(ProcessId {
+            pid,
+            start_ticks: 0,
+        });
+        if let Err(e) = procfs::write_pidfile(&self.settings.layout.pidfile(service), id) {
+            tracing::warn!(%service, error = %e, "pidfile not written; a restarted supervisor will not re-adopt");
+        }
+        tracing::info!(%service, pid, "started");
+        let now = self.now();
+        self.track(i, id, true, now);
+    }
+
+    /// Watch a process (spawned or adopted): its exit, and its health until SERVING.
+    fn track(&mut self, i: usize, id: ProcessId, own_child: bool, started_at: Duration) {
+        let slot = &mut self.slots[i];
+        slot.run_cancel.trigger();
+        slot.run_cancel = Shutdown::new();
+        slot.process = Some(id);
+        slot.own_child = own_child;
+        slot.started_at = started_at;
+        slot.epoch += 1;
+        slot.failure = None;
+        let service = slot.service;
+        let epoch = slot.epoch;
+        let cancel = slot.run_cancel.clone();
+        let tx = self.events_tx.clone();
+        tokio::spawn(async move {
+            let kind = procfs::wait_exit(id, own_child).await;
+            let _ = tx.send(Event::Exited {
+                service,
+                process: id,
+                kind,
+            });
+        });
+        let tx = self.events_tx.clone();
+        let layout = self.settings.layout.clone();
+        tokio::spawn(async move {
+            let mut delay = Duration::from_millis(2);
+            loop {
+                tokio::select! {
+                    ok = ipc::check_health(&layout, service, HEALTH_PROBE_TIMEOUT) => {
+                        if ok {
+                            let _ = tx.send(Event::Serving { service, epoch });
+                            return;
+                        }
+                    }
+                    _ = cancel.wait() => return,
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = cancel.wait() => return,
+                }
+                delay = (delay * 2).min(HEALTH_POLL_CAP);
+            }
+        });
+        // Force a transition event even when re-tracking from Starting.
+        if self.slots[i].state == State::Starting {
+            self.slots[i].state = State::Backoff;
+        }
+        self.set_state(i, State::Starting);
+    }
+
+    fn fail(&mut self, i: usize, reason: String) {
+        tracing::error!(service = %self.slots[i].service, %reason, "service failed; not restarting it");
+        self.slots[i].failure = Some(reason);
+        self.set_state(i, State::Failed);
+    }
+
+    fn signal(&self, i: usize, signal: Signal) {
+        let slot = &self.slots[i];
+        let Some(id) = slot.process else { return };
+        // Never signal a pid that now belongs to someone else.
+        let same = procfs::start_ticks(id.pid).is_ok_and(|t| t == id.start_ticks)
+            || (slot.own_child && id.start_ticks == 0);
+        if same {
+            // Each child leads its own process group: signal the group so helpers it started
+            // go with it.
+            let _ = killpg(Pid::from_raw(id.pid as i32), signal);
+        }
+    }
+
+    /// Ask a service to stop; what follows its exit is `after`.
+    fn begin_stop(&mut self, i: usize, after: AfterStop) {
+        self.slots[i].after_stop = after;
+        match self.slots[i].state {
+            State::Stopping => {}
+            State::Starting | State::Running if self.slots[i].process.is_some() => {
+                let service = self.slots[i].service;
+                tracing::info!(%service, "stopping");
+                self.slots[i].run_cancel.trigger();
+                self.slots[i].epoch += 1;
+                let epoch = self.slots[i].epoch;
+                self.signal(i, Signal::SIGTERM);
+                let grace = self.settings.policies.policy(service.as_str()).grace_ms;
+                self.schedule(
+                    Duration::from_millis(grace),
+                    Event::GraceOver { service, epoch },
+                );
+                self.set_state(i, State::Stopping);
+            }
+            _ => {
+                // Nothing runs (backoff, stopped, failed): cancel any pending restart.
+                self.slots[i].epoch += 1;
+                self.set_state(i, State::Stopped);
+                self.after_stopped(i);
+            }
+        }
+    }
+
+    fn after_stopped(&mut self, i: usize) {
+        if self.slots[i].after_stop == AfterStop::StartAgain {
+            self.slots[i].after_stop = AfterStop::StayStopped;
+            self.slots[i].restarts += 1;
+            self.spawn(i);
+        }
+    }
+
+    fn on_command(&mut self, cmd: Command) {
+        match cmd {
+            Command::List(reply) => {
+                let all = (0..self.slots.len()).map(|i| self.info(i)).collect();
+                let _ = reply.send(all);
+            }
+            Command::Restart(service, reply) => {
+                let i = self.idx(service);
+                tracing::info!(%service, "restart requested");
+                self.supersede(i);
+                self.slots[i].waiters.push((WaitFor::Running, reply));
+                if matches!(self.slots[i].state, State::Failed | State::Stopped) {
+                    self.slots[i].history.clear();
+                }
+                self.begin_stop(i, AfterStop::StartAgain);
+            }
+            Command::Stop(service, reply) => {
+                let i = self.idx(service);
+                tracing::info!(%service, "stop requested");
+                self.supersede(i);
+                self.slots[i].waiters.push((WaitFor::Stopped, reply));
+                self.begin_stop(i, AfterStop::StayStopped);
+            }
+            Command::Start(service, reply) => {
+                let i = self.idx(service);
+                tracing::info!(%service, "start requested");
+                match self.slots[i].state {
+                    State::Running => {
+                        let _ = reply.send(Ok(self.info(i)));
+                    }
+                    State::Starting => self.slots[i].waiters.push((WaitFor::Running, reply)),
+                    State::Stopping => {
+                        self.supersede(i);
+                        self.slots[i].waiters.push((WaitFor::Running, reply));
+                        self.slots[i].after_stop = AfterStop::StartAgain;
+                    }
+                    State::Backoff | State::Stopped | State::Failed => {
+                        self.slots[i].waiters.push((WaitFor::Running, reply));
+                        self.slots[i].history.clear();
+                        self.slots[i].epoch += 1;
+                        self.spawn(i);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Fail commands still waiting on a service that a new command redirects.
+    fn supersede(&mut self, i: usize) {
+        let service = self.slots[i].service;
+        for (_, reply) in self.slots[i].waiters.drain(..) {
+            let _ = reply.send(Err(ControlError::Superseded { service }));
+        }
+    }
+
+    fn on_event(&mut self, ev: Event) {
+        match ev {
+            Event::Exited {
+                service,
+                process,
+                kind,
+            } => self.on_exit(service, process, kind),
+            Event::Serving { service, epoch } => {
+                let i = self.idx(service);
+                if self.slots[i].epoch == epoch && self.slots[i].state == State::Starting {
+                    tracing::info!(%service, pid = ?self.slots[i].process.map(|p| p.pid), "serving");
+                    self.set_state(i, State::Running);
+                }
+            }
+            Event::RestartDue { service, epoch } => {
+                let i = self.idx(service);
+                if self.slots[i].epoch == epoch && self.slots[i].state == State::Backoff {
+                    self.spawn(i);
+                }
+            }
+            Event::GraceOver { service, epoch } => {
+                let i = self.idx(service);
+                if self.slots[i].epoch == epoch && self.slots[i].state == State::Stopping {
+                    tracing::warn!(%service, "grace period over; sending SIGKILL");
+                    self.signal(i, Signal::SIGKILL);
+                }
+            }
+            Event::StartTimeout { service, epoch } => {
+                let i = self.idx(service);
+                if self.booting == Some(service) && self.slots[i].epoch == epoch {
+                    tracing::warn!(%service, "not serving yet; booting the next services anyway");
+                    self.booting = None;
+                    self.advance_boot();
+                }
+            }
+        }
+    }
+
+    fn on_exit(&mut self, service: ServiceName, process: ProcessId, kind: ExitKind) {
+        let i = self.idx(service);
+        if self.slots[i].process != Some(process) {
+            return;
+        }
+        let slot = &mut self.slots[i];
+        slot.process = None;
+        slot.run_cancel.trigger();
+        slot.last_exit = Some(kind.to_string());
+        procfs::remove_pidfile(&self.settings.layout.pidfile(service));
+        if slot.state == State::Stopping {
+            tracing::info!(%service, pid = process.pid, exit = %kind, "stopped");
+            self.set_state(i, State::Stopped);
+            self.after_stopped(i);
+            return;
+        }
+        let now = self.now();
+        let policy = self.settings.policies.policy(service.as_str()).clone();
+        let exit = ExitEvent {
+            kind,
+            started_at: self.slots[i].started_at,
+        };
+        match policy::decide(&policy, &exit, &self.slots[i].history, now) {
+            Decision::Restart { delay, streak } => {
+                tracing::warn!(%service, pid = process.pid, exit = %kind, delay_ms = delay.as_millis() as u64, "exited; restarting");
+                let slot = &mut self.slots[i];
+                slot.history.record_restart(
+                    now,
+                    streak,
+                    Duration::from_secs(policy.intensity_window_s),
+                );
+                slot.restarts += 1;
+                slot.epoch += 1;
+                let epoch = slot.epoch;
+                self.set_state(i, State::Backoff);
+                self.schedule(delay, Event::RestartDue { service, epoch });
+            }
+            Decision::GiveUp(reason) => {
+                tracing::warn!(%service, pid = process.pid, exit = %kind, "exited");
+                self.fail(i, reason.to_string());
+            }
+            Decision::StayStopped => {
+                tracing::info!(%service, pid = process.pid, exit = %kind, "exited; strategy keeps it stopped");
+                if kind.is_success() {
+                    self.set_state(i, State::Stopped);
+                } else {
+                    self.slots[i].failure = Some(kind.to_string());
+                    self.set_state(i, State::Failed);
+                }
+            }
+        }
+    }
+
+    /// Stop everything in reverse boot order, each with its grace period, then SIGKILL.
+    async fn shutdown_all(&mut self, events: &mut mpsc::UnboundedReceiver<Event>) {
+        tracing::info!("shutting down all services in reverse boot order");
+        notify::stopping();
+        for i in (0..self.slots.len()).rev() {
+            let service = self.slots[i].service;
+            self.slots[i].run_cancel.trigger();
+            self.supersede(i);
+            let Some(id) = self.slots[i].process else {
+                self.slots[i].epoch += 1;
+                self.set_state(i, State::Stopped);
+                continue;
+            };
+            tracing::info!(%service, pid = id.pid, "stopping");
+            self.set_state(i, State::Stopping);
+            self.signal(i, Signal::SIGTERM);
+            let grace =
+                Duration::from_millis(self.settings.policies.policy(service.as_str()).grace_ms);
+            if !self.wait_gone(i, events, grace).await {
+                tracing::warn!(%service, pid = id.pid, "grace period over; sending SIGKILL");
+                self.signal(i, Signal::SIGKILL);
+                if !self.wait_gone(i, events, KILL_WAIT).await {
+                    tracing::error!(%service, pid = id.pid, "still alive after SIGKILL; leaving it");
+                    continue;
+                }
+            }
+            tracing::info!(%service, pid = id.pid, exit = self.slots[i].last_exit.as_deref().unwrap_or("?"), "stopped");
+            self.set_state(i, State::Stopped);
+        }
+        tracing::info!("all services stopped");
+    }
+
+    /// Wait until slot `i` has no process, handling other exits meanwhile (none is restarted).
+    async fn wait_gone(
+        &mut self,
+        i: usize,
+        events: &mut mpsc::UnboundedReceiver<Event>,
+        within: Duration,
+    ) -> bool {
+        let deadline = tokio::time::sleep(within);
+        tokio::pin!(deadline);
+        while self.slots[i].process.is_some() {
+            tokio::select! {
+                ev = events.recv() => {
+                    let Some(Event::Exited { service, process, kind }) = ev else { continue };
+                    let j = self.idx(service);
+                    if self.slots[j].process == Some(process) {
+                        self.slots[j].process = None;
+                        self.slots[j].last_exit = Some(kind.to_string());
+                        procfs::remove_pidfile(&self.settings.layout.pidfile(service));
+                        if j != i {
+                            self.set_state(j, State::Stopped);
+                        }
+                    }
+                }
+                _ = &mut deadline => return false,
+            }
+        }
+        true
+    }
+}

@@ -1,0 +1,328 @@
+//! End-to-end tests of the supervisor against the real `svcos sim` process tree.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use svcos_e2e::{SIM_SERVICES, Sim, SimOptions, WAIT, list_svcos_processes, svcos_bin};
+
+fn pids(sim: &Sim) -> BTreeMap<String, u32> {
+    sim.status()
+        .unwrap()
+        .into_iter()
+        .map(|s| (s.name, s.pid.expect("running service has a pid")))
+        .collect()
+}
+
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigkill_of_each_service_restarts_only_that_service() {
+    let mut sim = Sim::start(SimOptions::default()).unwrap();
+    for service in SIM_SERVICES {
+        let before = pids(&sim);
+        let new_pid = sim.kill_service_and_wait(service).unwrap();
+        assert_ne!(new_pid, before[service], "{service} got a new process");
+        let after = pids(&sim);
+        for (name, pid) in &before {
+            if name != service {
+                assert_eq!(
+                    after[name], *pid,
+                    "{name} kept running while {service} restarted"
+                );
+            }
+        }
+        assert_eq!(
+            sim.processes_of(service),
+            vec![new_pid],
+            "exactly one {service} process"
+        );
+        let row = sim
+            .status()
+            .unwrap()
+            .into_iter()
+            .find(|s| s.name == service)
+            .unwrap();
+        assert!(row.restarts >= 1, "{row:?}");
+        assert_eq!(
+            row.last_exit.as_deref(),
+            Some("killed by signal 9 (SIGKILL)")
+        );
+    }
+}
+
+#[test]
+fn killed_supervisor_leaves_children_running_and_restart_readopts_them() {
+    let mut sim = Sim::start(SimOptions::default()).unwrap();
+    let before = pids(&sim);
+    sim.kill_supervisor().unwrap();
+    // Children are in their own sessions and write to FIFOs: nothing reaches them.
+    for (name, pid) in &before {
+        assert_eq!(sim.processes_of(name), vec![*pid], "{name} survived");
+    }
+    sim.restart_supervisor().unwrap();
+    let after = pids(&sim);
+    assert_eq!(
+        after, before,
+        "every service was re-adopted, none restarted"
+    );
+    for name in SIM_SERVICES {
+        assert_eq!(sim.processes_of(name).len(), 1, "no duplicate {name}");
+    }
+    assert!(sim.log().contains("re-adopted running process"));
+    // An adopted process is still supervised: killing it gets it restarted.
+    let new_pid = sim.kill_service_and_wait("auth").unwrap();
+    assert_ne!(new_pid, before["auth"]);
+    // The re-opened FIFO carries the output of an adopted child: its SIGTERM log line shows
+    // up tagged in the new supervisor's log.
+    let tagged = |log: &str| {
+        log.lines()
+            .filter(|l| l.starts_with("legacy-tcp: "))
+            .count()
+    };
+    let before_lines = tagged(&sim.log());
+    let restarted = sim.ctl(&["restart", "legacy-tcp"]).unwrap();
+    assert!(restarted.status.success(), "{restarted:?}");
+    wait_until("a tagged line from the adopted legacy-tcp", || {
+        tagged(&sim.log()) > before_lines
+    });
+}
+
+#[test]
+fn sigterm_stops_everything_in_reverse_boot_order() {
+    let mut sim = Sim::start(SimOptions::default()).unwrap();
+    let status = sim.stop().unwrap().expect("supervisor was running");
+    assert!(status.success(), "{status}");
+    let log = sim.log();
+    let order: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("INFO stopping service="))
+        .filter_map(|l| l.split("service=").nth(1)?.split_whitespace().next())
+        .collect();
+    let mut want: Vec<&str> = SIM_SERVICES.to_vec();
+    want.reverse();
+    assert_eq!(order, want, "{log}");
+    assert!(
+        !log.contains("grace period over"),
+        "every service stopped within its grace period:\n{log}"
+    );
+    for name in SIM_SERVICES {
+        assert!(sim.processes_of(name).is_empty(), "{name} is gone");
+    }
+    assert!(!sim.socket("supervisor").exists());
+}
+
+#[test]
+fn ctl_stop_start_restart_and_errors() {
+    let sim = Sim::start(SimOptions::default()).unwrap();
+    let old = sim.pid("tuner").unwrap();
+    let out = sim.ctl(&["stop", "tuner"]).unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let row = |name: &str| {
+        sim.status()
+            .unwrap()
+            .into_iter()
+            .find(|s| s.name == name)
+            .unwrap()
+    };
+    assert_eq!(row("tuner").state, "stopped");
+    assert_eq!(row("tuner").pid, None);
+    assert!(sim.processes_of("tuner").is_empty());
+    let out = sim.ctl(&["start", "tuner"]).unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let started = row("tuner");
+    assert_eq!(started.state, "running");
+    assert_ne!(started.pid, Some(old));
+    let out = sim.ctl(&["restart", "tuner"]).unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_ne!(row("tuner").pid, started.pid);
+    let text = sim.ctl(&["status"]).unwrap();
+    let table = String::from_utf8_lossy(&text.stdout);
+    for name in SIM_SERVICES {
+        assert!(table.contains(name), "{table}");
+    }
+    let bad = sim.ctl(&["restart", "nope"]).unwrap();
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("unknown service \"nope\""),
+        "{bad:?}"
+    );
+}
+
+#[test]
+fn ctl_without_supervisor_fails_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(svcos_bin())
+        .args(["ctl", "--dir"])
+        .arg(dir.path())
+        .args(["status", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(69));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no supervisor is running"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn second_supervisor_on_same_dir_refuses() {
+    let sim = Sim::start(SimOptions::default()).unwrap();
+    let out = Command::new(svcos_bin())
+        .args(["sim", "--dir"])
+        .arg(sim.dir())
+        .env_remove("DBUS_SESSION_BUS_ADDRESS")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("another supervisor is already running"),
+        "{out:?}"
+    );
+    for name in SIM_SERVICES {
+        assert_eq!(sim.processes_of(name).len(), 1, "no duplicate {name}");
+    }
+}
+
+#[test]
+fn sim_rejects_non_loopback_bind() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(svcos_bin())
+        .args(["sim", "--bind", "0.0.0.0", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(
+        list_svcos_processes()
+            .iter()
+            .all(|(_, argv)| !argv.iter().any(|a| Path::new(a) == dir.path()))
+    );
+}
+
+/// A private D-Bus daemon for one test.
+struct Bus {
+    daemon: Child,
+    address: String,
+}
+
+impl Bus {
+    fn start() -> Option<Bus> {
+        let mut daemon = Command::new("dbus-daemon")
+            .args(["--session", "--nofork", "--nopidfile", "--print-address=1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let mut line = String::new();
+        BufReader::new(daemon.stdout.take()?)
+            .read_line(&mut line)
+            .ok()?;
+        Some(Bus {
+            daemon,
+            address: line.trim().to_string(),
+        })
+    }
+
+    fn busctl(&self, args: &[&str]) -> std::process::Output {
+        Command::new("busctl")
+            .arg(format!("--address={}", self.address))
+            .args(args)
+            .output()
+            .expect("run busctl")
+    }
+}
+
+impl Drop for Bus {
+    fn drop(&mut self) {
+        let _ = self.daemon.kill();
+        let _ = self.daemon.wait();
+    }
+}
+
+fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+#[test]
+fn dbus_list_restart_and_state_signal() {
+    if !have("dbus-daemon") || !have("busctl") {
+        eprintln!("SKIP: dbus-daemon or busctl not installed");
+        return;
+    }
+    let bus = Bus::start().expect("private dbus-daemon");
+    let sim = Sim::start(SimOptions {
+        dbus_address: Some(bus.address.clone()),
+        ..SimOptions::default()
+    })
+    .unwrap();
+    let obj = [
+        "org.svcos.Supervisor1",
+        "/org/svcos/Supervisor1",
+        "org.svcos.Supervisor1",
+    ];
+
+    let list = bus.busctl(&[&["call"], &obj[..], &["ListServices"]].concat());
+    assert!(list.status.success(), "{list:?}");
+    let text = String::from_utf8_lossy(&list.stdout);
+    assert!(text.starts_with("a(ssuuts) 9 "), "{text}");
+    for name in SIM_SERVICES {
+        let pid = sim.pid(name).unwrap();
+        assert!(
+            text.contains(&format!("\"{name}\" \"running\" {pid} ")),
+            "{name} with pid {pid} in {text}"
+        );
+    }
+
+    // Watch signals while restarting the tuner through D-Bus.
+    let monitor_log = sim.dir().join("dbus-monitor.log");
+    let mut monitor = Command::new("busctl")
+        .arg(format!("--address={}", bus.address))
+        .args([
+            "monitor",
+            "--match",
+            "type='signal',interface='org.svcos.Supervisor1'",
+        ])
+        .stdout(std::fs::File::create(&monitor_log).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("busctl monitor to attach", || {
+        std::fs::read_to_string(&monitor_log).is_ok_and(|t| t.contains("Monitoring"))
+            || std::fs::metadata(&monitor_log).is_ok_and(|m| m.len() > 0)
+    });
+    let old = sim.pid("tuner").unwrap();
+    let restart = bus.busctl(&[&["call"], &obj[..], &["Restart", "s", "tuner"]].concat());
+    assert!(restart.status.success(), "{restart:?}");
+    let new = sim.pid("tuner").unwrap();
+    assert_ne!(new, old);
+    let want_running = "\"running\"";
+    wait_until("ServiceStateChanged(tuner, running, new pid)", || {
+        let t = std::fs::read_to_string(&monitor_log).unwrap_or_default();
+        t.contains("ServiceStateChanged")
+            && t.contains("\"tuner\"")
+            && t.contains(want_running)
+            && t.contains(&new.to_string())
+    });
+    let _ = kill(Pid::from_raw(monitor.id() as i32), Signal::SIGTERM);
+    let _ = monitor.wait();
+
+    let bad = bus.busctl(&[&["call"], &obj[..], &["Stop", "s", "nope"]].concat());
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown service"));
+}

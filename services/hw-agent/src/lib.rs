@@ -1,11 +1,87 @@
-//! Hashboards, PSU, fans and the real-time mining loop.
+//! hw-agent: hashboards, PSU, fans, sensors and the real-time mining loop.
+//!
+//! # Threads
+//!
+//! | Thread | Owns | Wakes on |
+//! |---|---|---|
+//! | `chain<N>` (one per chain, [`chain`]) | the UART, decoder, job-id ring, accounting | UART bytes, a command, the next frame's due time |
+//! | `board` ([`control`]) | PSU, sensors, fans, GPIO, thermal policy | a command, 100 ms (button/LED), 500 ms (control step) |
+//! | `state-saver` | nothing; copies counters to the re-attach file | 1 s |
+//! | main (current-thread tokio) | gRPC server, StreamJobs/SubmitShare client, telemetry assembly | I/O |
+//!
+//! The mining path never touches the runtime: a job goes from the StreamJobs task straight to
+//! each chain thread's channel (plus one byte on a wake-up socket); a verified share goes from
+//! the chain thread into a bounded channel drained by the submitter task. The API only reads
+//! snapshots the threads publish through `watch` channels and sends commands
+//! ([`chain::ChainCommand`], [`control::ControlCommand`]), whose docs say when each is allowed.
+//!
+//! # Start-up
+//!
+//! 1. The board is described by `[hardware]` ([`board::BoardSpec`]); in the sim, GetBoard adds
+//!    the PTY paths, I2C map, GPIO names and the virtual-hashes-per-real-hash factor.
+//! 2. If the re-attach file under `Layout::service_runtime_dir(HwAgent)` describes this board,
+//!    each chain is re-opened at its saved baud and probed with one register read of its first
+//!    chip; chips that answer are adopted as they are: no reset, no enumeration, no baud or PLL
+//!    change, counters continue. Any other chain is reset through its GPIO line and brought up
+//!    from cold ([`chain`]: enumerate, address, ticket and version masks, PLL ramp, baud switch).
+//! 3. A graceful stop leaves the chips hashing, so a restart of either kind re-attaches.
+//!
+//! # Accounting
+//!
+//! Every nonce is re-hashed (SHA-256d of the rebuilt header) and must meet the ticket mask the
+//! chips were given; it then counts `2^zero_bits` hashes (times the sim's virtual factor, only
+//! with the sim driver) in 5 s / 1 min / 15 min windows per chain and 1 min per chip.
+
+pub mod accounting;
+pub mod board;
+pub mod chain;
+pub mod control;
+pub mod drivers;
+pub mod error;
+pub mod probes;
+pub mod service;
+pub mod shares;
+pub mod state;
+pub mod stratum;
+pub mod telemetry;
+pub mod thermal;
+pub mod work;
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
+use anyhow::Context;
+use svcos_bm13xx::{ChipModel, TicketMask};
+use svcos_common::config::HardwareDriver;
 use svcos_common::entry::{Flavor, ServiceContext, run_service};
-use svcos_common::{ServiceName, Shutdown};
+use svcos_common::{ServiceName, Shutdown, ipc};
+use svcos_proto::hwagent::v1::hw_agent_service_server::HwAgentServiceServer;
+use svcos_proto::hwsim::v1::GetBoardRequest;
+use svcos_proto::hwsim::v1::hw_sim_service_client::HwSimServiceClient;
 use tokio::net::UnixListener;
+use tokio::sync::{Notify, broadcast, mpsc, watch};
+
+use crate::board::BoardSpec;
+use crate::chain::{ChainHandle, ChainLinks, ChainSetup, ChainStatus, Start};
+use crate::control::{BoardLayout, BoardThread, SensorSpec};
+use crate::drivers::Peripherals;
+use crate::probes::Probes;
+use crate::service::{Api, Published};
+use crate::state::ReattachState;
+use crate::stratum::{JobStatus, ShareCounters};
+
+/// Ticket difficulty on real hardware: 256 keeps the UART far from saturation at S19 rates
+/// while still giving each chip a nonce every few seconds for dead-chip detection.
+pub const LINUX_TICKET_DIFFICULTY: f64 = 256.0;
+/// Nonces per second per chip the sim's ticket mask aims at (enough for 5 s windows and
+/// dead-chip detection at the sim's small real hash budget).
+const SIM_NONCES_PER_CHIP_S: f64 = 0.5;
+/// How long to wait for hw-sim's GetBoard at start (it is started first, but may be slow).
+const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Run the service until `shutdown`, serving gRPC (with health) on `listener`.
 pub async fn run(
@@ -13,8 +89,7 @@ pub async fn run(
     listener: UnixListener,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
-    let _ = ctx;
-    svcos_common::entry::serve_health_only(listener, shutdown).await
+    run_with_probes(ctx, listener, shutdown, Arc::new(Probes::default())).await
 }
 
 /// `svcos hw-agent`: the process entry.
@@ -24,4 +99,453 @@ pub fn entry(args: Vec<OsString>) -> ExitCode {
         Err(code) => return code,
     };
     run_service(ServiceName::HwAgent, args, Flavor::CurrentThread, run)
+}
+
+/// What discovery found: where the chains are and the non-UART layout.
+struct Discovered {
+    devices: Vec<String>,
+    layout: BoardLayout,
+    hashes_scale: f64,
+    serial_number: String,
+    peripherals: Peripherals,
+    /// Real SHA-256d rate of the sim (for its ticket mask), or 0 on hardware.
+    sim_real_hs: f64,
+}
+
+async fn discover(ctx: &ServiceContext, spec: &BoardSpec) -> anyhow::Result<Discovered> {
+    match spec.driver {
+        HardwareDriver::Sim => discover_sim(ctx, spec).await,
+        HardwareDriver::Linux => discover_linux(ctx, spec),
+    }
+}
+
+async fn discover_sim(ctx: &ServiceContext, spec: &BoardSpec) -> anyhow::Result<Discovered> {
+    let socket = ctx.layout.socket(ServiceName::HwSim);
+    let mut client = HwSimServiceClient::new(ipc::channel_at(socket.clone()));
+    let deadline = Instant::now() + DISCOVERY_TIMEOUT;
+    let mut backoff = ipc::Backoff::default();
+    let board = loop {
+        match client.get_board(GetBoardRequest {}).await {
+            Ok(r) => break r.into_inner(),
+            Err(e) if Instant::now() < deadline => {
+                tracing::debug!(code = ?e.code(), "waiting for hw-sim");
+                tokio::time::sleep(backoff.next_delay()).await;
+            }
+            Err(e) => {
+                return Err(error::HwError::Discovery(format!("hw-sim GetBoard: {e}")).into());
+            }
+        }
+    };
+    let chains = board.chains.len().min(spec.chains as usize);
+    let mut layout = BoardLayout {
+        psu_address: (board.psu_address != 0).then_some(board.psu_address as u16),
+        psu_model: board.psu_model.clone(),
+        fans: board.fans as usize,
+        ..Default::default()
+    };
+    for c in &board.chains[..chains] {
+        for (kind, addr) in [
+            ("board", c.board_sensor_address),
+            ("chip", c.chip_sensor_address),
+        ] {
+            if addr != 0 {
+                layout.sensors.push(SensorSpec {
+                    name: format!("chain{}-{kind}", c.chain_id),
+                    kind,
+                    chain_id: c.chain_id,
+                    address: addr as u16,
+                });
+            }
+        }
+        layout.chain_enable.push(if c.enable_gpio.is_empty() {
+            drivers::lines::chain_enable(c.chain_id)
+        } else {
+            c.enable_gpio.clone()
+        });
+        layout.chain_reset.push(if c.reset_gpio.is_empty() {
+            drivers::lines::chain_reset(c.chain_id)
+        } else {
+            c.reset_gpio.clone()
+        });
+    }
+    // The sim drivers block on gRPC; they run on the board thread with their own runtime.
+    let link = drivers::sim::SimLink::new(socket)?;
+    let peripherals = Peripherals {
+        i2c: Box::new(drivers::sim::SimI2c::new(link.clone(), board.i2c_bus)),
+        fans: Box::new(drivers::sim::SimFans::new(link.clone(), layout.fans)),
+        gpio: Box::new(drivers::sim::SimGpio::new(link)),
+        i2c_bus: board.i2c_bus,
+    };
+    Ok(Discovered {
+        devices: board.chains[..chains]
+            .iter()
+            .map(|c| c.tty_path.clone())
+            .collect(),
+        layout,
+        hashes_scale: if board.virtual_hashes_per_real_hash > 0.0 {
+            board.virtual_hashes_per_real_hash
+        } else {
+            1.0
+        },
+        serial_number: format!("SIM-{:016x}", board.seed),
+        peripherals,
+        sim_real_hs: board.real_hashes_per_second,
+    })
+}
+
+fn discover_linux(ctx: &ServiceContext, spec: &BoardSpec) -> anyhow::Result<Discovered> {
+    let hw = &ctx.config.hardware;
+    let devices: Vec<String> = if hw.uarts.is_empty() {
+        (1..=spec.chains).map(|i| format!("/dev/ttyS{i}")).collect()
+    } else {
+        hw.uarts.iter().map(|p| p.display().to_string()).collect()
+    };
+    // The svcOS board map (the same one hw-sim implements): PSU at 0x10, per chain a board
+    // TMP75 at 0x48 + c and a chip-side one at 0x4C + c.
+    let mut layout = BoardLayout {
+        psu_address: Some(0x10),
+        psu_model: "APW".into(),
+        fans: spec.fans as usize,
+        ..Default::default()
+    };
+    for c in 0..spec.chains {
+        for (kind, base) in [("board", 0x48u16), ("chip", 0x4C)] {
+            layout.sensors.push(SensorSpec {
+                name: format!("chain{c}-{kind}"),
+                kind,
+                chain_id: c,
+                address: base + c as u16,
+            });
+        }
+        layout.chain_enable.push(drivers::lines::chain_enable(c));
+        layout.chain_reset.push(drivers::lines::chain_reset(c));
+    }
+    let peripherals = Peripherals {
+        i2c: Box::new(drivers::linux::LinuxI2c::open(spec.i2c_bus)?),
+        fans: Box::new(drivers::linux::SysfsFans::open(&hw.fan_hwmon, layout.fans)?),
+        gpio: Box::new(drivers::linux::SysfsGpio::new(
+            &PathBuf::from("/sys/class/gpio"),
+            hw.gpio_lines.clone(),
+        )),
+        i2c_bus: spec.i2c_bus,
+    };
+    let serial_number = std::fs::read_to_string("/sys/firmware/devicetree/base/serial-number")
+        .map(|s| s.trim_matches(char::from(0)).trim().to_string())
+        .unwrap_or_default();
+    Ok(Discovered {
+        devices,
+        layout,
+        hashes_scale: 1.0,
+        serial_number,
+        peripherals,
+        sim_real_hs: 0.0,
+    })
+}
+
+/// The ticket mask: on hardware a fixed difficulty; in the sim one that yields about
+/// [`SIM_NONCES_PER_CHIP_S`] per chip from the sim's real hash budget.
+fn ticket_for(spec: &BoardSpec, sim_real_hs: f64) -> TicketMask {
+    if sim_real_hs > 0.0 {
+        let chips = f64::from((spec.chains * spec.chips_per_chain).max(1));
+        let hashes_per_nonce = sim_real_hs / chips / SIM_NONCES_PER_CHIP_S;
+        TicketMask::for_difficulty(hashes_per_nonce / accounting::HASHES_PER_DIFF1)
+    } else {
+        TicketMask::for_difficulty(LINUX_TICKET_DIFFICULTY)
+    }
+}
+
+/// [`run`] with caller-owned latency probes (benchmarks and tests read them).
+pub async fn run_with_probes(
+    ctx: ServiceContext,
+    listener: UnixListener,
+    shutdown: Shutdown,
+    probes: Arc<Probes>,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let spec = Arc::new(BoardSpec::from_config(&ctx.config.hardware));
+    let mut found = discover(&ctx, &spec).await.context("board discovery")?;
+    let chip_model = ChipModel::from_name(&spec.chip_model).unwrap_or(ChipModel::Bm1387);
+    let ticket = ticket_for(&spec, found.sim_real_hs);
+    let state_dir = ctx.layout.service_runtime_dir(ServiceName::HwAgent);
+    let state_path = ReattachState::path_in(&state_dir);
+    let saved = match ReattachState::load(&state_path) {
+        Ok(s) => s.filter(|s| s.model == spec.model),
+        Err(e) => {
+            tracing::warn!(error = %e, "ignoring unreadable re-attach state");
+            None
+        }
+    };
+
+    // Decide per chain: re-attach (probe answered) or cold (reset, then bring-up).
+    let mut starts = Vec::new();
+    for (i, device) in found.devices.iter().enumerate() {
+        let candidate = saved.as_ref().and_then(|s| {
+            s.chains.iter().find(|c| {
+                c.chain_id == i as u32 && &c.device == device && !c.chip_addresses.is_empty()
+            })
+        });
+        let start = match candidate {
+            Some(c) => match chain::probe_reattach(c) {
+                Ok(port) => {
+                    tracing::info!(
+                        chain = i,
+                        baud = c.baud,
+                        chips = c.chip_addresses.len(),
+                        "re-attached without bring-up"
+                    );
+                    Start::Reattach(port, c.clone())
+                }
+                Err(e) => {
+                    tracing::info!(chain = i, error = %e, "re-attach probe failed; cold bring-up");
+                    Start::Cold
+                }
+            },
+            None => Start::Cold,
+        };
+        if matches!(start, Start::Cold) {
+            // Chips left at another baud or half-configured answer nothing at 115200: make
+            // them forget everything first, as a power-on would.
+            let gpio = found.peripherals.gpio.as_mut();
+            let _ = gpio.set(&found.layout.chain_enable[i], true);
+            let reset = &found.layout.chain_reset[i];
+            if gpio.set(reset, true).is_ok() {
+                std::thread::sleep(Duration::from_millis(5));
+                let _ = gpio.set(reset, false);
+            }
+        }
+        starts.push(start);
+    }
+    let any_cold = starts.iter().any(|s| matches!(s, Start::Cold));
+    let mining_started_ms = saved
+        .as_ref()
+        .filter(|_| !any_cold)
+        .map(|s| s.mining_started_unix_ms)
+        .unwrap_or_else(svcos_common::time::unix_ms);
+
+    // Chain threads.
+    let (share_tx, share_rx) = mpsc::channel(shares::DEFAULT_CAPACITY);
+    let state_changed = Arc::new(Notify::new());
+    let links = ChainLinks {
+        shares: share_tx,
+        generation: Arc::new(AtomicU64::new(0)),
+        probes: Arc::clone(&probes),
+        state_changed: Arc::clone(&state_changed),
+        shares_dropped: Arc::new(AtomicU64::new(0)),
+    };
+    probes.set_chains(starts.len());
+    let mut handles = Vec::new();
+    for (i, start) in starts.into_iter().enumerate() {
+        let setup = ChainSetup {
+            chain_id: i as u32,
+            device: found.devices[i].clone(),
+            chips_expected: spec.chips_per_chain,
+            chip_model,
+            target_mhz: spec.frequency_mhz,
+            baud: spec.baud,
+            ticket,
+            hashes_scale: found.hashes_scale,
+        };
+        handles.push(chain::spawn(setup, start, links.clone())?);
+    }
+    let chains: Arc<Vec<ChainHandle>> = Arc::new(handles);
+
+    // Board thread.
+    let (control_tx, control_rx) = std::sync::mpsc::channel();
+    let (board_tx, board_rx) = watch::channel(Arc::new(control::initial_snapshot(
+        &found.layout,
+        &ctx.config.thermal,
+        &ctx.config.hardware,
+    )));
+    let (events_tx, _) = broadcast::channel(64);
+    let layout = Arc::new(found.layout.clone());
+    if let Some(addr) = found.layout.psu_address {
+        // Apply the configured supply voltage (no-op when it already is).
+        let psu = drivers::devices::Psu::new(addr);
+        if let Err(e) = psu.set_voltage_mv(
+            found.peripherals.i2c.as_mut(),
+            ctx.config.hardware.voltage_mv.round() as u16,
+        ) {
+            tracing::warn!(error = %e, "PSU voltage");
+        }
+    }
+    let board_thread = BoardThread {
+        peripherals: found.peripherals,
+        layout: found.layout,
+        chains: Arc::clone(&chains),
+        commands: control_rx,
+        snapshot: board_tx,
+        events: events_tx.clone(),
+        state_changed: Arc::clone(&state_changed),
+        hardware: ctx.config.hardware.clone(),
+        thermal: ctx.config.thermal.clone(),
+        mode: ctx.config.system.mode,
+    };
+    let board_join = std::thread::Builder::new()
+        .name("board".into())
+        .spawn(move || board_thread.run())?;
+
+    // Stratum client side.
+    let stratum_channel = ipc::channel(&ctx.layout, ServiceName::StratumAgent);
+    let (jobs_tx, jobs_rx) = watch::channel(JobStatus::default());
+    let share_counters = Arc::new(ShareCounters::default());
+    if let Some(s) = &saved {
+        share_counters.sent.store(s.shares_sent, Ordering::Relaxed);
+    }
+    tokio::spawn(stratum::follow_jobs(
+        stratum_channel.clone(),
+        Arc::clone(&chains),
+        Arc::clone(&links.generation),
+        jobs_tx,
+        shutdown.clone(),
+    ));
+    tokio::spawn(stratum::submit_shares(
+        stratum_channel,
+        share_rx,
+        jobs_rx.clone(),
+        Arc::clone(&share_counters),
+        Arc::clone(&probes),
+        shares::DEFAULT_CAPACITY,
+        shutdown.clone(),
+    ));
+
+    // Telemetry: once a second and on every state change.
+    let sources = telemetry::Sources {
+        spec: Arc::clone(&spec),
+        chains: chains.iter().map(|c| c.snapshot.clone()).collect(),
+        board: board_rx.clone(),
+        jobs: jobs_rx,
+        shares: Arc::clone(&share_counters),
+        mining_started_ms,
+    };
+    let (telemetry_tx, telemetry_rx) = watch::channel(Arc::new(Published::default()));
+    tokio::spawn(publish_telemetry(
+        sources,
+        telemetry_tx,
+        Arc::clone(&state_changed),
+        shutdown.clone(),
+    ));
+
+    // Bring-up / re-attach timing, once no chain is initialising any more.
+    {
+        let probes = Arc::clone(&probes);
+        let mut rx: Vec<_> = chains.iter().map(|c| c.snapshot.clone()).collect();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            loop {
+                if rx
+                    .iter()
+                    .all(|r| r.borrow().status != ChainStatus::Initializing)
+                {
+                    let d = started.elapsed();
+                    if any_cold {
+                        probes.bring_up(d);
+                    } else {
+                        probes.reattach(d);
+                    }
+                    tracing::info!(ms = d.as_millis() as u64, cold = any_cold, "chains ready");
+                    return;
+                }
+                let changed =
+                    futures::future::select_all(rx.iter_mut().map(|r| Box::pin(r.changed())));
+                tokio::select! {
+                    _ = changed => {}
+                    _ = shutdown.wait() => return,
+                }
+            }
+        });
+    }
+
+    // Re-attach state, every second, off the runtime thread (fsync may take a while).
+    let saver_stop = Arc::new(AtomicBool::new(false));
+    let saver = {
+        let chains = Arc::clone(&chains);
+        let counters = Arc::clone(&share_counters);
+        let stop = Arc::clone(&saver_stop);
+        let model = spec.model.clone();
+        let path = state_path.clone();
+        std::thread::Builder::new()
+            .name("state-saver".into())
+            .spawn(move || {
+                let save = || {
+                    let state = ReattachState {
+                        format: state::FORMAT,
+                        model: model.clone(),
+                        mining_started_unix_ms: mining_started_ms,
+                        shares_sent: counters.sent.load(Ordering::Relaxed),
+                        chains: chains
+                            .iter()
+                            .filter_map(|c| {
+                                c.saved.lock().unwrap_or_else(|p| p.into_inner()).clone()
+                            })
+                            .collect(),
+                    };
+                    if let Err(e) = state.save(&path) {
+                        tracing::warn!(error = %e, "re-attach state not saved");
+                    }
+                };
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::park_timeout(Duration::from_secs(1));
+                    save();
+                }
+                save();
+            })?
+    };
+
+    // API.
+    let api = Api {
+        spec: Arc::clone(&spec),
+        layout,
+        telemetry: telemetry_rx,
+        board: board_rx,
+        chains: Arc::clone(&chains),
+        control: control_tx.clone(),
+        events: events_tx,
+        layout_paths: ctx.layout.clone(),
+        serial_number: found.serial_number,
+    };
+    let (_health, health_service) = ipc::health().await;
+    let served = ipc::serve(
+        ipc::server()
+            .add_service(health_service)
+            .add_service(HwAgentServiceServer::new(api)),
+        listener,
+        shutdown.clone(),
+    )
+    .await;
+
+    // Stop: threads first (each saves its state), then one last save. The chips keep hashing
+    // so the next start re-attaches.
+    shutdown.trigger();
+    let _ = control_tx.send(control::ControlCommand::Stop);
+    let _ = board_join.join();
+    for c in chains.iter() {
+        c.stop();
+    }
+    saver_stop.store(true, Ordering::Relaxed);
+    saver.thread().unpark();
+    let _ = saver.join();
+    served.context("gRPC server")?;
+    Ok(())
+}
+
+async fn publish_telemetry(
+    sources: telemetry::Sources,
+    tx: watch::Sender<Arc<Published>>,
+    state_changed: Arc<Notify>,
+    shutdown: Shutdown,
+) {
+    let mut seq = 0u64;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        seq += 1;
+        let full = telemetry::build(&sources, seq);
+        let lite = telemetry::without_chips(&full);
+        tx.send_replace(Arc::new(Published { full, lite }));
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = state_changed.notified() => {}
+            _ = shutdown.wait() => return,
+        }
+    }
 }

@@ -1,0 +1,347 @@
+//! The HwAgentService gRPC API. Readers get copies of published snapshots; controls become
+//! commands to the board or chain threads. No handler ever touches a device itself.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::mpsc::Sender;
+
+use futures::{Stream, StreamExt};
+use svcos_common::Layout;
+use svcos_common::config::Config;
+use svcos_common::status::ToStatus;
+use svcos_proto::hwagent::v1::hw_agent_service_server::HwAgentService;
+use svcos_proto::hwagent::v1::*;
+use tokio::sync::{broadcast, oneshot, watch};
+use tokio_stream::wrappers::{BroadcastStream, WatchStream};
+use tonic::{Request, Response, Status};
+
+use crate::board::BoardSpec;
+use crate::chain::{ChainCommand, ChainHandle};
+use crate::control::{BoardLayout, BoardSnapshot, ControlCommand};
+use crate::error::HwError;
+use crate::telemetry::psu_telemetry;
+
+/// Telemetry as published: with chips and without, built once per publish.
+#[derive(Debug, Clone, Default)]
+pub struct Published {
+    /// With per-chip detail.
+    pub full: Telemetry,
+    /// Without it.
+    pub lite: Telemetry,
+}
+
+/// The API's view of hw-agent.
+pub struct Api {
+    /// Board description.
+    pub spec: Arc<BoardSpec>,
+    /// Peripheral layout (sensors for the inventory).
+    pub layout: Arc<BoardLayout>,
+    /// Latest telemetry.
+    pub telemetry: watch::Receiver<Arc<Published>>,
+    /// Latest board snapshot.
+    pub board: watch::Receiver<Arc<BoardSnapshot>>,
+    /// Chains.
+    pub chains: Arc<Vec<ChainHandle>>,
+    /// Board thread commands.
+    pub control: Sender<ControlCommand>,
+    /// Hardware events.
+    pub events: broadcast::Sender<HwEvent>,
+    /// Where the config file is (ReloadConfig).
+    pub layout_paths: Layout,
+    /// Serial number for the inventory.
+    pub serial_number: String,
+}
+
+fn fail(e: HwError) -> Status {
+    e.to_status()
+}
+
+impl Api {
+    fn control(&self, cmd: ControlCommand) -> Result<(), Status> {
+        self.control
+            .send(cmd)
+            .map_err(|_| fail(HwError::WorkerGone("board thread")))
+    }
+
+    fn chain(&self, id: u32) -> Result<&ChainHandle, Status> {
+        self.chains.get(id as usize).ok_or_else(|| {
+            fail(HwError::NoSuchChain {
+                chain: id,
+                chains: self.chains.len() as u32,
+            })
+        })
+    }
+}
+
+type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl HwAgentService for Api {
+    async fn get_telemetry(
+        &self,
+        request: Request<GetTelemetryRequest>,
+    ) -> Result<Response<GetTelemetryResponse>, Status> {
+        let p = self.telemetry.borrow().clone();
+        let t = if request.get_ref().include_chips {
+            p.full.clone()
+        } else {
+            p.lite.clone()
+        };
+        Ok(Response::new(GetTelemetryResponse { telemetry: Some(t) }))
+    }
+
+    type StreamTelemetryStream = BoxStream<Telemetry>;
+
+    async fn stream_telemetry(
+        &self,
+        request: Request<StreamTelemetryRequest>,
+    ) -> Result<Response<Self::StreamTelemetryStream>, Status> {
+        let chips = request.get_ref().include_chips;
+        // WatchStream yields the current value first, then every new publish.
+        let s = WatchStream::new(self.telemetry.clone()).map(move |p| {
+            Ok(if chips {
+                p.full.clone()
+            } else {
+                p.lite.clone()
+            })
+        });
+        Ok(Response::new(Box::pin(s)))
+    }
+
+    async fn get_inventory(
+        &self,
+        _request: Request<GetInventoryRequest>,
+    ) -> Result<Response<GetInventoryResponse>, Status> {
+        let board = self.board.borrow().clone();
+        let chains = self
+            .chains
+            .iter()
+            .map(|c| {
+                let s = c.snapshot.borrow().clone();
+                ChainInfo {
+                    chain_id: s.chain_id,
+                    chips_expected: s.chips_expected,
+                    chips_detected: s.chips.len() as u32,
+                    chip_model: s.chip_model.clone(),
+                    device: s.device.clone(),
+                    missing_chips: s.missing_chips(),
+                }
+            })
+            .collect();
+        let sensors = board
+            .sensors
+            .iter()
+            .map(|(spec, value)| SensorInfo {
+                name: spec.name.clone(),
+                kind: spec.kind.to_string(),
+                chain_id: spec.chain_id,
+                bus: format!("i2c-{}", self.spec.i2c_bus),
+                address: u32::from(spec.address),
+                value: value.unwrap_or(0.0),
+                unit: "C".into(),
+            })
+            .collect();
+        Ok(Response::new(GetInventoryResponse {
+            model: self.spec.model.clone(),
+            vendor: "Bitmain".into(),
+            board: format!("{:?}", self.spec.board).to_lowercase(),
+            chip_model: self.spec.chip_model.clone(),
+            chains,
+            fan_count: self.layout.fans as u32,
+            psu: Some(psu_telemetry(&board)),
+            sensors,
+            nominal_ghs: self.spec.nominal_ghs(),
+            nominal_power_watt: self.spec.nominal_power_watt(),
+            driver: self.spec.driver_name().into(),
+            serial_number: self.serial_number.clone(),
+        }))
+    }
+
+    type StreamEventsStream = BoxStream<HwEvent>;
+
+    async fn stream_events(
+        &self,
+        _request: Request<StreamEventsRequest>,
+    ) -> Result<Response<Self::StreamEventsStream>, Status> {
+        // A reader too slow to keep 64 events loses the oldest, never blocks the board.
+        let s = BroadcastStream::new(self.events.subscribe())
+            .filter_map(|e| async move { e.ok().map(Ok) });
+        Ok(Response::new(Box::pin(s)))
+    }
+
+    async fn set_fan(
+        &self,
+        request: Request<SetFanRequest>,
+    ) -> Result<Response<SetFanResponse>, Status> {
+        let r = request.into_inner();
+        let mode = FanMode::try_from(r.mode).unwrap_or(FanMode::Unspecified);
+        if mode == FanMode::Unspecified {
+            return Err(fail(HwError::InvalidArgument {
+                field: "mode",
+                message: "FAN_MODE_AUTO or FAN_MODE_MANUAL".into(),
+            }));
+        }
+        if r.pwm_percent > 100 {
+            return Err(fail(HwError::InvalidArgument {
+                field: "pwm_percent",
+                message: "0-100".into(),
+            }));
+        }
+        if r.target_temp_c != 0.0 && !(30.0..=95.0).contains(&r.target_temp_c) {
+            return Err(fail(HwError::InvalidArgument {
+                field: "target_temp_c",
+                message: "0 (keep) or 30-95 C".into(),
+            }));
+        }
+        self.control(ControlCommand::SetFan {
+            mode,
+            pwm_percent: r.pwm_percent,
+            target_temp_c: r.target_temp_c,
+        })?;
+        Ok(Response::new(SetFanResponse {}))
+    }
+
+    async fn set_frequency(
+        &self,
+        request: Request<SetFrequencyRequest>,
+    ) -> Result<Response<SetFrequencyResponse>, Status> {
+        let r = request.into_inner();
+        if !(50.0..=1200.0).contains(&r.frequency_mhz) {
+            return Err(fail(HwError::InvalidArgument {
+                field: "frequency_mhz",
+                message: "50-1200 MHz".into(),
+            }));
+        }
+        if r.chip.is_some() && r.chain_id.is_none() {
+            return Err(fail(HwError::InvalidArgument {
+                field: "chip",
+                message: "a chip needs its chain_id".into(),
+            }));
+        }
+        let targets: Vec<&ChainHandle> = match r.chain_id {
+            Some(id) => vec![self.chain(id)?],
+            None => self.chains.iter().collect(),
+        };
+        let mut replies = Vec::new();
+        for c in targets {
+            let (tx, rx) = oneshot::channel();
+            c.send(ChainCommand::SetFrequency {
+                chip: r.chip,
+                mhz: r.frequency_mhz,
+                reply: tx,
+            });
+            replies.push(rx);
+        }
+        let mut applied = 0.0;
+        for rx in replies {
+            let res = rx
+                .await
+                .map_err(|_| fail(HwError::WorkerGone("chain thread")))?;
+            applied = res.map_err(|e| fail(e.into()))?;
+        }
+        Ok(Response::new(SetFrequencyResponse {
+            applied_mhz: applied,
+        }))
+    }
+
+    async fn set_voltage(
+        &self,
+        request: Request<SetVoltageRequest>,
+    ) -> Result<Response<SetVoltageResponse>, Status> {
+        let r = request.into_inner();
+        if let Some(id) = r.chain_id {
+            self.chain(id)?;
+            if self.chains.len() > 1 {
+                return Err(fail(HwError::FailedPrecondition(
+                    "one PSU feeds every chain on this board: set the voltage without chain_id"
+                        .into(),
+                )));
+            }
+        }
+        let (tx, rx) = oneshot::channel();
+        self.control(ControlCommand::SetVoltage {
+            mv: r.voltage_mv,
+            reply: tx,
+        })?;
+        let applied = rx
+            .await
+            .map_err(|_| fail(HwError::WorkerGone("board thread")))?
+            .map_err(fail)?;
+        Ok(Response::new(SetVoltageResponse {
+            applied_mv: applied,
+        }))
+    }
+
+    async fn set_power_target(
+        &self,
+        request: Request<SetPowerTargetRequest>,
+    ) -> Result<Response<SetPowerTargetResponse>, Status> {
+        let watt = request.into_inner().watt;
+        if !(0.0..=100_000.0).contains(&watt) {
+            return Err(fail(HwError::InvalidArgument {
+                field: "watt",
+                message: "0 (none) or a positive number of watts".into(),
+            }));
+        }
+        self.control(ControlCommand::SetPowerTarget { watt })?;
+        Ok(Response::new(SetPowerTargetResponse { applied_watt: watt }))
+    }
+
+    async fn set_sleep(
+        &self,
+        request: Request<SetSleepRequest>,
+    ) -> Result<Response<SetSleepResponse>, Status> {
+        let sleep = request.into_inner().sleep;
+        self.control(ControlCommand::SetSleep { sleep })?;
+        let state = if sleep {
+            MiningState::Sleeping
+        } else {
+            MiningState::Bringup
+        };
+        Ok(Response::new(SetSleepResponse {
+            state: state as i32,
+        }))
+    }
+
+    async fn set_led(
+        &self,
+        request: Request<SetLedRequest>,
+    ) -> Result<Response<SetLedResponse>, Status> {
+        let mode = LedMode::try_from(request.into_inner().mode).unwrap_or(LedMode::Unspecified);
+        if mode == LedMode::Unspecified {
+            return Err(fail(HwError::InvalidArgument {
+                field: "mode",
+                message: "LED_MODE_NORMAL, LED_MODE_LOCATE or LED_MODE_OFF".into(),
+            }));
+        }
+        self.control(ControlCommand::SetLed(mode))?;
+        Ok(Response::new(SetLedResponse {}))
+    }
+
+    async fn set_chain_enabled(
+        &self,
+        request: Request<SetChainEnabledRequest>,
+    ) -> Result<Response<SetChainEnabledResponse>, Status> {
+        let r = request.into_inner();
+        self.chain(r.chain_id)?;
+        self.control(ControlCommand::SetChainEnabled {
+            chain: r.chain_id,
+            enabled: r.enabled,
+        })?;
+        Ok(Response::new(SetChainEnabledResponse {}))
+    }
+
+    async fn reload_config(
+        &self,
+        _request: Request<ReloadConfigRequest>,
+    ) -> Result<Response<ReloadConfigResponse>, Status> {
+        let config =
+            Config::load(&self.layout_paths.config_path).map_err(|e| fail(HwError::Config(e)))?;
+        self.control(ControlCommand::Reload {
+            hardware: Box::new(config.hardware),
+            thermal: config.thermal,
+            mode: config.system.mode,
+        })?;
+        Ok(Response::new(ReloadConfigResponse {}))
+    }
+}

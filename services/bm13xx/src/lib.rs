@@ -738,6 +738,17 @@ impl HostFrameDecoder {
         self.stream.pending().len()
     }
 
+    /// How many more bytes complete the frame at the head of the buffer (at least 1): lets a
+    /// paced reader sleep until exactly the byte that finishes a frame has arrived.
+    pub fn wanted(&self) -> usize {
+        let rest = self.stream.pending();
+        if rest.len() >= 4 && rest[0..2] == PREAMBLE_HOST {
+            (usize::from(rest[3]) + 2).saturating_sub(rest.len()).max(1)
+        } else {
+            1
+        }
+    }
+
     /// Counters since creation.
     pub fn stats(&self) -> DecoderStats {
         self.stream.stats
@@ -1364,6 +1375,7 @@ mod tests {
         bytes.extend_from_slice(&job.encode());
         dec.push(&bytes[..bytes.len() - 1]);
         assert_eq!(dec.next_frame(), None);
+        assert_eq!(dec.wanted(), 1);
         dec.push(&bytes[bytes.len() - 1..]);
         assert_eq!(dec.next_frame(), Some(HostFrame::Job(job)));
         assert_eq!(dec.stats().frames, 1);

@@ -1,0 +1,99 @@
+//! What board to simulate: the config's preset and overrides turned into fixed figures.
+
+use svcos_bm13xx::ChipModel;
+use svcos_common::config::{Board, Config};
+
+/// The fixed description of the simulated board.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BoardSpec {
+    /// Marketing model name, e.g. "Antminer S9".
+    pub model: String,
+    /// Chip family.
+    pub chip_model: ChipModel,
+    /// Number of chains (hashboards).
+    pub chains: u32,
+    /// Chips on each chain.
+    pub chips_per_chain: u32,
+    /// Frequency the nominal figures refer to, MHz.
+    pub nominal_frequency_mhz: f64,
+    /// Chain (PSU output) voltage the nominal figures refer to, mV; also the PSU's start setpoint.
+    pub nominal_voltage_mv: f64,
+    /// Power of one chip at the nominal point and 60 C, W.
+    pub chip_nominal_watt: f64,
+    /// Fans.
+    pub fans: u32,
+    /// Fan speed at 100 % PWM, RPM.
+    pub fan_max_rpm: u32,
+    /// PSU model name.
+    pub psu_model: String,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Room temperature, C.
+    pub room_temp_c: f64,
+    /// CPU the hashing thread may use, percent of one core.
+    pub cpu_budget_percent: f64,
+    /// I2C bus of the PSU and sensors.
+    pub i2c_bus: u32,
+}
+
+impl BoardSpec {
+    /// The board a validated config describes.
+    pub fn from_config(config: &Config) -> BoardSpec {
+        let hw = &config.hardware;
+        let (_, _, chip, _, model) = hw.board.preset();
+        let (fans, fan_max_rpm, psu_model, chip_nominal_watt) = match hw.board {
+            // S9: ~1300 W at the wall for 189 chips; S19: ~3250 W for 228; Bitaxe: ~12 W.
+            Board::S9 => (2, 6000, "APW3++", 6.3),
+            Board::S19 => (4, 6000, "APW12", 14.0),
+            Board::Bitaxe => (1, 5500, "TPS546", 12.0),
+        };
+        BoardSpec {
+            model: model.to_string(),
+            chip_model: ChipModel::from_name(chip).unwrap_or(ChipModel::Bm1387),
+            chains: hw.chain_count(),
+            chips_per_chain: hw.chips_per_chain(),
+            nominal_frequency_mhz: hw.target_frequency_mhz(),
+            nominal_voltage_mv: hw.voltage_mv,
+            chip_nominal_watt,
+            fans,
+            fan_max_rpm,
+            psu_model: psu_model.to_string(),
+            seed: config.sim.seed,
+            room_temp_c: config.sim.room_temp_c,
+            cpu_budget_percent: config.sim.cpu_budget_percent,
+            i2c_bus: hw.i2c_bus,
+        }
+    }
+
+    /// Nominal hashrate of the whole board at the nominal frequency, hashes per second.
+    pub fn nominal_hashrate(&self) -> f64 {
+        f64::from(self.chains * self.chips_per_chain)
+            * self.chip_model.nominal_hashrate(self.nominal_frequency_mhz)
+    }
+
+    /// Voltage domains per chain (three chips per domain, as on S9-class boards).
+    pub fn domains_per_chain(&self) -> u32 {
+        (self.chips_per_chain / 3).max(1)
+    }
+
+    /// Nominal power of one chain, W.
+    pub fn chain_nominal_watt(&self) -> f64 {
+        self.chip_nominal_watt * f64::from(self.chips_per_chain)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn s9_preset_is_13_5_ths() {
+        let spec = BoardSpec::from_config(&Config::default());
+        assert_eq!(spec.chains, 3);
+        assert_eq!(spec.chips_per_chain, 63);
+        assert_eq!(spec.chip_model, ChipModel::Bm1387);
+        let ths = spec.nominal_hashrate() / 1e12;
+        assert!((13.4..13.6).contains(&ths), "{ths}");
+        assert_eq!(spec.domains_per_chain(), 21);
+    }
+}

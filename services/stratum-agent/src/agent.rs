@@ -247,6 +247,7 @@ pub struct Agent {
     urgent: bool,
     pools_dirty: bool,
     last_persist: Instant,
+    last_pools_publish: Instant,
 }
 
 impl Agent {
@@ -319,6 +320,7 @@ impl Agent {
             urgent: false,
             pools_dirty: true,
             last_persist: now,
+            last_pools_publish: now,
         };
         agent.restore_epoch();
         agent.publish_pools();
@@ -354,6 +356,11 @@ impl Agent {
                 _ = shutdown.wait() => break,
             }
             self.policy();
+            // Fresh snapshots right after a change, but at most one per period (StreamPools'
+            // contract); a change inside the period goes out on the next tick.
+            if self.pools_dirty && self.last_pools_publish.elapsed() >= SNAPSHOT_PERIOD {
+                self.publish_pools();
+            }
         }
         self.account_donation();
         self.state_bytes()
@@ -1477,6 +1484,7 @@ impl Agent {
 
     fn publish_pools(&mut self) {
         self.pools_dirty = false;
+        self.last_pools_publish = Instant::now();
         let now_ms = unix_ms();
         let pools = self
             .slots

@@ -44,6 +44,9 @@ pub struct PoolSettings {
     pub difficulty: f64,
     /// Time between clean-jobs block changes.
     pub block_interval: Duration,
+    /// Time between job updates within a block (not clean, earlier jobs stay valid), as real
+    /// pools send when new transactions arrive; keeps a healthy connection from looking silent.
+    pub job_interval: Duration,
     /// Extranonce2 size handed out.
     pub extranonce2_size: usize,
 }
@@ -53,6 +56,7 @@ impl Default for PoolSettings {
         PoolSettings {
             difficulty: 0.0001,
             block_interval: Duration::from_secs(60),
+            job_interval: Duration::from_secs(30),
             extranonce2_size: 4,
         }
     }
@@ -189,6 +193,23 @@ impl TestPool {
         let height = self.lock().height;
         let _ = self.tx.send(Broadcast::Job(job));
         height
+    }
+
+    /// A job update within the current block: new id and ntime, earlier jobs stay valid.
+    pub fn update_job(&self) {
+        let job = {
+            let mut inner = self.lock();
+            inner.job_seq += 1;
+            let mut job = self.make_job(inner.height, inner.job_seq);
+            job.clean = false;
+            let job = Arc::new(job);
+            inner.jobs.push_back(job.clone());
+            while inner.jobs.len() > 16 {
+                inner.jobs.pop_front();
+            }
+            job
+        };
+        let _ = self.tx.send(Broadcast::Job(job));
     }
 
     fn make_job(&self, height: u64, seq: u64) -> PoolJob {
@@ -383,11 +404,17 @@ pub async fn serve(pool: Arc<TestPool>, listener: TcpListener, shutdown: Shutdow
     let blocks = {
         let (pool, shutdown) = (pool.clone(), shutdown.clone());
         async move {
-            let mut tick = tokio::time::interval(pool.settings.block_interval);
-            tick.tick().await;
+            let mut block = tokio::time::interval(pool.settings.block_interval);
+            let mut update = tokio::time::interval(pool.settings.job_interval);
+            block.tick().await;
+            update.tick().await;
             loop {
                 tokio::select! {
-                    _ = tick.tick() => { pool.new_block(); }
+                    _ = block.tick() => {
+                        pool.new_block();
+                        update.reset();
+                    }
+                    _ = update.tick() => pool.update_job(),
                     _ = shutdown.wait() => break,
                 }
             }

@@ -1,20 +1,137 @@
-//! REST API, /ws, /mcp and /metrics on TCP 8080.
+//! The REST gateway: every route of the spec's inventory on TCP `[api].bind:[api].port`, plus
+//! `/ws` and `/metrics`, with health on the gRPC Unix socket.
+//!
+//! Design:
+//! - **One route registry** ([`registry`]): each operation's method, path, auth class, pinned
+//!   flag, group, support grade, handler and registering file. The router, the OpenAPI
+//!   description ([`openapi`]), `/api/index` and the tests derive from it.
+//! - **Guards before handlers** ([`guard`]): body limit, bearer validation through
+//!   `AuthService.ValidateSession` with a short positive cache dropped on revocation
+//!   ([`authn`]), mode gating (Home / Standard / Hacker), the debug `confirm` rule.
+//! - **One envelope** ([`envelope`]): a layer around the whole router turns every non-2xx into
+//!   `{error, detail?, code?, suggestion?}`; one mapping from gRPC codes to HTTP statuses.
+//! - **No per-request fan-out for status**: hw-agent telemetry and stratum-agent pools are
+//!   followed as streams into watch channels ([`state::Snapshots`]); `/api/status`, `/metrics`
+//!   and `/ws` read the latest snapshot, and `/api/status` reuses its rendered bytes until a
+//!   snapshot changes. When a peer is down the answer says so instead of hanging.
+//! - Single-threaded runtime: one core serves the measured load (see docs/PERFORMANCE.md) and
+//!   the footprint target counts every thread.
+
+// `ApiError` carries the whole envelope plus headers; it is built only on the error path, so
+// its size never costs the success path anything.
+#![allow(clippy::result_large_err)]
+
+pub mod authn;
+pub mod envelope;
+pub mod guard;
+pub mod handlers;
+pub mod openapi;
+pub mod registry;
+pub mod state;
 
 use std::ffi::OsString;
+use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::Arc;
 
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::serve::ListenerExt;
 use svcos_common::entry::{Flavor, ServiceContext, run_service};
-use svcos_common::{ServiceName, Shutdown};
-use tokio::net::UnixListener;
+use svcos_common::time::{Clock, SystemClock};
+use svcos_common::{ServiceName, Shutdown, ipc};
+use tokio::net::{TcpListener, UnixListener};
 
-/// Run the service until `shutdown`, serving gRPC (with health) on `listener`.
+pub use state::AppState;
+
+/// Build the whole HTTP router for a state: the registry's routes, each behind its guard,
+/// `/ws`, the fallbacks, the Host check and the envelope layer.
+pub fn router(state: AppState) -> Router {
+    let mut by_path: std::collections::BTreeMap<String, axum::routing::MethodRouter<AppState>> =
+        std::collections::BTreeMap::new();
+    for route in registry::all() {
+        let ctx = guard::GuardCtx {
+            state: state.clone(),
+            meta: registry::find(&route.meta.method, route.meta.path)
+                .expect("every route is in the registry"),
+        };
+        let handler = route
+            .handler
+            .route_layer(axum::middleware::from_fn_with_state(ctx, guard::guard));
+        let path = route.meta.axum_path();
+        let merged = match by_path.remove(&path) {
+            Some(existing) => existing.merge(handler),
+            None => handler,
+        };
+        by_path.insert(path, merged);
+    }
+    let mut router: Router<AppState> = Router::new();
+    for (path, handler) in by_path {
+        router = router.route(&path, handler);
+    }
+    let max_body = state.config().api.max_body_bytes;
+    router
+        .route("/ws", axum::routing::get(handlers::ws::upgrade))
+        .fallback(handlers::not_found)
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            guard::host_check,
+        ))
+        .layer(axum::middleware::map_response(envelope::normalise))
+        .with_state(state)
+}
+
+/// Serve HTTP on `http` and gRPC health on `grpc` until `shutdown`, with the real clock.
+pub async fn serve(
+    ctx: ServiceContext,
+    grpc: UnixListener,
+    http: TcpListener,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    serve_with_clock(ctx, grpc, http, shutdown, Arc::new(SystemClock)).await
+}
+
+/// [`serve`] with an injectable clock (tests move session expiry by hand).
+pub async fn serve_with_clock(
+    ctx: ServiceContext,
+    grpc: UnixListener,
+    http: TcpListener,
+    shutdown: Shutdown,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<()> {
+    let state = state::Inner::start(ctx.layout, ctx.config, clock, shutdown.clone());
+    let app = router(state);
+    let (_reporter, health) = ipc::health().await;
+    let grpc_server = ipc::serve(ipc::server().add_service(health), grpc, shutdown.clone());
+    let http_listener = http.tap_io(|tcp| {
+        // Small JSON answers: send them now, not after Nagle's delay.
+        let _ = tcp.set_nodelay(true);
+    });
+    let http_server = axum::serve(
+        http_listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown.wait_owned());
+    let (g, h) = tokio::join!(grpc_server, http_server);
+    g?;
+    h?;
+    Ok(())
+}
+
+/// Run the service until `shutdown`: bind `[api].bind:[api].port`, serve HTTP there and gRPC
+/// health on `listener`.
 pub async fn run(
     ctx: ServiceContext,
     listener: UnixListener,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
-    let _ = ctx;
-    svcos_common::entry::serve_health_only(listener, shutdown).await
+    let addr = SocketAddr::new(ctx.config.api.bind, ctx.config.api.port);
+    let http = TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot bind the REST API on {addr}: {e}"))?;
+    tracing::info!(%addr, "REST API listening");
+    serve(ctx, listener, http, shutdown).await
 }
 
 /// `svcos gateway`: the process entry.

@@ -1,0 +1,658 @@
+//! Configuration: read, merge-write, export, import, backup manifest, donation, safety warnings,
+//! the audit ring, hostname and mode.
+//!
+//! Every write goes through [`apply`]: parse into the typed [`Config`] (naming the offending
+//! field), validate, save atomically to `layout.config_path`, swap the in-memory copy, tell the
+//! owning services through their `ReloadConfig`, and report which changed keys need a restart.
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use svcos_common::config::{Config, ConfigError, Mode};
+use svcos_proto::hwagent::v1::MiningState;
+use svcos_proto::hwagent::v1::ReloadConfigRequest as HwReload;
+use svcos_proto::stratum::v1::ReloadConfigRequest as StratumReload;
+
+use super::{ApiResult, json, parse_body};
+use crate::envelope::{ApiError, ErrorCode};
+use crate::registry::Route;
+use crate::{AppState, route};
+
+/// What replaces a secret in GET answers; sending it back keeps the stored secret.
+pub const SECRET_MASK: &str = "********";
+
+/// This module's rows of the registry.
+pub fn routes() -> Vec<Route> {
+    vec![
+        route!(GET "/api/config", Bearer, P, Config, Full, "The whole typed config (secrets masked)", get_config),
+        route!(POST "/api/config", Bearer, P, Config, Full, "Merge a partial config, validate, save atomically, reload owners", post_config),
+        route!(GET "/api/config/backup/manifest", Bearer, P, Config, Full, "What a backup contains and how to restore it", backup_manifest),
+        route!(GET "/api/config/donation", Bearer, P, Config, Full, "Donation settings and what was mined for it", get_donation),
+        route!(POST "/api/config/donation", Bearer, P, Config, Full, "Change donation settings (effective after a restart)", post_donation),
+        route!(GET "/api/config/export", Bearer, P, Config, Full, "The config file as TOML (includes pool passwords)", export),
+        route!(POST "/api/config/import", Bearer, P, Config, Full, "Replace the config from exported TOML", import),
+        route!(GET "/api/donation/info", Open, U, Config, Full, "Donation disclosure", donation_info),
+        route!(GET "/api/safety/warnings", Open, P, Config, Full, "Current safety warnings", safety_warnings),
+        route!(GET "/api/audit-log", Bearer, U, Config, Full, "Recent writes through the API", audit_log),
+        route!(GET "/api/history/audit", Bearer, P, Telemetry, Full, "Recent writes through the API", audit_log),
+        route!(POST "/api/network/hostname", Bearer, P, Fleet, Full, "Set [system].hostname", set_hostname),
+        route!(POST "/api/setup/step4-mode", Bearer, P, Auth, Full, "Set the operating mode", set_mode),
+    ]
+}
+
+/// Why a config write failed.
+#[derive(Debug)]
+pub enum ApplyError {
+    /// The new config breaks a rule (names the field).
+    Invalid(ConfigError),
+    /// The config was valid but could not be written.
+    Write(ConfigError),
+}
+
+/// 400 `config_validation` naming the field.
+pub fn validation_error(code: ErrorCode, e: &ConfigError) -> ApiError {
+    let (field, message) = match e {
+        ConfigError::Invalid { field, message } => (field.clone(), message.clone()),
+        other => (String::new(), other.to_string()),
+    };
+    let mut err = ApiError::bad_request(if field.is_empty() {
+        "invalid configuration".to_string()
+    } else {
+        format!("invalid value for {field}")
+    })
+    .code(code)
+    .detail(message)
+    .suggestion("fix the named field and resend");
+    if !field.is_empty() {
+        err = err.with("field", field);
+    }
+    err
+}
+
+impl ApplyError {
+    /// The envelope for this failure (`config_validation` or a 500).
+    pub fn into_api(self, invalid: ErrorCode, write: Option<ErrorCode>) -> ApiError {
+        match self {
+            ApplyError::Invalid(e) => validation_error(invalid, &e),
+            ApplyError::Write(e) => {
+                tracing::error!(error = %e, "config write failed");
+                ApiError::internal("the configuration could not be saved")
+                    .code(write.unwrap_or(ErrorCode::UnclassifiedError))
+                    .detail(e.to_string())
+                    .suggestion("check free space and permissions of the config directory")
+            }
+        }
+    }
+}
+
+/// Which service owns a key and whether a change needs its restart.
+fn key_effect(key: &str) -> (&'static str, bool) {
+    let section = key.split(['.', '[']).next().unwrap_or(key);
+    match section {
+        "system" => ("gateway", false),
+        "api" => match key {
+            "api.metrics_require_auth" | "api.websocket_tickets" => ("gateway", false),
+            "api.http_port" => ("proxy", true),
+            _ => ("gateway", true),
+        },
+        "legacy" => ("legacy-tcp", true),
+        "hardware" => match key {
+            "hardware.driver"
+            | "hardware.board"
+            | "hardware.chains"
+            | "hardware.chips_per_chain"
+            | "hardware.i2c_bus" => ("hw-agent", true),
+            k if k.starts_with("hardware.uarts") => ("hw-agent", true),
+            _ => ("hw-agent", false),
+        },
+        "thermal" => ("hw-agent", false),
+        "pools" | "stratum" => ("stratum-agent", false),
+        // The spec: saved donation changes take effect only after a daemon restart.
+        "donation" => ("stratum-agent", true),
+        "auth" => ("auth", true),
+        "supervisor" => ("supervisor", true),
+        "sim" => ("hw-sim", true),
+        _ => ("gateway", true),
+    }
+}
+
+/// Leaf keys (`thermal.target_temp_c`, `pools[0].url`) whose values differ.
+fn changed_keys(old: &Value, new: &Value, prefix: &str, out: &mut Vec<String>) {
+    match (old, new) {
+        (Value::Object(a), Value::Object(b)) => {
+            let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                let p = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                changed_keys(
+                    a.get(k).unwrap_or(&Value::Null),
+                    b.get(k).unwrap_or(&Value::Null),
+                    &p,
+                    out,
+                );
+            }
+        }
+        (Value::Array(a), Value::Array(b))
+            if a.iter().all(Value::is_object) && b.iter().all(Value::is_object) =>
+        {
+            for i in 0..a.len().max(b.len()) {
+                changed_keys(
+                    a.get(i).unwrap_or(&Value::Null),
+                    b.get(i).unwrap_or(&Value::Null),
+                    &format!("{prefix}[{i}]"),
+                    out,
+                );
+            }
+        }
+        (a, b) if a != b => out.push(prefix.to_string()),
+        _ => {}
+    }
+}
+
+/// Validate, save atomically, swap, reload owners; returns the write report.
+pub async fn apply(state: &AppState, new: Config) -> Result<Value, ApplyError> {
+    let _write = state.config_write.lock().await;
+    new.validate().map_err(ApplyError::Invalid)?;
+    let old = state.config();
+    new.save(&state.layout.config_path).map_err(|e| match e {
+        ConfigError::Invalid { .. } => ApplyError::Invalid(e),
+        other => ApplyError::Write(other),
+    })?;
+    state.set_config(new.clone());
+    let old_v = serde_json::to_value(&*old).unwrap_or(Value::Null);
+    let new_v = serde_json::to_value(&new).unwrap_or(Value::Null);
+    let mut changed = Vec::new();
+    changed_keys(&old_v, &new_v, "", &mut changed);
+    let mut restart_required = Vec::new();
+    let mut live = Vec::new();
+    let mut reload_hw = false;
+    let mut reload_stratum = false;
+    for key in &changed {
+        let (service, restart) = key_effect(key);
+        if restart {
+            restart_required.push(json!({"key": key, "service": service}));
+        } else {
+            live.push(key.clone());
+            reload_hw |= service == "hw-agent";
+            reload_stratum |= service == "stratum-agent";
+        }
+    }
+    let mut reloaded = Vec::new();
+    if reload_hw {
+        let mut hw = state.peers.hw.clone();
+        reloaded.push(reload_result(
+            "hw-agent",
+            hw.reload_config(HwReload {}).await.map(|_| ()),
+        ));
+    }
+    if reload_stratum {
+        let mut s = state.peers.stratum.clone();
+        reloaded.push(reload_result(
+            "stratum-agent",
+            s.reload_config(StratumReload {}).await.map(|_| ()),
+        ));
+    }
+    Ok(json!({
+        "schema": "svcos.api.config.write.v1",
+        "saved": true,
+        "changed": changed,
+        "applied_live": live,
+        "restart_required": restart_required,
+        "reloaded": reloaded,
+    }))
+}
+
+fn reload_result(service: &str, r: Result<(), tonic::Status>) -> Value {
+    match r {
+        Ok(()) => json!({"service": service, "ok": true}),
+        Err(s) => {
+            tracing::warn!(peer = service, code = ?s.code(), "ReloadConfig failed; the service reads the file when it starts");
+            json!({"service": service, "ok": false, "error": s.message()})
+        }
+    }
+}
+
+/// The config as JSON with secrets masked.
+pub fn masked(config: &Config) -> Value {
+    let mut v = serde_json::to_value(config).unwrap_or(Value::Null);
+    if let Some(pools) = v.get_mut("pools").and_then(Value::as_array_mut) {
+        for p in pools {
+            if let Some(pw) = p.get_mut("password") {
+                *pw = Value::String(SECRET_MASK.into());
+            }
+        }
+    }
+    v
+}
+
+/// Merge `patch` into `base`: objects merge key by key, everything else replaces.
+pub fn merge(base: &mut Value, patch: &Value) {
+    match (base, patch) {
+        (Value::Object(b), Value::Object(p)) => {
+            for (k, v) in p {
+                merge(b.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (b, p) => *b = p.clone(),
+    }
+}
+
+/// Put stored pool passwords back where a client echoed the mask.
+pub fn unmask_pools(pools: &mut [svcos_common::config::PoolConfig], old: &Config) {
+    for (i, p) in pools.iter_mut().enumerate() {
+        if p.password == SECRET_MASK {
+            p.password = old
+                .pools
+                .get(i)
+                .map(|o| o.password.clone())
+                .unwrap_or_else(|| "x".into());
+        }
+    }
+}
+
+/// Deserialize a merged JSON config; on failure name the first offending field.
+pub fn config_from_json(merged: &Value, patch: &Value) -> Result<Config, ConfigError> {
+    match serde_json::from_value::<Config>(merged.clone()) {
+        Ok(c) => Ok(c),
+        Err(e) => Err(ConfigError::invalid(
+            locate_bad_field(merged, patch),
+            e.to_string(),
+        )),
+    }
+}
+
+/// Probe the patched keys one at a time to find which one the parser rejects.
+fn locate_bad_field(merged: &Value, patch: &Value) -> String {
+    let fails = |v: Value| serde_json::from_value::<Config>(v).is_err();
+    let Some(patch) = patch.as_object() else {
+        return "config".into();
+    };
+    for (section, pv) in patch {
+        let mv = merged.get(section).cloned().unwrap_or(Value::Null);
+        if !fails(json!({ section: mv.clone() })) {
+            continue;
+        }
+        match (&mv, pv) {
+            (Value::Object(m), Value::Object(p)) => {
+                for k in p.keys() {
+                    let one =
+                        Map::from_iter([(k.clone(), m.get(k).cloned().unwrap_or(Value::Null))]);
+                    if fails(json!({ section: one })) {
+                        return format!("{section}.{k}");
+                    }
+                }
+            }
+            (Value::Array(items), _) => {
+                for (i, item) in items.iter().enumerate() {
+                    if !fails(json!({ section: [item] })) {
+                        continue;
+                    }
+                    if let Value::Object(m) = item {
+                        for (k, v) in m {
+                            let one = Map::from_iter([(k.clone(), v.clone())]);
+                            if fails(json!({ section: [one] })) {
+                                return format!("{section}[{i}].{k}");
+                            }
+                        }
+                    }
+                    return format!("{section}[{i}]");
+                }
+            }
+            _ => {}
+        }
+        return section.clone();
+    }
+    "config".into()
+}
+
+async fn get_config(State(state): State<AppState>) -> Response {
+    let config = state.config();
+    json(json!({
+        "schema": "svcos.api.config.v1",
+        "config": masked(&config),
+        "secret_mask": SECRET_MASK,
+    }))
+}
+
+/// Merge a JSON patch over the current config and apply it.
+async fn patch_and_apply(state: &AppState, patch: Value, invalid: ErrorCode) -> ApiResult {
+    if !patch.is_object() {
+        return Err(ApiError::bad_request("expected a JSON object").code(invalid));
+    }
+    let old = state.config();
+    let mut merged = serde_json::to_value(&*old).unwrap_or(Value::Null);
+    merge(&mut merged, &patch);
+    let mut new = config_from_json(&merged, &patch).map_err(|e| validation_error(invalid, &e))?;
+    unmask_pools(&mut new.pools, &old);
+    let report = apply(state, new)
+        .await
+        .map_err(|e| e.into_api(invalid, None))?;
+    Ok(json(report))
+}
+
+async fn post_config(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
+    let patch: Value = parse_body(&headers, &body)?;
+    // Accept both the GET shape ({"config": {...}}) and a bare partial config.
+    let patch = match patch.get("config") {
+        Some(inner) if patch.as_object().is_some_and(|o| o.len() == 1) => inner.clone(),
+        _ => patch,
+    };
+    patch_and_apply(&state, patch, ErrorCode::ConfigValidation).await
+}
+
+async fn export(State(state): State<AppState>) -> Response {
+    let text = state.config().to_toml();
+    (
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/toml"),
+            ),
+            (
+                header::CONTENT_DISPOSITION,
+                HeaderValue::from_static("attachment; filename=\"svcos-config.toml\""),
+            ),
+        ],
+        text,
+    )
+        .into_response()
+}
+
+/// `{"toml": "<exported text>"}` or `{"config": {...whole config...}}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ImportBody {
+    toml: Option<String>,
+    config: Option<Value>,
+}
+
+async fn import(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
+    let b: ImportBody = parse_body(&headers, &body)?;
+    let new = match (b.toml, b.config) {
+        (Some(text), None) => Config::from_toml_str(&text, std::path::Path::new("import")),
+        (None, Some(v)) => config_from_json(&v, &v),
+        _ => {
+            return Err(
+                ApiError::bad_request("send exactly one of \"toml\" or \"config\"")
+                    .code(ErrorCode::ConfigValidation),
+            );
+        }
+    }
+    .map_err(|e| validation_error(ErrorCode::ConfigValidation, &e))?;
+    let report = apply(&state, new)
+        .await
+        .map_err(|e| e.into_api(ErrorCode::ConfigValidation, None))?;
+    Ok(json(report))
+}
+
+async fn backup_manifest(State(state): State<AppState>) -> ApiResult {
+    let path = &state.layout.config_path;
+    let file = match std::fs::read(path) {
+        Ok(bytes) => {
+            let modified = std::fs::metadata(path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_secs());
+            json!({
+                "name": "config.toml",
+                "present": true,
+                "bytes": bytes.len(),
+                "sha256": hex::encode(Sha256::digest(&bytes)),
+                "modified_unix": modified,
+            })
+        }
+        Err(_) => {
+            json!({"name": "config.toml", "present": false, "note": "no file yet: the defaults are in use"})
+        }
+    };
+    Ok(json(json!({
+        "schema": "svcos.api.config.backup_manifest.v1",
+        "files": [file],
+        "contains_secrets": ["pools[].password"],
+        "excluded": ["the auth record (password hash and sessions) is never exported"],
+        "export": "GET /api/config/export",
+        "restore": "POST /api/config/import with {\"toml\": \"<exported text>\"}",
+    })))
+}
+
+async fn get_donation(State(state): State<AppState>) -> Response {
+    let config = state.config();
+    let mut s = state.peers.stratum.clone();
+    let live = s
+        .get_donation(svcos_proto::stratum::v1::GetDonationRequest {})
+        .await
+        .ok()
+        .map(|r| {
+            let r = r.into_inner();
+            json!({
+                "enabled": r.enabled, "percent": r.percent, "active_now": r.active_now,
+                "mined_s_current_cycle": r.mined_s_current_cycle, "mined_s_total": r.mined_s_total,
+            })
+        });
+    json(json!({
+        "schema": "svcos.api.config.donation.v1",
+        "config": config.donation,
+        "running": live,
+        "note": "saved changes take effect after stratum-agent restarts",
+    }))
+}
+
+async fn post_donation(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult {
+    let patch: Value = parse_body(&headers, &body)?;
+    patch_and_apply(
+        &state,
+        json!({ "donation": patch }),
+        ErrorCode::ConfigValidation,
+    )
+    .await
+}
+
+/// The disclosure text: what the addresses prove and what they do not.
+pub const DONATION_TRUST_MODEL: &str = "These are the configured donation destinations only. \
+The explorer link shows the payout address; it does not prove who owns the wallet, that \
+donation time is actually routed there, that shares were accepted, or any payout percentage. \
+Donation is optional, off by default, 0-5 % of Stratum V1 mining time per cycle, and never \
+guarantees a fraction of hashrate, shares, payouts or wall time.";
+
+async fn donation_info(State(state): State<AppState>) -> Response {
+    let d = state.config().donation.clone();
+    json(json!({
+        "schema": "svcos.api.donation.info.v1",
+        "enabled": d.enabled,
+        "percent": d.percent,
+        "cycle_s": d.cycle_s,
+        "pool_url": d.pool_url,
+        "payout_address": d.payout_address,
+        "explorer_url": d.explorer_url,
+        "trust_model": DONATION_TRUST_MODEL,
+        "changes_take_effect": "after a daemon restart",
+    }))
+}
+
+async fn safety_warnings(State(state): State<AppState>) -> Response {
+    let config = state.config();
+    let mut warnings = Vec::new();
+    let mut warn = |id: &str, severity: &str, message: String| {
+        warnings.push(json!({"id": id, "severity": severity, "message": message}));
+    };
+    if config.system.mode == Mode::Hacker {
+        warn(
+            "hacker_mode",
+            "warning",
+            "Hacker mode is on: raw debug endpoints can damage hardware".into(),
+        );
+    }
+    if config.donation.enabled && config.donation.percent > 0.0 {
+        warn(
+            "donation_enabled",
+            "info",
+            format!("{} % of mining time is donated", config.donation.percent),
+        );
+    }
+    if config.thermal.fan_manual_percent > 0 {
+        warn(
+            "manual_fan",
+            "warning",
+            format!(
+                "fans are fixed at {} %: temperature is not regulated",
+                config.thermal.fan_manual_percent
+            ),
+        );
+    }
+    match state.telemetry() {
+        None => warn(
+            "hw_agent_down",
+            "warning",
+            "no live telemetry: hw-agent is not reachable".into(),
+        ),
+        Some(t) => {
+            if t.state() == MiningState::Overheat || t.temp_max_c >= config.thermal.hot_temp_c {
+                warn(
+                    "overheat",
+                    "critical",
+                    format!(
+                        "chips at {:.1} C (limit {:.0} C)",
+                        t.temp_max_c, config.thermal.hot_temp_c
+                    ),
+                );
+            }
+            if t.fans.iter().any(|f| f.stalled) {
+                warn("fan_stalled", "critical", "a fan has stalled".into());
+            }
+            if t.psu.as_ref().is_some_and(|p| !p.fault.is_empty()) {
+                warn("psu_fault", "critical", "the PSU reports a fault".into());
+            }
+            if t.state() == MiningState::Fault {
+                warn("hardware_fault", "critical", t.state_reason.clone());
+            }
+        }
+    }
+    json(json!({
+        "schema": "svcos.api.safety.warnings.v1",
+        "count": warnings.len(),
+        "warnings": warnings,
+    }))
+}
+
+async fn audit_log(State(state): State<AppState>) -> Response {
+    let entries = state.audit();
+    json(json!({
+        "schema": "svcos.api.audit.v1",
+        "scope": "writes through this gateway since it started (newest last, at most 256)",
+        "entries": entries,
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HostnameBody {
+    hostname: String,
+}
+
+async fn set_hostname(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
+    let b: HostnameBody = parse_body(&headers, &body)?;
+    patch_and_apply(
+        &state,
+        json!({"system": {"hostname": b.hostname}}),
+        ErrorCode::ConfigValidation,
+    )
+    .await
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModeBody {
+    mode: Value,
+}
+
+async fn set_mode(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
+    let b: ModeBody = parse_body(&headers, &body)?;
+    if serde_json::from_value::<Mode>(b.mode.clone()).is_err() {
+        return Err(validation_error(
+            ErrorCode::ConfigValidation,
+            &ConfigError::invalid("system.mode", "one of home, standard, hacker"),
+        ));
+    }
+    patch_and_apply(
+        &state,
+        json!({"system": {"mode": b.mode}}),
+        ErrorCode::ConfigValidation,
+    )
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_field_is_named() {
+        let base = serde_json::to_value(Config::default()).unwrap();
+        for (patch, field) in [
+            (
+                json!({"thermal": {"target_temp_c": "hot"}}),
+                "thermal.target_temp_c",
+            ),
+            (json!({"api": {"bogus": 1}}), "api.bogus"),
+            (json!({"nosuch": {}}), "nosuch"),
+            (
+                json!({"pools": [{"url": "stratum+tcp://a:1", "user": "u"}, {"url": 5}]}),
+                "pools[1].url",
+            ),
+        ] {
+            let mut merged = base.clone();
+            merge(&mut merged, &patch);
+            let err = config_from_json(&merged, &patch).unwrap_err();
+            assert_eq!(err.field(), Some(field), "{patch}");
+        }
+    }
+
+    #[test]
+    fn changed_keys_and_effects() {
+        let a = Config::default();
+        let mut b = a.clone();
+        b.thermal.target_temp_c = 70.0;
+        b.api.port = 9090;
+        let mut keys = Vec::new();
+        changed_keys(
+            &serde_json::to_value(&a).unwrap(),
+            &serde_json::to_value(&b).unwrap(),
+            "",
+            &mut keys,
+        );
+        assert_eq!(keys, ["api.port", "thermal.target_temp_c"]);
+        assert_eq!(key_effect("api.port"), ("gateway", true));
+        assert_eq!(key_effect("thermal.target_temp_c"), ("hw-agent", false));
+        assert_eq!(key_effect("donation.percent"), ("stratum-agent", true));
+    }
+
+    #[test]
+    fn masked_hides_pool_passwords() {
+        let mut c = Config::default();
+        c.pools.push(svcos_common::config::PoolConfig {
+            url: "stratum+tcp://a:1".into(),
+            user: "u".into(),
+            password: "secret".into(),
+            ..Default::default()
+        });
+        let v = masked(&c);
+        assert_eq!(v["pools"][0]["password"], SECRET_MASK);
+        let mut back: Config = serde_json::from_value(v).unwrap();
+        unmask_pools(&mut back.pools, &c);
+        assert_eq!(back.pools[0].password, "secret");
+    }
+}

@@ -1,0 +1,320 @@
+//! Discovery: `/api/index` (the declared compatibility surface), the compatibility manifests,
+//! versions, capabilities, update metadata and the static claims contract.
+//!
+//! The declared surface is the 72 routes fleet tooling may build against ([`DECLARED`]): a
+//! subset of the mounted inventory chosen from pinned, behaviour-backed or shape-committed
+//! routes, plus `/ws`. Their support grade and `mutates` flag come from the registry.
+
+use axum::extract::State;
+use axum::http::Method;
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use super::json;
+use crate::registry::{Route, Support, metas};
+use crate::{AppState, route};
+
+/// The API contract version (`api_contract_version`).
+pub const API_CONTRACT_VERSION: &str = "svcos.api.v1";
+
+/// The five surfaces of the declared compatibility surface.
+pub const SURFACES: [(&str, &str); 5] = [
+    (
+        "svc-rest",
+        "svcOS REST API on TCP 8080 (and TCP 80 through the proxy)",
+    ),
+    (
+        "third-party-compat-rest",
+        "paths shaped like other open miner firmwares' REST APIs (/api/system/*)",
+    ),
+    (
+        "v1-firmware-aliases",
+        "the /api/v1/* aliases with the most strongly committed shapes",
+    ),
+    (
+        "legacy-miner-tcp",
+        "cgminer-compatible JSON API on TCP 4028 (see GET /api/cgminer/catalog)",
+    ),
+    ("websocket", "live telemetry on GET /ws (TCP 8080)"),
+];
+
+/// The declared routes: (surface, method, path).
+pub const DECLARED: [(&str, &str, &str); 72] = [
+    ("websocket", "GET", "/ws"),
+    ("v1-firmware-aliases", "GET", "/api/v1/capabilities"),
+    ("v1-firmware-aliases", "POST", "/api/v1/firmware/update"),
+    (
+        "v1-firmware-aliases",
+        "GET",
+        "/api/v1/firmware/update/status",
+    ),
+    ("v1-firmware-aliases", "POST", "/api/v1/system/upgrade"),
+    (
+        "v1-firmware-aliases",
+        "GET",
+        "/api/v1/system/upgrade/status",
+    ),
+    ("third-party-compat-rest", "GET", "/api/system/info"),
+    ("third-party-compat-rest", "GET", "/api/system/asic"),
+    ("third-party-compat-rest", "GET", "/api/system/stats"),
+    ("third-party-compat-rest", "POST", "/api/system/restart"),
+    ("third-party-compat-rest", "POST", "/api/system/identify"),
+    ("svc-rest", "GET", "/api/index"),
+    ("svc-rest", "GET", "/api/compatibility/manifest"),
+    ("svc-rest", "GET", "/api/dashboard/version"),
+    ("svc-rest", "GET", "/api/dashboard/health"),
+    ("svc-rest", "GET", "/api/system/health"),
+    ("svc-rest", "GET", "/api/system/update/metadata"),
+    ("svc-rest", "GET", "/api/auth/status"),
+    ("svc-rest", "POST", "/api/auth/setup"),
+    ("svc-rest", "POST", "/api/auth/session"),
+    ("svc-rest", "DELETE", "/api/auth/session/current"),
+    ("svc-rest", "POST", "/api/auth/ws-ticket"),
+    ("svc-rest", "GET", "/api/setup/status"),
+    ("svc-rest", "POST", "/api/setup/test-pool"),
+    ("svc-rest", "GET", "/api/status"),
+    ("svc-rest", "GET", "/api/stats"),
+    ("svc-rest", "GET", "/api/chips"),
+    ("svc-rest", "GET", "/api/mining/chain/presence"),
+    ("svc-rest", "GET", "/metrics"),
+    ("svc-rest", "GET", "/api/pools"),
+    ("svc-rest", "POST", "/api/pools"),
+    ("svc-rest", "GET", "/api/pools/failover_policy"),
+    ("svc-rest", "POST", "/api/pools/test"),
+    ("svc-rest", "GET", "/api/stratum/protocol"),
+    ("svc-rest", "GET", "/api/config"),
+    ("svc-rest", "POST", "/api/config"),
+    ("svc-rest", "GET", "/api/config/export"),
+    ("svc-rest", "POST", "/api/config/import"),
+    ("svc-rest", "GET", "/api/config/backup/manifest"),
+    ("svc-rest", "GET", "/api/config/donation"),
+    ("svc-rest", "POST", "/api/config/donation"),
+    ("svc-rest", "GET", "/api/donation/info"),
+    ("svc-rest", "GET", "/api/safety/warnings"),
+    ("svc-rest", "POST", "/api/action/reboot"),
+    ("svc-rest", "POST", "/api/action/restart"),
+    ("svc-rest", "POST", "/api/action/sleep"),
+    ("svc-rest", "POST", "/api/action/wake"),
+    ("svc-rest", "POST", "/api/fan"),
+    ("svc-rest", "GET", "/api/thermal/posture"),
+    ("svc-rest", "GET", "/api/thermal/supervisor"),
+    ("svc-rest", "GET", "/api/thermal/cooling_modes"),
+    ("svc-rest", "GET", "/api/hardware/thermal/sensors"),
+    ("svc-rest", "GET", "/api/hardware/thermal/chipd/chip_temps"),
+    ("svc-rest", "GET", "/api/miner/type"),
+    ("svc-rest", "GET", "/api/led/status"),
+    ("svc-rest", "GET", "/api/led/config"),
+    ("svc-rest", "POST", "/api/led/config"),
+    ("svc-rest", "POST", "/api/led/locate"),
+    ("svc-rest", "POST", "/api/led/locate/stop"),
+    ("svc-rest", "GET", "/api/led/patterns"),
+    ("svc-rest", "POST", "/api/led/pattern"),
+    ("svc-rest", "GET", "/api/home/status"),
+    ("svc-rest", "GET", "/api/diagnostics/chain"),
+    ("svc-rest", "GET", "/api/diagnostics/error_vocab"),
+    ("svc-rest", "GET", "/api/history/audit"),
+    ("svc-rest", "GET", "/api/competitive/readiness"),
+    ("legacy-miner-tcp", "GET", "/api/cgminer/catalog"),
+    ("svc-rest", "GET", "/api/re/catalog/index"),
+    ("svc-rest", "GET", "/api/autotuner/status"),
+    ("svc-rest", "GET", "/api/profiles"),
+    ("svc-rest", "POST", "/api/network/hostname"),
+    ("svc-rest", "POST", "/mcp"),
+];
+
+/// This module's rows of the registry.
+pub fn routes() -> Vec<Route> {
+    vec![
+        route!(GET "/api/compatibility/manifest", Bearer, P, Identity, Full, "Surfaces and declared routes", manifest),
+        route!(GET "/api/dashboard/health", Bearer, P, Identity, Full, "Which snapshots the gateway has", dashboard_health),
+        route!(GET "/api/dashboard/version", Bearer, P, Identity, Full, "Firmware and API contract versions", version),
+        route!(GET "/api/index", Bearer, P, Identity, Full, "The declared compatibility surface", index),
+        route!(GET "/api/system/api-compatibility/manifest", Bearer, P, Identity, Full, "Surfaces and declared routes", manifest),
+        route!(GET "/api/system/update/metadata", Open, P, Identity, Full, "Installed version and update source", update_metadata),
+        route!(GET "/api/v1/capabilities", Bearer, P, Identity, Full, "What this build can do", capabilities),
+        route!(GET "/api/competitive/readiness", Bearer, P, Other, Full, "The static claims contract", readiness),
+    ]
+}
+
+/// The declared routes with support grade and `mutates`, from the registry.
+pub fn declared_routes() -> Vec<Value> {
+    DECLARED
+        .iter()
+        .map(|(surface, method, path)| {
+            let meta = metas()
+                .iter()
+                .find(|m| m.method.as_str() == *method && m.path == *path);
+            let support = meta.map_or(Support::Full, |m| m.support);
+            json!({
+                "method": method,
+                "path": path,
+                "surface": surface,
+                "support": support.as_str(),
+                "mutates": *method != Method::GET.as_str(),
+                "auth": meta.map_or("bearer", |m| m.auth.as_str()),
+            })
+        })
+        .collect()
+}
+
+fn surfaces() -> Vec<Value> {
+    SURFACES
+        .iter()
+        .map(|(id, description)| {
+            let routes = DECLARED.iter().filter(|d| d.0 == *id).count();
+            json!({"id": id, "description": description, "declared_routes": routes})
+        })
+        .collect()
+}
+
+async fn index() -> Response {
+    let routes = declared_routes();
+    json(json!({
+        "schema": "svcos.api.index.v1",
+        "api_contract_version": API_CONTRACT_VERSION,
+        "route_count": routes.len(),
+        "surface_count": SURFACES.len(),
+        "surfaces": surfaces(),
+        "routes": routes,
+        "mounted_operations": metas().len(),
+    }))
+}
+
+async fn manifest() -> Response {
+    let mut by_support = std::collections::BTreeMap::<&str, usize>::new();
+    for m in metas() {
+        *by_support.entry(m.support.as_str()).or_default() += 1;
+    }
+    json(json!({
+        "schema": "svcos.api.compatibility_manifest.v1",
+        "api_contract_version": API_CONTRACT_VERSION,
+        "surfaces": surfaces(),
+        "declared_routes": declared_routes(),
+        "mounted_operations": metas().len(),
+        "mounted_by_support": by_support,
+        "error_envelope": {"members": ["error", "detail", "code", "suggestion"], "codes": crate::envelope::ErrorCode::ALL.map(|c| c.as_str())},
+    }))
+}
+
+async fn version() -> Response {
+    json(json!({
+        "schema": "svcos.api.version.v1",
+        "firmware": "svcOS",
+        "version": env!("CARGO_PKG_VERSION"),
+        "api_contract_version": API_CONTRACT_VERSION,
+        "build_profile": if cfg!(debug_assertions) { "debug" } else { "release" },
+    }))
+}
+
+async fn dashboard_health(State(state): State<AppState>) -> Response {
+    let hw = state.telemetry().is_some();
+    let stratum = state.pools().is_some();
+    json(json!({
+        "schema": "svcos.api.dashboard.health.v1",
+        "gateway": "up",
+        "hw_agent": if hw { "up" } else { "down" },
+        "stratum_agent": if stratum { "up" } else { "down" },
+        "auth_revocation_stream": if state.sessions.is_live() { "up" } else { "down" },
+        "degraded": !(hw && stratum),
+    }))
+}
+
+async fn update_metadata() -> Response {
+    json(json!({
+        "schema": "svcos.api.update.metadata.v1",
+        "firmware": "svcOS",
+        "current_version": env!("CARGO_PKG_VERSION"),
+        "api_contract_version": API_CONTRACT_VERSION,
+        "update_source": "local upload only; the firmware never contacts an update server",
+        "update_supported": false,
+    }))
+}
+
+async fn capabilities(State(state): State<AppState>) -> Response {
+    let config = state.config();
+    let supported = |path: &str| {
+        metas()
+            .iter()
+            .any(|m| m.path == path && m.support != Support::Planned)
+    };
+    json(json!({
+        "schema": "svcos.api.v1.capabilities.v1",
+        "firmware": "svcOS",
+        "version": env!("CARGO_PKG_VERSION"),
+        "api_contract_version": API_CONTRACT_VERSION,
+        "capabilities": {
+            "firmware_update": supported("/api/v1/firmware/update"),
+            "system_upgrade": supported("/api/v1/system/upgrade"),
+            "stratum_v1": true,
+            "stratum_v2": config.stratum.sv2_enabled,
+            "websocket": true,
+            "websocket_tickets": config.api.websocket_tickets,
+            "metrics": true,
+            "metrics_require_auth": config.api.metrics_require_auth,
+            "legacy_tcp_api": config.legacy.enabled,
+            "modes": ["home", "standard", "hacker"],
+            "mcp": supported("/mcp"),
+        },
+    }))
+}
+
+/// The static claims contract of the spec, member for member.
+pub fn readiness_contract() -> Value {
+    json!({
+        "schema": "svcos.api.competitive_readiness.v1",
+        "contract": "static",
+        "reports": "defaults of this firmware, not the live state of this unit",
+        "license_required": false,
+        "license_server_required": false,
+        "activation_required": false,
+        "mandatory_fee": false,
+        "fee_route": "transparent_donation",
+        "donation": {
+            "default_enabled": false,
+            "default_percent": 0.0,
+            "disable_supported": true,
+            "pool_visible": true,
+            "donation_off_test_status": "not_run",
+            "current_state_source": "not_read_by_static_contract",
+        },
+        "home_miner_safe": false,
+        "home_miner_safe_status": "partial",
+        "write_surfaces": [
+            {"surface": "svc-rest", "audit_status": "partial"},
+            {"surface": "third-party-compat-rest", "audit_status": "partial"},
+            {"surface": "v1-firmware-aliases", "audit_status": "partial"},
+            {"surface": "legacy-miner-tcp", "audit_status": "partial"},
+        ],
+        "offline_behavior": "local_first",
+    })
+}
+
+async fn readiness() -> Response {
+    json(readiness_contract())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declared_routes_are_72_distinct_and_mounted() {
+        let mut seen = std::collections::BTreeSet::new();
+        for (surface, method, path) in DECLARED {
+            assert!(SURFACES.iter().any(|s| s.0 == surface), "{surface}");
+            assert!(seen.insert((method, path)), "duplicate {method} {path}");
+            if path != "/ws" {
+                assert!(
+                    metas()
+                        .iter()
+                        .any(|m| m.method.as_str() == method && m.path == path),
+                    "{method} {path} is not mounted"
+                );
+            }
+        }
+        assert_eq!(seen.len(), 72);
+        for (id, _) in SURFACES {
+            assert!(DECLARED.iter().any(|d| d.0 == id), "{id}");
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! Route handlers, one module per area. Each module's `routes()` is its part of the registry.
+
+pub mod auth;
+pub mod catalog;
+pub mod config;
+pub mod discovery;
+pub mod hardware;
+pub mod planned;
+pub mod pools;
+pub mod status;
+pub mod ws;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::envelope::{ApiError, ErrorCode};
+
+/// Result type of handlers.
+pub type ApiResult<T = Response> = Result<T, ApiError>;
+
+/// 200 with a JSON body.
+pub fn json(value: Value) -> Response {
+    Json(value).into_response()
+}
+
+/// The fallback for paths the registry does not mount.
+pub async fn not_found(uri: Uri) -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "no such route")
+        .detail(format!("nothing is mounted at {}", uri.path()))
+        .code(ErrorCode::UnclassifiedError)
+        .suggestion("GET /api/index lists the declared routes")
+}
+
+/// Parse an optional JSON body: empty means `{}`; otherwise it must be JSON with
+/// `Content-Type: application/json`. Errors come back as the envelope.
+pub fn parse_body<T: DeserializeOwned>(headers: &HeaderMap, body: &Bytes) -> ApiResult<T> {
+    let trimmed = body.iter().all(u8::is_ascii_whitespace);
+    let value: Value = if trimmed {
+        Value::Object(Default::default())
+    } else {
+        let is_json = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| {
+                let ct = ct.to_ascii_lowercase();
+                ct.starts_with("application/json") || ct.contains("+json")
+            });
+        if !is_json {
+            return Err(
+                ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "expected a JSON body")
+                    .code(ErrorCode::UnclassifiedError)
+                    .suggestion("send Content-Type: application/json"),
+            );
+        }
+        serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request("malformed JSON body")
+                .detail(e.to_string())
+                .suggestion("send a JSON object of the documented shape")
+        })?
+    };
+    serde_json::from_value(value).map_err(|e| {
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unexpected JSON body")
+            .detail(e.to_string())
+            .code(ErrorCode::UnclassifiedError)
+            .suggestion("see docs/API-SHAPES.md for the request shape")
+    })
+}
+
+/// Round a float for JSON output (telemetry does not need 15 digits).
+pub fn round(x: f64, digits: i32) -> f64 {
+    let p = 10f64.powi(digits);
+    (x * p).round() / p
+}

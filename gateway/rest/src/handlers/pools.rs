@@ -1,0 +1,308 @@
+//! Pools: the configured list with live state, replacing the list (`pool_validation`,
+//! `pool_config_write_failed`), failover policy, pool tests and the Stratum V2 views.
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use svcos_common::config::{ConfigError, PoolConfig};
+use svcos_proto::stratum::v1::{GetSv2StatusRequest, GetSv2StatusResponse, TestPoolRequest};
+
+use super::config::{SECRET_MASK, apply, unmask_pools, validation_error};
+use super::status::pool_json;
+use super::{ApiResult, json, parse_body};
+use crate::envelope::{ApiError, ErrorCode};
+use crate::registry::Route;
+use crate::state::POOL_TEST_TIMEOUT;
+use crate::{AppState, route};
+
+/// Most pools a list may hold.
+pub const MAX_POOLS: usize = 16;
+
+/// This module's rows of the registry.
+pub fn routes() -> Vec<Route> {
+    vec![
+        route!(GET "/api/pool/sv2/handshake", Bearer, U, Pools, Full, "Stratum V2 Noise handshake state", sv2_handshake),
+        route!(GET "/api/pool/sv2/messages", Bearer, U, Pools, Full, "Recent Stratum V2 messages", sv2_messages),
+        route!(GET "/api/pool/sv2/status", Bearer, U, Pools, Full, "Stratum V2 connection status", sv2_status),
+        route!(GET "/api/pools", Bearer, P, Pools, Full, "Configured pools with their live state", get_pools),
+        route!(POST "/api/pools", Bearer, P, Pools, Full, "Replace the pool list (validated, saved, reloaded)", post_pools),
+        route!(GET "/api/pools/failover_policy", Bearer, P, Pools, Full, "Failover order, hysteresis and recent switches", failover_policy),
+        route!(POST "/api/pools/test", Bearer, P, Pools, Full, "Connect, subscribe, authorise and wait for a job", test_pool),
+        route!(GET "/api/stratum/protocol", Bearer, P, Pools, Full, "Stratum protocols and which one is active", stratum_protocol),
+        route!(POST "/api/setup/test-pool", Bearer, P, Auth, Full, "Setup wizard: test a pool", test_pool),
+        route!(POST "/api/setup/step5-pool", Bearer, P, Auth, Full, "Setup wizard: set the pool list", post_pools),
+    ]
+}
+
+async fn get_pools(State(state): State<AppState>) -> Response {
+    let config = state.config();
+    let live = state.pools();
+    let pools: Vec<Value> = config
+        .pools
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let status = live
+                .as_ref()
+                .and_then(|l| l.pools.iter().find(|s| s.index as usize == i))
+                .map(pool_json);
+            json!({
+                "index": i, "url": p.url, "user": p.user, "password": SECRET_MASK,
+                "priority": p.priority, "quota": p.quota, "enabled": p.enabled,
+                "status": status,
+            })
+        })
+        .collect();
+    json(json!({
+        "schema": "svcos.api.pools.v1",
+        "stratum_agent_up": live.is_some(),
+        "active_index": live.as_ref().map(|l| l.active_index),
+        "pools": pools,
+    }))
+}
+
+/// Parse and validate a pool list; errors are `pool_validation` naming the field.
+pub fn parse_pool_list(body: &Value) -> Result<Vec<PoolConfig>, ConfigError> {
+    let list = match body {
+        Value::Array(_) => body,
+        Value::Object(o) => o
+            .get("pools")
+            .ok_or_else(|| ConfigError::invalid("pools", "expected {\"pools\": [...]}"))?,
+        _ => return Err(ConfigError::invalid("pools", "expected {\"pools\": [...]}")),
+    };
+    if let Value::Object(o) = body
+        && let Some(k) = o.keys().find(|k| *k != "pools")
+    {
+        return Err(ConfigError::invalid(k.clone(), "unknown member"));
+    }
+    let items = list
+        .as_array()
+        .ok_or_else(|| ConfigError::invalid("pools", "must be an array"))?;
+    if items.is_empty() || items.len() > MAX_POOLS {
+        return Err(ConfigError::invalid(
+            "pools",
+            format!("1-{MAX_POOLS} pools"),
+        ));
+    }
+    let mut pools = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let Value::Object(fields) = item else {
+            return Err(ConfigError::invalid(
+                format!("pools[{i}]"),
+                "must be an object",
+            ));
+        };
+        for (k, v) in fields {
+            if let Err(e) = serde_json::from_value::<PoolConfig>(json!({ k: v })) {
+                return Err(ConfigError::invalid(
+                    format!("pools[{i}].{k}"),
+                    e.to_string(),
+                ));
+            }
+        }
+        let pool: PoolConfig = serde_json::from_value(item.clone())
+            .map_err(|e| ConfigError::invalid(format!("pools[{i}]"), e.to_string()))?;
+        if pool.password != SECRET_MASK {
+            pool.validate(&format!("pools[{i}]"))?;
+        } else {
+            PoolConfig {
+                password: "x".into(),
+                ..pool.clone()
+            }
+            .validate(&format!("pools[{i}]"))?;
+        }
+        pools.push(pool);
+    }
+    let quota_sum: u32 = pools.iter().map(|p| p.quota).sum();
+    if quota_sum != 0 && quota_sum != 100 {
+        return Err(ConfigError::invalid(
+            "pools[].quota",
+            format!(
+                "a failover split must add up to 100 (it adds up to {quota_sum}); 0 everywhere means plain failover"
+            ),
+        ));
+    }
+    Ok(pools)
+}
+
+async fn post_pools(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
+    let body: Value = parse_body(&headers, &body)?;
+    let mut pools =
+        parse_pool_list(&body).map_err(|e| validation_error(ErrorCode::PoolValidation, &e))?;
+    let old = state.config();
+    unmask_pools(&mut pools, &old);
+    let mut new = (*old).clone();
+    new.pools = pools;
+    let report = apply(&state, new).await.map_err(|e| {
+        e.into_api(
+            ErrorCode::PoolValidation,
+            Some(ErrorCode::PoolConfigWriteFailed),
+        )
+    })?;
+    Ok(json(report))
+}
+
+/// `POST /api/pools/test` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TestBody {
+    url: String,
+    user: String,
+    #[serde(default)]
+    password: Option<String>,
+    #[serde(default)]
+    timeout_ms: Option<u32>,
+}
+
+async fn test_pool(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
+    let raw: Value = parse_body(&headers, &body)?;
+    let b: TestBody = serde_json::from_value(raw).map_err(|e| {
+        validation_error(
+            ErrorCode::PoolValidation,
+            &ConfigError::invalid("pool", e.to_string()),
+        )
+    })?;
+    let pool = PoolConfig {
+        url: b.url.clone(),
+        user: b.user.clone(),
+        password: b.password.clone().unwrap_or_else(|| "x".into()),
+        ..Default::default()
+    };
+    pool.validate("pool")
+        .map_err(|e| validation_error(ErrorCode::PoolValidation, &e))?;
+    let max_ms = POOL_TEST_TIMEOUT.as_millis() as u32;
+    let timeout_ms = b.timeout_ms.unwrap_or(10_000).clamp(500, max_ms);
+    let mut s = state.peers.stratum_slow.clone();
+    let r = s
+        .test_pool(TestPoolRequest {
+            url: pool.url,
+            user: pool.user,
+            password: pool.password,
+            timeout_ms,
+        })
+        .await
+        .map_err(|s| ApiError::from_grpc("stratum-agent", &s))?
+        .into_inner();
+    Ok(json(json!({
+        "schema": "svcos.api.pool_test.v1",
+        "ok": r.ok,
+        "error": r.error,
+        "steps": r.steps.iter().map(|s| json!({"name": s.name, "ok": s.ok, "elapsed_ms": s.elapsed_ms, "error": s.error})).collect::<Vec<_>>(),
+    })))
+}
+
+async fn failover_policy(State(state): State<AppState>) -> Response {
+    let config = state.config();
+    let mut order: Vec<usize> = (0..config.pools.len()).collect();
+    order.sort_by_key(|&i| (config.pools[i].priority, i));
+    let split = config.pools.iter().any(|p| p.quota > 0);
+    let live = state.pools();
+    json(json!({
+        "schema": "svcos.api.failover_policy.v1",
+        "strategy": if split { "quota" } else { "failover" },
+        "order": order,
+        "failback_hysteresis_s": config.stratum.failback_hysteresis_s,
+        "silent_timeout_s": config.stratum.silent_timeout_s,
+        "connect_timeout_s": config.stratum.connect_timeout_s,
+        "active_index": live.as_ref().map(|l| l.active_index),
+        "recent_switches": live.as_ref().map(|l| l.switches.iter().map(|s| json!({
+            "timestamp_ms": s.timestamp_ms, "from_index": s.from_index, "to_index": s.to_index, "reason": s.reason,
+        })).collect::<Vec<_>>()),
+    }))
+}
+
+async fn stratum_protocol(State(state): State<AppState>) -> Response {
+    let config = state.config();
+    let live = state.pools();
+    let active = live.as_ref().and_then(|l| {
+        l.pools
+            .iter()
+            .find(|p| p.active)
+            .map(|p| json!({"index": p.index, "protocol": p.protocol, "version_rolling": p.version_rolling, "version_mask": format!("{:08x}", p.version_mask)}))
+    });
+    json(json!({
+        "schema": "svcos.api.stratum_protocol.v1",
+        "protocols": [
+            {"name": "stratum-v1", "enabled": true},
+            {"name": "stratum-v2", "enabled": config.stratum.sv2_enabled, "gate": "[stratum].sv2_enabled"},
+        ],
+        "version_rolling": config.stratum.version_rolling,
+        "active": active,
+    }))
+}
+
+async fn sv2(state: &AppState) -> ApiResult<GetSv2StatusResponse> {
+    let mut s = state.peers.stratum.clone();
+    Ok(s.get_sv2_status(GetSv2StatusRequest {})
+        .await
+        .map_err(|s| ApiError::from_grpc("stratum-agent", &s))?
+        .into_inner())
+}
+
+async fn sv2_status(State(state): State<AppState>) -> ApiResult {
+    let r = sv2(&state).await?;
+    Ok(json(json!({
+        "schema": "svcos.api.sv2.status.v1",
+        "enabled": r.enabled, "state": r.state, "endpoint": r.endpoint, "last_error": r.last_error,
+    })))
+}
+
+async fn sv2_handshake(State(state): State<AppState>) -> ApiResult {
+    let r = sv2(&state).await?;
+    Ok(json(json!({
+        "schema": "svcos.api.sv2.handshake.v1",
+        "enabled": r.enabled, "handshake": r.handshake, "authority_pubkey": r.authority_pubkey,
+    })))
+}
+
+async fn sv2_messages(State(state): State<AppState>) -> ApiResult {
+    let r = sv2(&state).await?;
+    Ok(json(json!({
+        "schema": "svcos.api.sv2.messages.v1",
+        "messages": r.messages.iter().map(|m| json!({
+            "timestamp_ms": m.timestamp_ms, "direction": m.direction, "message_type": m.message_type, "summary": m.summary,
+        })).collect::<Vec<_>>(),
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_list_errors_name_the_field() {
+        let cases = [
+            (
+                json!({"pools": [{"url": "http://x:1", "user": "w"}]}),
+                "pools[0].url",
+            ),
+            (
+                json!({"pools": [{"url": "stratum+tcp://a:1", "user": "w"}, {"url": "stratum+tcp://b:1", "user": ""}]}),
+                "pools[1].user",
+            ),
+            (
+                json!({"pools": [{"url": "stratum+tcp://a:1", "user": "w", "quota": 30}, {"url": "stratum+tcp://b:1", "user": "w", "quota": 30}]}),
+                "pools[].quota",
+            ),
+            (
+                json!({"pools": [{"url": "stratum+tcp://a:1", "user": "w", "priority": "high"}]}),
+                "pools[0].priority",
+            ),
+            (
+                json!({"pools": [{"url": "stratum+tcp://a:1", "user": "w", "colour": 1}]}),
+                "pools[0].colour",
+            ),
+            (json!({"pools": []}), "pools"),
+            (json!({"pool": []}), "pools"),
+        ];
+        for (body, field) in cases {
+            let err = parse_pool_list(&body).unwrap_err();
+            assert_eq!(err.field(), Some(field), "{body}");
+        }
+        let ok = parse_pool_list(&json!([{"url": "stratum+tcp://a:3333", "user": "w"}])).unwrap();
+        assert_eq!(ok.len(), 1);
+    }
+}

@@ -1,0 +1,711 @@
+//! Telemetry views served from the snapshots: `/api/status`, `/api/stats`, `/metrics`, chips,
+//! chain presence, thermal posture, home status and the chain diagnostics.
+//!
+//! `/api/status` never calls a peer: it returns the cached rendering of the latest snapshots
+//! ([`crate::state::Inner::status_body`]). `/api/chips` is the one view that asks hw-agent per
+//! request, because per-chip data is not in the stream (it would multiply its size by 60).
+
+use std::fmt::Write as _;
+
+use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use svcos_common::config::Config;
+use svcos_proto::hwagent::v1::{
+    ChainState, ChainTelemetry, GetTelemetryRequest, Hashrate, MiningState, Telemetry,
+};
+use svcos_proto::stratum::v1::{GetPoolsResponse, PoolState, PoolStatus};
+
+use super::{ApiResult, json, round};
+use crate::envelope::ApiError;
+use crate::registry::Route;
+use crate::{AppState, route};
+
+/// This module's rows of the registry.
+pub fn routes() -> Vec<Route> {
+    vec![
+        route!(GET "/api/status", Bearer, P, Telemetry, Full, "Live telemetry and pool summary from the snapshots", status),
+        route!(GET "/api/stats", Bearer, P, Telemetry, Full, "Counters: nonces, errors, shares per pool", stats),
+        route!(GET "/api/chips", Bearer, P, Telemetry, Full, "Per-chip frequency, hashrate, errors, temperature", chips),
+        route!(GET "/api/chips/health", Bearer, U, Telemetry, Full, "Per-chip health verdicts from the error rates", chips_health),
+        route!(GET "/api/mining/chain/presence", Bearer, P, Telemetry, Full, "Chains and detected chips", chain_presence),
+        route!(GET "/metrics", Metrics, P, Telemetry, Full, "Prometheus text exposition", metrics),
+        route!(GET "/api/thermal/posture", Bearer, P, Thermal, Full, "Temperatures against the configured limits", thermal_posture),
+        route!(GET "/api/thermal/supervisor", Bearer, P, Thermal, Full, "Thermal supervisor state: fan mode, limits, trip reason", thermal_supervisor),
+        route!(GET "/api/home/status", Bearer, P, Integrations, Full, "Space-heater view: heat output, noise proxy, state", home_status),
+        route!(GET "/api/diagnostics/chain", Bearer, P, Diagnostics, Full, "Per-chain diagnostics from the snapshot", diagnostics_chain),
+    ]
+}
+
+/// Enum name without its prefix, lowercased (`MINING_STATE_NO_WORK` → `no_work`).
+pub fn enum_word(name: &str, prefix: &str) -> String {
+    name.strip_prefix(prefix)
+        .unwrap_or(name)
+        .to_ascii_lowercase()
+}
+
+fn mining_state(t: &Telemetry) -> String {
+    enum_word(t.state().as_str_name(), "MINING_STATE_")
+}
+
+fn hashrate(h: Option<&Hashrate>) -> Value {
+    let h = h.cloned().unwrap_or_default();
+    json!({
+        "5s": round(h.ghs_5s, 3),
+        "1m": round(h.ghs_1m, 3),
+        "15m": round(h.ghs_15m, 3),
+        "expected": round(h.ghs_expected, 3),
+    })
+}
+
+fn chain_json(c: &ChainTelemetry) -> Value {
+    json!({
+        "chain_id": c.chain_id,
+        "state": enum_word(c.state().as_str_name(), "CHAIN_STATE_"),
+        "chips_expected": c.chips_expected,
+        "chips_detected": c.chips_detected,
+        "frequency_mhz": round(c.frequency_mhz, 2),
+        "voltage_mv": round(c.voltage_mv, 1),
+        "hashrate_ghs": hashrate(c.hashrate.as_ref()),
+        "nonces": c.nonces,
+        "hw_errors": c.hw_errors,
+        "temp_board_c": round(c.temp_board_c, 1),
+        "temp_chip_c": round(c.temp_chip_c, 1),
+        "power_watt": round(c.power_watt, 1),
+        "baud": c.baud,
+    })
+}
+
+/// One pool as the API shows it (the password is never included).
+pub fn pool_json(p: &PoolStatus) -> Value {
+    json!({
+        "index": p.index,
+        "url": p.url,
+        "user": p.user,
+        "priority": p.priority,
+        "quota": p.quota,
+        "enabled": p.enabled,
+        "active": p.active,
+        "state": enum_word(p.state().as_str_name(), "POOL_STATE_"),
+        "protocol": p.protocol,
+        "accepted": p.accepted,
+        "rejected": p.rejected,
+        "stale": p.stale,
+        "discarded": p.discarded,
+        "accepted_difficulty": p.accepted_difficulty,
+        "rejected_difficulty": p.rejected_difficulty,
+        "best_share": p.best_share,
+        "difficulty": p.difficulty,
+        "last_share_time": p.last_share_time,
+        "last_share_latency_ms": round(p.last_share_latency_ms, 3),
+        "connected_since": p.connected_since,
+        "version_rolling": p.version_rolling,
+        "last_error": p.last_error,
+        "reject_reasons": p.reject_reasons,
+    })
+}
+
+fn pools_json(p: &GetPoolsResponse) -> Value {
+    json!({
+        "active_index": p.active_index,
+        "accepted": p.accepted,
+        "rejected": p.rejected,
+        "stale": p.stale,
+        "best_share": p.best_share,
+        "share_difficulty": p.share_difficulty,
+        "found_blocks": p.found_blocks,
+        "donation_active": p.donation_active,
+        "list": p.pools.iter().map(pool_json).collect::<Vec<_>>(),
+    })
+}
+
+/// The `/api/status` body (schema `svcos.api.status.v1`). `None` snapshots mean that peer is
+/// down: its members are `null` and `degraded` is true.
+pub fn render_status(
+    config: &Config,
+    telemetry: Option<&Telemetry>,
+    pools: Option<&GetPoolsResponse>,
+    _now_ms: i64,
+) -> Value {
+    let mining = telemetry.map(|t| {
+        json!({
+            "state": mining_state(t),
+            "state_reason": t.state_reason,
+            "model": t.model,
+            "uptime_s": t.mining_uptime_s,
+            "hashrate_ghs": hashrate(t.hashrate.as_ref()),
+            "power_watt": round(t.power_watt, 1),
+            "power_target_watt": round(t.power_target_watt, 1),
+            "temp_max_c": round(t.temp_max_c, 1),
+            "temp_target_c": round(t.temp_target_c, 1),
+            "nonces": t.nonces,
+            "hw_errors": t.hw_errors,
+            "shares_sent": t.shares_sent,
+            "shares_queued": t.shares_queued,
+            "fan_mode": enum_word(t.fan_mode().as_str_name(), "FAN_MODE_"),
+            "led_mode": enum_word(t.led_mode().as_str_name(), "LED_MODE_"),
+            "telemetry_seq": t.seq,
+            "telemetry_at_ms": t.timestamp_ms,
+        })
+    });
+    let chains: Value = telemetry.map_or(Value::Null, |t| {
+        t.chains.iter().map(chain_json).collect::<Vec<_>>().into()
+    });
+    let fans: Value = telemetry.map_or(Value::Null, |t| {
+        t.fans
+            .iter()
+            .map(|f| json!({"fan_id": f.fan_id, "rpm": f.rpm, "pwm_percent": f.pwm_percent, "stalled": f.stalled}))
+            .collect::<Vec<_>>()
+            .into()
+    });
+    let psu = telemetry.and_then(|t| t.psu.as_ref()).map(|p| {
+        json!({
+            "model": p.model, "enabled": p.enabled, "voltage_v": round(p.voltage_v, 3),
+            "voltage_setpoint_v": round(p.voltage_setpoint_v, 3), "power_watt": round(p.power_watt, 1),
+            "current_a": round(p.current_a, 2), "fault": p.fault,
+        })
+    });
+    json!({
+        "schema": "svcos.api.status.v1",
+        "hostname": config.system.hostname,
+        "mode": config.system.mode.as_str(),
+        "degraded": telemetry.is_none() || pools.is_none(),
+        "sources": {
+            "hw_agent": {"up": telemetry.is_some()},
+            "stratum_agent": {"up": pools.is_some()},
+        },
+        "mining": mining,
+        "chains": chains,
+        "fans": fans,
+        "psu": psu,
+        "pools": pools.map(pools_json),
+    })
+}
+
+async fn status(State(state): State<AppState>) -> Response {
+    let body = state.status_body();
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+async fn stats(State(state): State<AppState>) -> Response {
+    let t = state.telemetry();
+    let p = state.pools();
+    json(json!({
+        "schema": "svcos.api.stats.v1",
+        "sources": {"hw_agent": {"up": t.is_some()}, "stratum_agent": {"up": p.is_some()}},
+        "hardware": t.as_ref().map(|t| json!({
+            "uptime_s": t.mining_uptime_s,
+            "nonces": t.nonces,
+            "hw_errors": t.hw_errors,
+            "duplicate_nonces": t.duplicate_nonces,
+            "stale_nonces": t.stale_nonces,
+            "shares_sent": t.shares_sent,
+            "shares_queued": t.shares_queued,
+            "hw_error_rate": if t.nonces + t.hw_errors > 0 { round(t.hw_errors as f64 / (t.nonces + t.hw_errors) as f64, 6) } else { 0.0 },
+            "hashrate_ghs": hashrate(t.hashrate.as_ref()),
+            "chains": t.chains.iter().map(|c| json!({"chain_id": c.chain_id, "nonces": c.nonces, "hw_errors": c.hw_errors})).collect::<Vec<_>>(),
+        })),
+        "shares": p.as_ref().map(|p| json!({
+            "accepted": p.accepted,
+            "rejected": p.rejected,
+            "stale": p.stale,
+            "best_share": p.best_share,
+            "found_blocks": p.found_blocks,
+            "counters_since_s": p.counters_since_s,
+            "switches": p.switches.iter().map(|s| json!({"timestamp_ms": s.timestamp_ms, "from_index": s.from_index, "to_index": s.to_index, "reason": s.reason})).collect::<Vec<_>>(),
+            "pools": p.pools.iter().map(|pool| json!({
+                "index": pool.index, "url": pool.url, "accepted": pool.accepted, "rejected": pool.rejected,
+                "stale": pool.stale, "accepted_difficulty": pool.accepted_difficulty,
+                "rejected_difficulty": pool.rejected_difficulty, "reject_reasons": pool.reject_reasons,
+            })).collect::<Vec<_>>(),
+        })),
+    }))
+}
+
+async fn full_telemetry(state: &AppState) -> ApiResult<Telemetry> {
+    let mut hw = state.peers.hw.clone();
+    let resp = hw
+        .get_telemetry(GetTelemetryRequest {
+            include_chips: true,
+        })
+        .await
+        .map_err(|s| ApiError::from_grpc("hw-agent", &s))?;
+    resp.into_inner()
+        .telemetry
+        .ok_or_else(|| ApiError::unavailable("hw-agent telemetry"))
+}
+
+async fn chips(State(state): State<AppState>) -> ApiResult {
+    let t = full_telemetry(&state).await?;
+    Ok(json(json!({
+        "schema": "svcos.api.chips.v1",
+        "chains": t.chains.iter().map(|c| json!({
+            "chain_id": c.chain_id,
+            "chips": c.chips.iter().map(|chip| json!({
+                "index": chip.index, "address": chip.address,
+                "frequency_mhz": round(chip.frequency_mhz, 2), "ghs_1m": round(chip.ghs_1m, 3),
+                "nonces": chip.nonces, "hw_errors": chip.hw_errors,
+                "temp_c": round(chip.temp_c, 1), "alive": chip.alive,
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })))
+}
+
+/// A chip's verdict: dead, or its error rate above 2 % (degraded) or not.
+fn chip_verdict(alive: bool, nonces: u64, errors: u64) -> &'static str {
+    if !alive {
+        "dead"
+    } else if nonces + errors >= 50 && errors * 50 > nonces + errors {
+        "degraded"
+    } else {
+        "ok"
+    }
+}
+
+async fn chips_health(State(state): State<AppState>) -> ApiResult {
+    let t = full_telemetry(&state).await?;
+    let mut counts = std::collections::BTreeMap::from([("ok", 0u32), ("degraded", 0), ("dead", 0)]);
+    let chains: Vec<Value> = t
+        .chains
+        .iter()
+        .map(|c| {
+            let chips: Vec<Value> = c
+                .chips
+                .iter()
+                .map(|chip| {
+                    let verdict = chip_verdict(chip.alive, chip.nonces, chip.hw_errors);
+                    *counts.entry(verdict).or_default() += 1;
+                    json!({"index": chip.index, "verdict": verdict, "nonces": chip.nonces, "hw_errors": chip.hw_errors})
+                })
+                .collect();
+            json!({"chain_id": c.chain_id, "chips": chips})
+        })
+        .collect();
+    Ok(json(json!({
+        "schema": "svcos.api.chips.health.v1",
+        "rule": "dead = not answering; degraded = more than 2 % hardware errors over at least 50 results",
+        "summary": counts,
+        "chains": chains,
+    })))
+}
+
+fn telemetry_or_503(state: &AppState) -> ApiResult<Telemetry> {
+    state
+        .telemetry()
+        .ok_or_else(|| ApiError::unavailable("hw-agent"))
+}
+
+async fn chain_presence(State(state): State<AppState>) -> ApiResult {
+    let t = telemetry_or_503(&state)?;
+    Ok(json(json!({
+        "schema": "svcos.api.chain_presence.v1",
+        "chains": t.chains.iter().map(|c| json!({
+            "chain_id": c.chain_id,
+            "present": c.state() != ChainState::Missing,
+            "state": enum_word(c.state().as_str_name(), "CHAIN_STATE_"),
+            "chips_expected": c.chips_expected,
+            "chips_detected": c.chips_detected,
+        })).collect::<Vec<_>>(),
+    })))
+}
+
+async fn thermal_posture(State(state): State<AppState>) -> ApiResult {
+    let t = telemetry_or_503(&state)?;
+    let cfg = state.config();
+    let th = &cfg.thermal;
+    let posture = if t.temp_max_c >= th.dangerous_temp_c {
+        "dangerous"
+    } else if t.temp_max_c >= th.hot_temp_c {
+        "hot"
+    } else if t.temp_max_c > th.target_temp_c + 5.0 {
+        "warm"
+    } else {
+        "normal"
+    };
+    Ok(json(json!({
+        "schema": "svcos.api.thermal.posture.v1",
+        "posture": posture,
+        "temp_max_c": round(t.temp_max_c, 1),
+        "target_temp_c": th.target_temp_c,
+        "hot_temp_c": th.hot_temp_c,
+        "dangerous_temp_c": th.dangerous_temp_c,
+        "headroom_c": round(th.hot_temp_c - t.temp_max_c, 1),
+        "chains": t.chains.iter().map(|c| json!({"chain_id": c.chain_id, "temp_chip_c": round(c.temp_chip_c, 1), "temp_board_c": round(c.temp_board_c, 1)})).collect::<Vec<_>>(),
+    })))
+}
+
+async fn thermal_supervisor(State(state): State<AppState>) -> ApiResult {
+    let t = telemetry_or_503(&state)?;
+    let cfg = state.config();
+    Ok(json(json!({
+        "schema": "svcos.api.thermal.supervisor.v1",
+        "mining_state": mining_state(&t),
+        "state_reason": t.state_reason,
+        "tripped": t.state() == MiningState::Overheat,
+        "fan_mode": enum_word(t.fan_mode().as_str_name(), "FAN_MODE_"),
+        "fan_min_percent": cfg.thermal.fan_min_percent,
+        "fan_max_percent": cfg.thermal.fan_max_percent,
+        "temp_target_c": round(t.temp_target_c, 1),
+        "limits": {"hot_temp_c": cfg.thermal.hot_temp_c, "dangerous_temp_c": cfg.thermal.dangerous_temp_c},
+        "fans": t.fans.iter().map(|f| json!({"fan_id": f.fan_id, "rpm": f.rpm, "pwm_percent": f.pwm_percent, "stalled": f.stalled})).collect::<Vec<_>>(),
+    })))
+}
+
+async fn home_status(State(state): State<AppState>) -> ApiResult {
+    let t = telemetry_or_503(&state)?;
+    let max_pwm = t.fans.iter().map(|f| f.pwm_percent).max().unwrap_or(0);
+    Ok(json(json!({
+        "schema": "svcos.api.home.status.v1",
+        "state": mining_state(&t),
+        "heating": t.state() == MiningState::Mining,
+        // Nearly all electrical power ends up as heat.
+        "heat_output_watt": round(t.power_watt, 1),
+        "fan_pwm_percent": max_pwm,
+        "temp_max_c": round(t.temp_max_c, 1),
+        "hashrate_ghs_1m": round(t.hashrate.as_ref().map_or(0.0, |h| h.ghs_1m), 3),
+        "sleeping": t.state() == MiningState::Sleeping,
+    })))
+}
+
+async fn diagnostics_chain(State(state): State<AppState>) -> ApiResult {
+    let t = telemetry_or_503(&state)?;
+    Ok(json(json!({
+        "schema": "svcos.api.diagnostics.chain.v1",
+        "chains": t.chains.iter().map(|c| {
+            let mut findings = Vec::new();
+            if c.chips_detected < c.chips_expected {
+                findings.push(format!("{} of {} chips answer", c.chips_detected, c.chips_expected));
+            }
+            if matches!(c.state(), ChainState::Fault | ChainState::Missing) {
+                findings.push(format!("chain is {}", enum_word(c.state().as_str_name(), "CHAIN_STATE_")));
+            }
+            let expected = c.hashrate.as_ref().map_or(0.0, |h| h.ghs_expected);
+            let actual = c.hashrate.as_ref().map_or(0.0, |h| h.ghs_1m);
+            if expected > 0.0 && actual < expected * 0.8 && c.state() == ChainState::Mining {
+                findings.push(format!("hashrate {:.0} GH/s is below 80 % of the expected {:.0} GH/s", actual, expected));
+            }
+            json!({
+                "chain_id": c.chain_id,
+                "state": enum_word(c.state().as_str_name(), "CHAIN_STATE_"),
+                "healthy": findings.is_empty(),
+                "findings": findings,
+                "hw_errors": c.hw_errors,
+                "nonces": c.nonces,
+            })
+        }).collect::<Vec<_>>(),
+    })))
+}
+
+/// Prometheus text exposition of the snapshots (format 0.0.4).
+pub fn render_metrics(
+    config: &Config,
+    telemetry: Option<&Telemetry>,
+    pools: Option<&GetPoolsResponse>,
+) -> String {
+    let mut out = String::with_capacity(4096);
+    let family = |out: &mut String, name: &str, kind: &str, help: &str| {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+    };
+    family(
+        &mut out,
+        "svcos_up",
+        "gauge",
+        "Whether the gateway has a live snapshot from the service.",
+    );
+    let _ = writeln!(
+        out,
+        "svcos_up{{service=\"hw-agent\"}} {}",
+        u8::from(telemetry.is_some())
+    );
+    let _ = writeln!(
+        out,
+        "svcos_up{{service=\"stratum-agent\"}} {}",
+        u8::from(pools.is_some())
+    );
+    family(
+        &mut out,
+        "svcos_info",
+        "gauge",
+        "Constant 1 labelled with identity.",
+    );
+    let _ = writeln!(
+        out,
+        "svcos_info{{hostname=\"{}\",mode=\"{}\",version=\"{}\"}} 1",
+        escape(&config.system.hostname),
+        config.system.mode.as_str(),
+        env!("CARGO_PKG_VERSION")
+    );
+    if let Some(t) = telemetry {
+        let h = t.hashrate.unwrap_or_default();
+        family(
+            &mut out,
+            "svcos_hashrate_ghs",
+            "gauge",
+            "Hashrate in GH/s by averaging window.",
+        );
+        for (w, v) in [
+            ("5s", h.ghs_5s),
+            ("1m", h.ghs_1m),
+            ("15m", h.ghs_15m),
+            ("expected", h.ghs_expected),
+        ] {
+            let _ = writeln!(out, "svcos_hashrate_ghs{{window=\"{w}\"}} {v}");
+        }
+        family(
+            &mut out,
+            "svcos_mining_state",
+            "gauge",
+            "1 for the current mining state.",
+        );
+        for s in [
+            MiningState::Bringup,
+            MiningState::Mining,
+            MiningState::NoWork,
+            MiningState::Sleeping,
+            MiningState::Overheat,
+            MiningState::Fault,
+        ] {
+            let _ = writeln!(
+                out,
+                "svcos_mining_state{{state=\"{}\"}} {}",
+                enum_word(s.as_str_name(), "MINING_STATE_"),
+                u8::from(t.state() == s)
+            );
+        }
+        for (name, help, v) in [
+            ("svcos_power_watt", "Input power in watts.", t.power_watt),
+            (
+                "svcos_temp_max_celsius",
+                "Hottest chip temperature.",
+                t.temp_max_c,
+            ),
+            (
+                "svcos_temp_target_celsius",
+                "Fan controller target temperature.",
+                t.temp_target_c,
+            ),
+            (
+                "svcos_mining_uptime_seconds",
+                "Seconds since mining started.",
+                t.mining_uptime_s as f64,
+            ),
+        ] {
+            family(&mut out, name, "gauge", help);
+            let _ = writeln!(out, "{name} {v}");
+        }
+        for (name, help, v) in [
+            ("svcos_nonces_total", "Nonces that verified.", t.nonces),
+            (
+                "svcos_hw_errors_total",
+                "Nonces that did not verify.",
+                t.hw_errors,
+            ),
+            (
+                "svcos_shares_sent_total",
+                "Shares handed to the pool client.",
+                t.shares_sent,
+            ),
+        ] {
+            family(&mut out, name, "counter", help);
+            let _ = writeln!(out, "{name} {v}");
+        }
+        family(
+            &mut out,
+            "svcos_chain_hashrate_ghs",
+            "gauge",
+            "Per-chain 1-minute hashrate in GH/s.",
+        );
+        for c in &t.chains {
+            let _ = writeln!(
+                out,
+                "svcos_chain_hashrate_ghs{{chain=\"{}\"}} {}",
+                c.chain_id,
+                c.hashrate.as_ref().map_or(0.0, |h| h.ghs_1m)
+            );
+        }
+        family(
+            &mut out,
+            "svcos_chain_temp_celsius",
+            "gauge",
+            "Per-chain temperatures.",
+        );
+        for c in &t.chains {
+            let _ = writeln!(
+                out,
+                "svcos_chain_temp_celsius{{chain=\"{}\",sensor=\"chip\"}} {}",
+                c.chain_id, c.temp_chip_c
+            );
+            let _ = writeln!(
+                out,
+                "svcos_chain_temp_celsius{{chain=\"{}\",sensor=\"board\"}} {}",
+                c.chain_id, c.temp_board_c
+            );
+        }
+        family(
+            &mut out,
+            "svcos_chain_chips",
+            "gauge",
+            "Chips per chain, detected and expected.",
+        );
+        for c in &t.chains {
+            let _ = writeln!(
+                out,
+                "svcos_chain_chips{{chain=\"{}\",kind=\"detected\"}} {}",
+                c.chain_id, c.chips_detected
+            );
+            let _ = writeln!(
+                out,
+                "svcos_chain_chips{{chain=\"{}\",kind=\"expected\"}} {}",
+                c.chain_id, c.chips_expected
+            );
+        }
+        family(&mut out, "svcos_fan_rpm", "gauge", "Fan speed in RPM.");
+        for f in &t.fans {
+            let _ = writeln!(out, "svcos_fan_rpm{{fan=\"{}\"}} {}", f.fan_id, f.rpm);
+        }
+        family(
+            &mut out,
+            "svcos_fan_pwm_percent",
+            "gauge",
+            "Fan duty in percent.",
+        );
+        for f in &t.fans {
+            let _ = writeln!(
+                out,
+                "svcos_fan_pwm_percent{{fan=\"{}\"}} {}",
+                f.fan_id, f.pwm_percent
+            );
+        }
+    }
+    if let Some(p) = pools {
+        family(
+            &mut out,
+            "svcos_pool_shares_total",
+            "counter",
+            "Shares per pool and result.",
+        );
+        for pool in &p.pools {
+            for (result, v) in [
+                ("accepted", pool.accepted),
+                ("rejected", pool.rejected),
+                ("stale", pool.stale),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "svcos_pool_shares_total{{pool=\"{}\",url=\"{}\",result=\"{result}\"}} {v}",
+                    pool.index,
+                    escape(&pool.url)
+                );
+            }
+        }
+        family(
+            &mut out,
+            "svcos_pool_up",
+            "gauge",
+            "1 when the pool connection is alive.",
+        );
+        for pool in &p.pools {
+            let _ = writeln!(
+                out,
+                "svcos_pool_up{{pool=\"{}\",url=\"{}\"}} {}",
+                pool.index,
+                escape(&pool.url),
+                u8::from(pool.state() == PoolState::Alive)
+            );
+        }
+        family(
+            &mut out,
+            "svcos_pool_active",
+            "gauge",
+            "1 for the pool currently mined on.",
+        );
+        for pool in &p.pools {
+            let _ = writeln!(
+                out,
+                "svcos_pool_active{{pool=\"{}\"}} {}",
+                pool.index,
+                u8::from(pool.active)
+            );
+        }
+        family(
+            &mut out,
+            "svcos_best_share",
+            "gauge",
+            "Best share difficulty since counters began.",
+        );
+        let _ = writeln!(out, "svcos_best_share {}", p.best_share);
+    }
+    out
+}
+
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    let body = render_metrics(
+        &state.config(),
+        state.telemetry().as_ref(),
+        state.pools().as_ref(),
+    );
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chip_verdicts() {
+        assert_eq!(chip_verdict(false, 100, 0), "dead");
+        assert_eq!(chip_verdict(true, 10, 5), "ok");
+        assert_eq!(chip_verdict(true, 90, 10), "degraded");
+        assert_eq!(chip_verdict(true, 1000, 1), "ok");
+    }
+
+    #[test]
+    fn status_when_peers_down_says_so() {
+        let v = render_status(&Config::default(), None, None, 0);
+        assert_eq!(v["degraded"], true);
+        assert_eq!(v["sources"]["hw_agent"]["up"], false);
+        assert!(v["mining"].is_null());
+    }
+
+    #[test]
+    fn metrics_have_help_and_type_for_every_family() {
+        let t = Telemetry {
+            chains: vec![ChainTelemetry {
+                chain_id: 1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let text = render_metrics(
+            &Config::default(),
+            Some(&t),
+            Some(&GetPoolsResponse::default()),
+        );
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let name = line.split(['{', ' ']).next().unwrap();
+            assert!(text.contains(&format!("# TYPE {name} ")), "{name}");
+        }
+    }
+}

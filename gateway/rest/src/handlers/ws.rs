@@ -1,0 +1,169 @@
+//! `GET /ws`: live telemetry over WebSocket.
+//!
+//! Authentication: the bearer token in the `token` query parameter (browsers cannot set headers
+//! on a WebSocket), an `Authorization: Bearer` header, or — when `[api].websocket_tickets` is
+//! true — a one-time `ticket` from `POST /api/auth/ws-ticket`. The query string is never logged.
+//!
+//! Messages are text frames of JSON `{"type": "telemetry", "schema": "svcos.ws.telemetry.v1",
+//! ...}`, one right after the upgrade and one per snapshot change (telemetry publishes at 1 Hz,
+//! pools on change). The stream reads the same snapshots as `/api/status`; no peer is called
+//! per client.
+
+use axum::extract::ws::{
+    Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection,
+};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use svcos_proto::auth::v1::RedeemWsTicketRequest;
+use svcos_proto::hwagent::v1::Telemetry;
+use svcos_proto::stratum::v1::GetPoolsResponse;
+
+use super::round;
+use super::status::enum_word;
+use crate::AppState;
+use crate::authn::bearer_token;
+use crate::envelope::{ApiError, ErrorCode};
+
+/// Query parameters of `/ws`.
+#[derive(Debug, Deserialize, Default)]
+pub struct WsQuery {
+    token: Option<String>,
+    ticket: Option<String>,
+}
+
+async fn authenticate(
+    state: &AppState,
+    q: &WsQuery,
+    headers: &HeaderMap,
+) -> Result<String, ApiError> {
+    if let Some(ticket) = q.ticket.as_deref().filter(|t| !t.is_empty()) {
+        if !state.config().api.websocket_tickets {
+            return Err(ApiError::unauthorized(
+                "WebSocket tickets are disabled; use ?token=",
+            ));
+        }
+        let mut auth = state.peers.auth.clone();
+        return match auth
+            .redeem_ws_ticket(RedeemWsTicketRequest {
+                ticket: ticket.to_string(),
+            })
+            .await
+        {
+            Ok(r) => Ok(r.into_inner().session_id),
+            Err(s)
+                if s.code() == tonic::Code::Unauthenticated
+                    || s.code() == tonic::Code::InvalidArgument
+                    || s.code() == tonic::Code::NotFound =>
+            {
+                Err(ApiError::unauthorized("invalid, used or expired ticket"))
+            }
+            Err(_) => Err(ApiError::unavailable("auth")),
+        };
+    }
+    let token = q
+        .token
+        .as_deref()
+        .filter(|t| !t.is_empty())
+        .or_else(|| {
+            headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(bearer_token)
+        })
+        .ok_or_else(|| {
+            ApiError::unauthorized("missing token: connect to /ws?token=<bearer token>")
+        })?;
+    Ok(state.sessions.validate(token).await?.session_id)
+}
+
+/// The upgrade handler.
+pub async fn upgrade(
+    State(state): State<AppState>,
+    Query(q): Query<WsQuery>,
+    headers: HeaderMap,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    if let Err(e) = authenticate(&state, &q, &headers).await {
+        return e.into_response();
+    }
+    match ws {
+        Ok(ws) => ws.on_upgrade(move |socket| stream(state, socket)),
+        Err(rejection) => ApiError::new(StatusCode::BAD_REQUEST, "expected a WebSocket upgrade")
+            .detail(rejection.body_text())
+            .code(ErrorCode::UnclassifiedError)
+            .suggestion("connect with a WebSocket client to ws://<miner>:8080/ws?token=<token>")
+            .into_response(),
+    }
+}
+
+/// One telemetry message (schema `svcos.ws.telemetry.v1`).
+pub fn telemetry_message(t: Option<&Telemetry>, p: Option<&GetPoolsResponse>) -> Value {
+    json!({
+        "type": "telemetry",
+        "schema": "svcos.ws.telemetry.v1",
+        "hw_agent_up": t.is_some(),
+        "stratum_agent_up": p.is_some(),
+        "seq": t.map(|t| t.seq),
+        "timestamp_ms": t.map(|t| t.timestamp_ms),
+        "state": t.map(|t| enum_word(t.state().as_str_name(), "MINING_STATE_")),
+        "hashrate_ghs": t.map(|t| {
+            let h = t.hashrate.unwrap_or_default();
+            json!({"5s": round(h.ghs_5s, 3), "1m": round(h.ghs_1m, 3), "15m": round(h.ghs_15m, 3)})
+        }),
+        "power_watt": t.map(|t| round(t.power_watt, 1)),
+        "temp_max_c": t.map(|t| round(t.temp_max_c, 1)),
+        "chains": t.map(|t| t.chains.iter().map(|c| json!({
+            "chain_id": c.chain_id,
+            "temp_chip_c": round(c.temp_chip_c, 1),
+            "temp_board_c": round(c.temp_board_c, 1),
+            "hashrate_ghs_1m": round(c.hashrate.as_ref().map_or(0.0, |h| h.ghs_1m), 3),
+        })).collect::<Vec<_>>()),
+        "fans": t.map(|t| t.fans.iter().map(|f| json!({"fan_id": f.fan_id, "rpm": f.rpm, "pwm_percent": f.pwm_percent})).collect::<Vec<_>>()),
+        "pools": p.map(|p| p.pools.iter().map(|pool| json!({
+            "index": pool.index,
+            "url": pool.url,
+            "state": enum_word(pool.state().as_str_name(), "POOL_STATE_"),
+            "active": pool.active,
+            "accepted": pool.accepted,
+            "rejected": pool.rejected,
+        })).collect::<Vec<_>>()),
+    })
+}
+
+async fn stream(state: AppState, mut socket: WebSocket) {
+    let mut telemetry = state.snapshots.telemetry.clone();
+    let mut pools = state.snapshots.pools.clone();
+    telemetry.mark_changed();
+    loop {
+        let msg = {
+            let t = telemetry.borrow_and_update().clone();
+            let p = pools.borrow_and_update().clone();
+            telemetry_message(t.as_ref(), p.as_ref())
+        };
+        if socket
+            .send(Message::Text(msg.to_string().into()))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        loop {
+            tokio::select! {
+                r = telemetry.changed() => { if r.is_err() { return; } break; }
+                r = pools.changed() => { if r.is_err() { return; } break; }
+                incoming = socket.recv() => match incoming {
+                    // Pings are answered by the library; anything else from the client is ignored.
+                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
+                    Some(Ok(_)) => {}
+                },
+                _ = state.shutdown.wait() => {
+                    let _ = socket.send(Message::Close(None)).await;
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! The gateway's shared state: live config, peer clients, telemetry snapshots, session cache and
+//! the audit ring.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde::Serialize;
+use svcos_common::config::Config;
+use svcos_common::time::Clock;
+use svcos_common::{Layout, ServiceName, Shutdown, ipc};
+use svcos_proto::auth::v1::auth_service_client::AuthServiceClient;
+use svcos_proto::hwagent::v1::hw_agent_service_client::HwAgentServiceClient;
+use svcos_proto::hwagent::v1::{StreamTelemetryRequest, Telemetry};
+use svcos_proto::stratum::v1::stratum_service_client::StratumServiceClient;
+use svcos_proto::stratum::v1::{GetPoolsResponse, StreamPoolsRequest};
+use svcos_proto::supervisor::v1::supervisor_service_client::SupervisorServiceClient;
+use svcos_proto::tuner::v1::tuner_service_client::TunerServiceClient;
+use tokio::sync::watch;
+use tonic::transport::Channel;
+
+use crate::authn::SessionCache;
+
+/// Deadline of a pool test (connect, subscribe, authorise, first job).
+pub const POOL_TEST_TIMEOUT: Duration = Duration::from_secs(20);
+/// Writes kept in the audit ring.
+const AUDIT_CAP: usize = 256;
+
+/// One write that went through the gateway.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditEntry {
+    /// When, Unix ms.
+    pub timestamp_ms: i64,
+    /// HTTP method.
+    pub method: &'static str,
+    /// Route path (spec notation).
+    pub path: &'static str,
+    /// HTTP status answered.
+    pub status: u16,
+    /// The session that made it (None for open routes).
+    pub session_id: Option<String>,
+}
+
+/// gRPC clients of the peers (lazy channels: a peer that is down costs nothing until called).
+#[derive(Debug, Clone)]
+pub struct Peers {
+    /// Auth service.
+    pub auth: AuthServiceClient<Channel>,
+    /// hw-agent.
+    pub hw: HwAgentServiceClient<Channel>,
+    /// stratum-agent.
+    pub stratum: StratumServiceClient<Channel>,
+    /// stratum-agent with the long pool-test deadline.
+    pub stratum_slow: StratumServiceClient<Channel>,
+    /// The supervisor's control socket.
+    pub supervisor: SupervisorServiceClient<Channel>,
+    /// Tuner.
+    pub tuner: TunerServiceClient<Channel>,
+}
+
+impl Peers {
+    /// Clients for every peer of this instance.
+    pub fn new(layout: &Layout) -> Self {
+        Peers {
+            auth: AuthServiceClient::new(ipc::channel(layout, ServiceName::Auth)),
+            hw: HwAgentServiceClient::new(ipc::channel(layout, ServiceName::HwAgent)),
+            stratum: StratumServiceClient::new(ipc::channel(layout, ServiceName::StratumAgent)),
+            stratum_slow: StratumServiceClient::new(ipc::channel_with_timeout(
+                layout.socket(ServiceName::StratumAgent),
+                POOL_TEST_TIMEOUT + Duration::from_secs(2),
+            )),
+            supervisor: SupervisorServiceClient::new(ipc::channel(layout, ServiceName::Supervisor)),
+            tuner: TunerServiceClient::new(ipc::channel(layout, ServiceName::Tuner)),
+        }
+    }
+}
+
+/// Latest telemetry and pool snapshots, fed by server streams (never polled per request).
+#[derive(Debug, Clone)]
+pub struct Snapshots {
+    /// hw-agent telemetry; `None` while hw-agent is unreachable.
+    pub telemetry: watch::Receiver<Option<Telemetry>>,
+    /// stratum-agent pools; `None` while stratum-agent is unreachable.
+    pub pools: watch::Receiver<Option<GetPoolsResponse>>,
+}
+
+impl Snapshots {
+    /// Start following both streams.
+    pub fn follow(peers: &Peers, shutdown: &Shutdown) -> Self {
+        let hw = peers.hw.clone();
+        let telemetry = ipc::follow("hw-agent", shutdown.clone(), move || {
+            let mut hw = hw.clone();
+            async move {
+                hw.stream_telemetry(StreamTelemetryRequest {
+                    include_chips: false,
+                })
+                .await
+                .map(|r| r.into_inner())
+            }
+        });
+        let stratum = peers.stratum.clone();
+        let pools = ipc::follow("stratum-agent", shutdown.clone(), move || {
+            let mut s = stratum.clone();
+            async move {
+                s.stream_pools(StreamPoolsRequest {})
+                    .await
+                    .map(|r| r.into_inner())
+            }
+        });
+        Snapshots { telemetry, pools }
+    }
+}
+
+/// The rendered `/api/status` body, rebuilt only when a snapshot changed.
+#[derive(Debug)]
+pub struct StatusCache {
+    telemetry: watch::Receiver<Option<Telemetry>>,
+    pools: watch::Receiver<Option<GetPoolsResponse>>,
+    /// Config generation the body was rendered with.
+    config_gen: u64,
+    body: Option<Bytes>,
+}
+
+/// Everything handlers share.
+#[derive(Debug)]
+pub struct Inner {
+    /// Paths of this instance.
+    pub layout: Layout,
+    config: RwLock<Arc<Config>>,
+    config_gen: std::sync::atomic::AtomicU64,
+    /// Serialises read-modify-write of the config file.
+    pub config_write: tokio::sync::Mutex<()>,
+    /// Wall clock (injectable for tests).
+    pub clock: Arc<dyn Clock>,
+    /// When this gateway started, Unix ms.
+    pub started_ms: i64,
+    /// Peer clients.
+    pub peers: Peers,
+    /// Telemetry and pool snapshots.
+    pub snapshots: Snapshots,
+    /// Bearer validation cache.
+    pub sessions: Arc<SessionCache>,
+    status_cache: Mutex<StatusCache>,
+    audit: Mutex<VecDeque<AuditEntry>>,
+    /// Stops background tasks (and /ws streams) on shutdown.
+    pub shutdown: Shutdown,
+}
+
+/// The state every handler gets.
+pub type AppState = Arc<Inner>;
+
+impl Inner {
+    /// Build the state and start the snapshot and revocation followers.
+    pub fn start(
+        layout: Layout,
+        config: Config,
+        clock: Arc<dyn Clock>,
+        shutdown: Shutdown,
+    ) -> AppState {
+        let peers = Peers::new(&layout);
+        let snapshots = Snapshots::follow(&peers, &shutdown);
+        let sessions = Arc::new(SessionCache::new(peers.auth.clone(), clock.clone()));
+        sessions.spawn_revocation_follower(shutdown.clone());
+        let status_cache = StatusCache {
+            telemetry: snapshots.telemetry.clone(),
+            pools: snapshots.pools.clone(),
+            config_gen: 0,
+            body: None,
+        };
+        Arc::new(Inner {
+            layout,
+            config: RwLock::new(Arc::new(config)),
+            config_gen: std::sync::atomic::AtomicU64::new(1),
+            config_write: tokio::sync::Mutex::new(()),
+            started_ms: clock.now_ms(),
+            clock,
+            peers,
+            snapshots,
+            sessions,
+            status_cache: Mutex::new(status_cache),
+            audit: Mutex::new(VecDeque::with_capacity(AUDIT_CAP)),
+            shutdown,
+        })
+    }
+
+    /// The current config.
+    pub fn config(&self) -> Arc<Config> {
+        self.config.read().expect("config lock").clone()
+    }
+
+    /// Replace the in-memory config (after it was saved).
+    pub fn set_config(&self, config: Config) {
+        *self.config.write().expect("config lock") = Arc::new(config);
+        self.config_gen
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// The latest telemetry, if hw-agent is up.
+    pub fn telemetry(&self) -> Option<Telemetry> {
+        self.snapshots.telemetry.borrow().clone()
+    }
+
+    /// The latest pool snapshot, if stratum-agent is up.
+    pub fn pools(&self) -> Option<GetPoolsResponse> {
+        self.snapshots.pools.borrow().clone()
+    }
+
+    /// The `/api/status` body: cached bytes, re-rendered only after a snapshot or config change.
+    pub fn status_body(&self) -> Bytes {
+        let mut cache = self.status_cache.lock().expect("status cache lock");
+        let config_gen = self.config_gen.load(std::sync::atomic::Ordering::Acquire);
+        let changed = cache.telemetry.has_changed().unwrap_or(true)
+            || cache.pools.has_changed().unwrap_or(true)
+            || cache.config_gen != config_gen;
+        if let (false, Some(body)) = (changed, &cache.body) {
+            return body.clone();
+        }
+        let telemetry = cache.telemetry.borrow_and_update().clone();
+        let pools = cache.pools.borrow_and_update().clone();
+        let config = self.config();
+        let body = crate::handlers::status::render_status(
+            &config,
+            telemetry.as_ref(),
+            pools.as_ref(),
+            self.clock.now_ms(),
+        );
+        let body = Bytes::from(serde_json::to_vec(&body).expect("status serialises"));
+        cache.body = Some(body.clone());
+        cache.config_gen = config_gen;
+        body
+    }
+
+    /// Append to the audit ring.
+    pub fn record_audit(&self, entry: AuditEntry) {
+        let mut audit = self.audit.lock().expect("audit lock");
+        if audit.len() == AUDIT_CAP {
+            audit.pop_front();
+        }
+        audit.push_back(entry);
+    }
+
+    /// The audit ring, newest last.
+    pub fn audit(&self) -> Vec<AuditEntry> {
+        self.audit
+            .lock()
+            .expect("audit lock")
+            .iter()
+            .cloned()
+            .collect()
+    }
+}

@@ -1,0 +1,195 @@
+//! The registry against the spec's inventory, the committed OpenAPI description and the pinned
+//! route snapshot.
+//!
+//! Regenerate the committed files after an intended change with
+//! `SVCOS_UPDATE_SNAPSHOTS=1 cargo test -p svcos-gateway --test registry`.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use serde_json::Value;
+use svcos_gateway::registry::{AuthClass, metas};
+
+fn crate_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn workspace_root() -> PathBuf {
+    crate_dir().join("../..")
+}
+
+fn update() -> bool {
+    std::env::var_os("SVCOS_UPDATE_SNAPSHOTS").is_some()
+}
+
+fn registry_rows() -> BTreeSet<(String, String, String, bool, String)> {
+    metas()
+        .iter()
+        .map(|m| {
+            (
+                m.method.as_str().to_string(),
+                m.path.to_string(),
+                m.auth.as_str().to_string(),
+                m.pinned,
+                m.group.title().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn registry_matches_the_spec_inventory() {
+    let committed = std::fs::read_to_string(crate_dir().join("tests/routes.tsv")).unwrap();
+    // CI runs with the shared spec beside the clone; when present, the committed copy must match.
+    let shared = workspace_root().join("../shared/spec/routes.tsv");
+    match std::fs::read_to_string(&shared) {
+        Ok(text) => assert_eq!(
+            common::spec_rows(&text),
+            common::spec_rows(&committed),
+            "tests/routes.tsv differs from {}",
+            shared.display()
+        ),
+        Err(_) => println!(
+            "note: {} not found; using the committed copy only",
+            shared.display()
+        ),
+    }
+    let spec: BTreeSet<_> = common::spec_rows(&committed).into_iter().collect();
+    let registry = registry_rows();
+    let missing: Vec<_> = spec.difference(&registry).collect();
+    let extra: Vec<_> = registry.difference(&spec).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "missing from registry: {missing:#?}\nnot in spec: {extra:#?}"
+    );
+
+    let ops = metas();
+    assert_eq!(ops.len(), 258, "operations");
+    let paths: BTreeSet<_> = ops.iter().map(|m| m.path).collect();
+    assert_eq!(paths.len(), 241, "paths");
+    let mut by_method = BTreeMap::new();
+    for m in ops {
+        *by_method.entry(m.method.as_str()).or_insert(0) += 1;
+    }
+    assert_eq!(
+        by_method,
+        BTreeMap::from([("DELETE", 2), ("GET", 170), ("POST", 84), ("PUT", 2)])
+    );
+    let open: BTreeSet<_> = ops
+        .iter()
+        .filter(|m| m.auth == AuthClass::Open)
+        .map(|m| m.path)
+        .collect();
+    assert_eq!(
+        open,
+        BTreeSet::from([
+            "/api/auth/status",
+            "/api/auth/setup",
+            "/api/auth/session",
+            "/api/setup/status",
+            "/api/safety/warnings",
+            "/api/system/update/metadata",
+            "/api/donation/info",
+        ])
+    );
+    let pinned: BTreeSet<_> = ops.iter().filter(|m| m.pinned).map(|m| m.path).collect();
+    assert_eq!(pinned.len(), 222, "pinned paths");
+}
+
+#[test]
+fn every_operation_is_registered_once_with_its_source() {
+    let mut seen = BTreeSet::new();
+    for m in metas() {
+        assert!(
+            seen.insert((m.method.as_str(), m.path)),
+            "{} {} twice",
+            m.method,
+            m.path
+        );
+        assert!(m.source.starts_with("gateway/rest/src/"), "{}", m.source);
+        assert!(workspace_root().join(m.source).exists(), "{}", m.source);
+        assert!(!m.summary.is_empty());
+    }
+}
+
+#[test]
+fn route_snapshot_pins_the_222_pinned_paths() {
+    let path = crate_dir().join("tests/route_snapshot.txt");
+    let current: BTreeSet<String> = metas()
+        .iter()
+        .filter(|m| m.pinned)
+        .map(|m| m.path.to_string())
+        .collect();
+    let text: String = current.iter().map(|p| format!("{p}\n")).collect();
+    if update() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path)
+        .expect("tests/route_snapshot.txt (regenerate with SVCOS_UPDATE_SNAPSHOTS=1)");
+    let pinned: BTreeSet<String> = committed.lines().map(str::to_string).collect();
+    assert_eq!(pinned.len(), 222);
+    let added: Vec<_> = current.difference(&pinned).collect();
+    let removed: Vec<_> = pinned.difference(&current).collect();
+    assert!(
+        added.is_empty() && removed.is_empty(),
+        "router differs from the pinned snapshot: added {added:?}, removed {removed:?}"
+    );
+}
+
+#[test]
+fn openapi_document_is_generated_from_the_registry_and_committed() {
+    let path = workspace_root().join("docs/openapi.json");
+    let text = svcos_gateway::openapi::document_text();
+    if update() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &text).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path)
+        .expect("docs/openapi.json (regenerate with SVCOS_UPDATE_SNAPSHOTS=1)");
+    assert!(
+        committed == text,
+        "docs/openapi.json is stale: regenerate with SVCOS_UPDATE_SNAPSHOTS=1"
+    );
+
+    let doc: Value = serde_json::from_str(&committed).unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    let schemas = doc["components"]["schemas"].as_object().unwrap();
+    assert_eq!(schemas.keys().collect::<Vec<_>>(), ["ApiErrorBody"]);
+    let schemes = doc["components"]["securitySchemes"].as_object().unwrap();
+    assert_eq!(schemes.keys().collect::<Vec<_>>(), ["bearerSession"]);
+    let paths = doc["paths"].as_object().unwrap();
+    assert_eq!(paths.len(), 241);
+    let mut ops = 0;
+    for (p, item) in paths {
+        for (method, op) in item.as_object().unwrap() {
+            ops += 1;
+            for status in ["4XX", "5XX"] {
+                assert_eq!(
+                    op["responses"][status]["content"]["application/json"]["schema"]["$ref"],
+                    "#/components/schemas/ApiErrorBody",
+                    "{method} {p} {status}"
+                );
+            }
+            assert_eq!(op["x-svc-response-schema"], "not-derived");
+            assert!(op["x-svc-source"].as_str().unwrap().ends_with(".rs"));
+            let spec_path = p.replace('{', ":").replace('}', "");
+            let meta = metas()
+                .iter()
+                .find(|m| m.path == spec_path && m.method.as_str().eq_ignore_ascii_case(method))
+                .unwrap();
+            let security = &op["security"];
+            match meta.auth {
+                AuthClass::Open => assert_eq!(security, &serde_json::json!([])),
+                AuthClass::Bearer => {
+                    assert_eq!(security, &serde_json::json!([{"bearerSession": []}]))
+                }
+                AuthClass::Metrics => {
+                    assert_eq!(security, &serde_json::json!([{}, {"bearerSession": []}]))
+                }
+            }
+        }
+    }
+    assert_eq!(ops, 258);
+}

@@ -240,6 +240,18 @@ fn lock_instance(layout: &Layout) -> Result<Flock<File>, StartError> {
     Ok(lock)
 }
 
+/// In production the services, each under its own user, bind their sockets in the runtime
+/// directory: make it group `svcos`, group-writable and sticky (nobody removes another's socket).
+fn share_runtime_dir(layout: &Layout) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = &layout.runtime_dir;
+    let group = nix::unistd::Group::from_name(child::SERVICE_GROUP)?
+        .ok_or_else(|| anyhow::anyhow!("group {} does not exist", child::SERVICE_GROUP))?;
+    nix::unistd::chown(dir, None, Some(group.gid))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1770))?;
+    Ok(())
+}
+
 fn run(
     layout: Layout,
     services: Vec<ServiceName>,
@@ -265,6 +277,9 @@ fn run(
     };
     let outcome = rt.block_on(async move {
         let _lock = lock_instance(&layout)?;
+        if drop_privileges {
+            share_runtime_dir(&layout)?;
+        }
         let shutdown = Shutdown::new();
         shutdown.trigger_on_signals()?;
         let listener = ipc::bind(&layout.socket(ServiceName::Supervisor))?;

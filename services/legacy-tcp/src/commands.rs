@@ -266,13 +266,20 @@ fn read_command(name: &str, param: Option<&str>, privileged: bool, view: &View<'
     }
 }
 
-/// "hw-agent" / "stratum-agent" is restarting: the reply still goes out, with a W status.
-fn degraded(ok: Status, missing: &[&str]) -> Status {
+/// A reply while hw-agent and/or stratum-agent is restarting: the status names what is
+/// missing. `I` when the reply still carries live values from the other peer (so clients such
+/// as pyasic, which discard any reply that is not `S`/`I`, keep using them; the missing keys
+/// are simply absent), `W` when nothing live is left in it.
+fn degraded(ok: Status, missing: &[&str], partial: bool) -> Status {
     if missing.is_empty() {
         return ok;
     }
     Status::new(
-        Severity::Warning,
+        if partial {
+            Severity::Info
+        } else {
+            Severity::Warning
+        },
         ok.code,
         format!(
             "{} ({} unavailable, restarting: its values are omitted)",
@@ -322,7 +329,11 @@ fn config(view: &View<'_>) -> Reply {
         .add("Device Code", "ASC")
         .add("OS", "Linux")
         .add("Hotplug", "None");
-    let status = degraded(Status::ok(code::MINECONFIG, "svcOS config"), &missing);
+    let status = degraded(
+        Status::ok(code::MINECONFIG, "svcOS config"),
+        &missing,
+        missing.len() < 2,
+    );
     Reply::single(status, "CONFIG", r)
 }
 
@@ -414,8 +425,9 @@ fn summary(view: &View<'_>) -> Reply {
     {
         r.add("Last getwork", t.job_received_at_ms / 1000);
     }
+    let partial = missing.len() < 2;
     Reply::single(
-        degraded(Status::ok(code::SUMM, "Summary"), &missing),
+        degraded(Status::ok(code::SUMM, "Summary"), &missing, partial),
         "SUMMARY",
         r,
     )
@@ -446,7 +458,11 @@ fn stratum_host(url: &str) -> &str {
 fn pools(view: &View<'_>) -> Reply {
     let Some(p) = view.pools else {
         return Reply::list(
-            degraded(Status::ok(code::POOL, "0 Pool(s)"), &["stratum-agent"]),
+            degraded(
+                Status::ok(code::POOL, "0 Pool(s)"),
+                &["stratum-agent"],
+                false,
+            ),
             "POOLS",
             Vec::new(),
         );
@@ -528,7 +544,7 @@ fn slot(c: &ChainTelemetry) -> u32 {
 }
 
 fn hw_unavailable(ok: Status, name: &'static str) -> Reply {
-    Reply::list(degraded(ok, &["hw-agent"]), name, Vec::new())
+    Reply::list(degraded(ok, &["hw-agent"], false), name, Vec::new())
 }
 
 fn devs(view: &View<'_>, enabled_only: bool) -> Reply {
@@ -640,7 +656,11 @@ fn stats(view: &View<'_>) -> Reply {
         .add_owned("Type".into(), view.model().to_string());
     let Some(t) = view.telemetry else {
         return Reply::list(
-            degraded(Status::ok(code::MINESTATS, "svcOS stats"), &["hw-agent"]),
+            degraded(
+                Status::ok(code::MINESTATS, "svcOS stats"),
+                &["hw-agent"],
+                false,
+            ),
             "STATS",
             vec![head],
         );
@@ -750,7 +770,7 @@ fn coin(view: &View<'_>) -> Reply {
     }
     r.add("LP", false);
     Reply::single(
-        degraded(Status::ok(code::MINECOIN, "svcOS coin"), &missing),
+        degraded(Status::ok(code::MINECOIN, "svcOS coin"), &missing, false),
         "COIN",
         r,
     )
@@ -784,7 +804,11 @@ fn lcd(view: &View<'_>) -> Reply {
     } else {
         missing.push("stratum-agent");
     }
-    Reply::single(degraded(Status::ok(code::LCD, "LCD"), &missing), "LCD", r)
+    Reply::single(
+        degraded(Status::ok(code::LCD, "LCD"), &missing, missing.len() < 2),
+        "LCD",
+        r,
+    )
 }
 
 fn fans(view: &View<'_>) -> Reply {
@@ -1391,7 +1415,11 @@ mod tests {
     fn peers_down_give_warnings_with_what_is_known() {
         let p = pools();
         let s = single(run("summary", false, None, Some(&p)));
-        assert_eq!(s.status.severity, Severity::Warning);
+        assert_eq!(
+            s.status.severity,
+            Severity::Info,
+            "partial: pool counters are live"
+        );
         assert!(
             s.status.msg.contains("hw-agent unavailable"),
             "{}",
@@ -1405,6 +1433,8 @@ mod tests {
         let st = single(run("stats", false, None, None));
         assert_eq!(st.status.severity, Severity::Warning);
         assert_eq!(st.section.unwrap().records.len(), 1, "identity only");
+        let s = single(run("summary", false, None, None));
+        assert_eq!(s.status.severity, Severity::Warning, "nothing live left");
         // version never depends on a peer
         let v = single(run("version", false, None, None));
         assert_eq!(v.status.severity, Severity::Success);

@@ -9,8 +9,9 @@
 //!   and fuzzed (`fuzz/`).
 //! - **No gRPC in the request path.** [`live::Live`] keeps hw-agent telemetry and
 //!   stratum-agent pools in watch channels fed by server streams; a request only borrows them.
-//!   While a peer restarts its snapshot is `None` and replies say so with `STATUS=W` and the
-//!   values that are still known, at once.
+//!   While a peer restarts its snapshot is `None` and replies say so at once, naming the
+//!   missing peer: `STATUS=I` with the values still known (pyasic keeps those), `STATUS=W`
+//!   when nothing live is left in the reply.
 //! - **One request per connection**, like cgminer: read until a complete JSON value (clients
 //!   such as pyasic send no newline and wait for EOF), answer, close. Requests are bounded in
 //!   size and time; at most `[legacy].max_clients` connections are served at once.

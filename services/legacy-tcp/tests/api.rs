@@ -473,9 +473,12 @@ async fn peers_down_answer_at_once_with_a_warning() {
     let fakes = start_fakes(dir.path()).await;
     eventually(|| async { status(&cmd(addr, "summary").await).0 == "S" }).await;
 
-    // hw-agent goes away: pool counters stay, hardware values go, STATUS says so.
+    // hw-agent goes away: pool counters stay, hardware values go, STATUS says so (I: the
+    // reply still carries live pool values; W where nothing live is left).
     fakes.hw_stop.trigger();
-    eventually(|| async { status(&cmd(addr, "summary").await).0 == "W" }).await;
+    eventually(|| async { status(&cmd(addr, "summary").await).0 == "I" }).await;
+    assert_eq!(status(&cmd(addr, "stats").await).0, "W");
+    assert_eq!(status(&cmd(addr, "devs").await).0, "W");
     let v = cmd(addr, "summary").await;
     assert!(status(&v).2.contains("hw-agent unavailable"), "{v}");
     assert_eq!(v["SUMMARY"][0]["Accepted"], 42);

@@ -91,8 +91,8 @@ struct CapData {
 /// Runs between fork and exec: only raw system calls, no allocation.
 unsafe fn switch_user(c: &Credentials) -> io::Result<()> {
     let fail = || Err(io::Error::last_os_error());
-    // SAFETY (whole block): plain system calls on integers and on pointers to live, correctly
-    // sized values owned by this frame or by `c`.
+    // SAFETY: plain system calls on integers and on pointers to live, correctly sized values
+    // owned by this frame or by `c`.
     unsafe {
         if c.bind_low_ports && libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0 {
             return fail();

@@ -26,7 +26,7 @@ async fn shares_reach_the_pool_verified_with_stale_duplicate_and_garbage_handled
         job.share_difficulty
     );
 
-    let share = mine(&job, 1, 0);
+    let share = mine(&job, 1, 0).await;
     assert_eq!(agent.submit(&share).await.unwrap(), D::Submitted);
     assert_eq!(agent.submit(&share).await.unwrap(), D::Duplicate);
     wait_until("pool accepted the share", || async {
@@ -35,7 +35,7 @@ async fn shares_reach_the_pool_verified_with_stale_duplicate_and_garbage_handled
     .await;
 
     // Garbage: a nonce that does not meet the target is refused locally.
-    let mut bad = mine(&job, 2, 0);
+    let mut bad = mine(&job, 2, 0).await;
     bad.nonce = bad.nonce.wrapping_add(1);
     let d = agent.submit(&bad).await.unwrap();
     assert!(d == D::BelowTarget || d == D::Submitted, "{d:?}");
@@ -56,9 +56,9 @@ async fn shares_reach_the_pool_verified_with_stale_duplicate_and_garbage_handled
     let next = job_where(&mut jobs, |j| j.clean_jobs && j.job_id != job.job_id).await;
     assert!(next.clean_jobs);
     assert_eq!(next.pool_epoch, job.pool_epoch, "same session, same epoch");
-    let late = mine(&job, 3, 0);
+    let late = mine(&job, 3, 0).await;
     assert_eq!(agent.submit(&late).await.unwrap(), D::Stale);
-    let fresh = mine(&next, 4, 0);
+    let fresh = mine(&next, 4, 0).await;
     assert_eq!(agent.submit(&fresh).await.unwrap(), D::Submitted);
 
     let p = agent
@@ -89,7 +89,10 @@ async fn garbage_lines_and_slow_answers_do_not_stop_mining_and_rejects_are_count
     let mut agent = Agent::start(dir.path(), &config(vec![pool.pool_config("w", 0)])).await;
     let mut jobs = agent.jobs().await;
     let job = next_job(&mut jobs).await;
-    assert_eq!(agent.submit(&mine(&job, 1, 0)).await.unwrap(), D::Submitted);
+    assert_eq!(
+        agent.submit(&mine(&job, 1, 0).await).await.unwrap(),
+        D::Submitted
+    );
     wait_until("accepted through garbage", || async {
         pool.pool.accepted("w") == 1
     })
@@ -99,7 +102,10 @@ async fn garbage_lines_and_slow_answers_do_not_stop_mining_and_rejects_are_count
         reject_all: true,
         ..Default::default()
     });
-    assert_eq!(agent.submit(&mine(&job, 2, 0)).await.unwrap(), D::Submitted);
+    assert_eq!(
+        agent.submit(&mine(&job, 2, 0).await).await.unwrap(),
+        D::Submitted
+    );
     let p = agent.wait_pools("the reject", |p| p.rejected == 1).await;
     assert_eq!(
         p.pools[0]
@@ -134,7 +140,10 @@ async fn client_reconnect_resumes_the_session_and_keeps_the_epoch() {
         .await;
     assert_eq!(pool.pool.stats().connections_total, 2);
     // Work from before the reconnect is still valid: same extranonce1, same epoch.
-    assert_eq!(agent.submit(&mine(&job, 9, 0)).await.unwrap(), D::Submitted);
+    assert_eq!(
+        agent.submit(&mine(&job, 9, 0).await).await.unwrap(),
+        D::Submitted
+    );
     wait_until("accepted after reconnect", || async {
         pool.pool.accepted("w") == 1
     })

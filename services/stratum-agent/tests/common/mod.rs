@@ -164,7 +164,10 @@ impl Agent {
 
 /// A config with these pools and short, test-friendly thresholds.
 pub fn config(pools: Vec<PoolConfig>) -> Config {
-    let mut c = Config { pools, ..Default::default() };
+    let mut c = Config {
+        pools,
+        ..Default::default()
+    };
     c.stratum.connect_timeout_s = 2;
     c.stratum.silent_timeout_s = 1;
     c.stratum.failback_hysteresis_s = 1;
@@ -205,9 +208,18 @@ pub async fn job_where(
     }
 }
 
+/// [`mine_blocking`] on the blocking pool: brute force on the test's runtime thread would stall
+/// the agent and the pool (they share that thread), which looks like a silent pool.
+pub async fn mine(t: &pb::JobTemplate, tag: u8, start_nonce: u32) -> pb::SubmitShareRequest {
+    let t = t.clone();
+    tokio::task::spawn_blocking(move || mine_blocking(&t, tag, start_nonce))
+        .await
+        .unwrap()
+}
+
 /// Brute-force a share for a template, the way a chip would: fixed extranonce2 `tag`, version
 /// rolled within the mask when one is given.
-pub fn mine(t: &pb::JobTemplate, tag: u8, start_nonce: u32) -> pb::SubmitShareRequest {
+pub fn mine_blocking(t: &pb::JobTemplate, tag: u8, start_nonce: u32) -> pb::SubmitShareRequest {
     let job = Job {
         prev_hash: t.prev_hash.clone().try_into().unwrap(),
         coinb1: t.coinb1.clone(),

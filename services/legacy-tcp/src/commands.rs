@@ -282,7 +282,7 @@ fn degraded(ok: Status, missing: &[&str], partial: bool) -> Status {
         },
         ok.code,
         format!(
-            "{} ({} unavailable, restarting: its values are omitted)",
+            "{} ({} unavailable, restarting: values omitted)",
             ok.msg,
             missing.join(" and ")
         ),

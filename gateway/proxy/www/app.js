@@ -290,14 +290,14 @@
       cell(row, fmt(c.temp_board_c, 1, "°C"));
       cell(row, fmt(c.temp_chip_c, 1, "°C"));
       cell(row, fmt(c.frequency_mhz, 0, "MHz"));
-    }, s.sources && get(s, "sources.hw_agent.up") === false ? "hw-agent restarting" : "no hashboards");
+    }, get(s, "sources.hw_agent.up") === false ? "hw-agent restarting" : "no hashboards");
 
     fillTable("fans", s.fans, (row, f) => {
       cell(row, f.fan_id);
       cell(row, num(f.rpm) !== undefined ? f.rpm + " rpm" : "–");
       cell(row, num(f.pwm_percent) !== undefined ? f.pwm_percent + " %" : "–");
       cell(row, f.stalled ? "stalled" : "ok", f.stalled ? "s-bad" : "s-ok");
-    }, "no fans reported");
+    }, get(s, "sources.hw_agent.up") === false ? "hw-agent restarting" : "no fans reported");
 
     const list = Array.isArray(pools.list) ? pools.list : Array.isArray(s.pools) ? s.pools : [];
     fillTable("pools", list, (row, p) => {

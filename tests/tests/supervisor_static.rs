@@ -1,0 +1,389 @@
+//! Static checks of what ships around the supervisor: the systemd unit, sysusers, tmpfiles and
+//! D-Bus policy (checked with the real systemd/dbus tools when installed), and the Buildroot
+//! external tree (which cannot be built here: no network for sources).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use svcos_common::ServiceName;
+use svcos_common::config::{Config, HardwareDriver};
+use svcos_common::paths::{PROD_CONFIG, PROD_RUNTIME_DIR, PROD_STATE_DIR};
+use svcos_e2e::svcos_bin;
+use svcos_supervisor::child::{SERVICE_GROUP, service_user};
+use svcos_supervisor::dbus::BUS_NAME;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+fn overlay() -> PathBuf {
+    root().join("rootfs/board/svcos/rootfs-overlay")
+}
+
+/// Path inside the overlay of an absolute target path.
+fn in_overlay(abs: &str) -> PathBuf {
+    overlay().join(abs.trim_start_matches('/'))
+}
+
+fn production_services() -> Vec<ServiceName> {
+    ServiceName::ALL
+        .into_iter()
+        .filter(|s| {
+            !matches!(
+                s,
+                ServiceName::HwSim | ServiceName::TestPool | ServiceName::Supervisor
+            )
+        })
+        .collect()
+}
+
+fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+/// `Key=value` lines of a unit file (later keys win, as systemd does for single-valued keys).
+fn unit_keys(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#') && !l.starts_with('['))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+#[test]
+fn unit_passes_systemd_analyze_verify() {
+    if !have("systemd-analyze") {
+        eprintln!("SKIP: systemd-analyze is not installed");
+        return;
+    }
+    // verify checks that ExecStart's binary exists: point it at the built one (or, when it has
+    // not been built, at a binary that surely exists).
+    let bin = svcos_bin();
+    let bin = if bin.exists() {
+        bin
+    } else {
+        PathBuf::from("/bin/true")
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let unit = read("systemd/svcos.service").replace(
+        "ExecStart=/usr/bin/svcos",
+        &format!("ExecStart={}", bin.display()),
+    );
+    let path = dir.path().join("svcos.service");
+    std::fs::write(&path, unit).unwrap();
+    let out = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "systemd-analyze verify: {stderr}");
+    assert!(
+        !stderr.contains("svcos.service"),
+        "warnings about the unit: {stderr}"
+    );
+}
+
+#[test]
+fn unit_has_the_settings_the_design_relies_on() {
+    let keys = unit_keys(&read("systemd/svcos.service"));
+    let want = [
+        ("Type", "notify"),
+        ("ExecStart", "/usr/bin/svcos supervisor"),
+        ("Restart", "always"),
+        // Children must outlive a supervisor restart.
+        ("KillMode", "process"),
+        ("RuntimeDirectoryPreserve", "restart"),
+        ("ProtectSystem", "strict"),
+        ("ReadWritePaths", PROD_STATE_DIR),
+        ("PrivateTmp", "yes"),
+        ("NoNewPrivileges", "yes"),
+        ("SupplementaryGroups", SERVICE_GROUP),
+    ];
+    for (k, v) in want {
+        assert_eq!(keys.get(k).map(String::as_str), Some(v), "{k}");
+    }
+    assert!(keys.contains_key("WatchdogSec"));
+    assert_eq!(
+        format!("/run/{}", keys["RuntimeDirectory"]),
+        PROD_RUNTIME_DIR,
+        "RuntimeDirectory is the runtime dir the code uses"
+    );
+    let caps: Vec<&str> = keys["CapabilityBoundingSet"].split_whitespace().collect();
+    for cap in [
+        "CAP_SETUID",
+        "CAP_SETGID",
+        "CAP_NET_BIND_SERVICE",
+        "CAP_KILL",
+    ] {
+        assert!(caps.contains(&cap), "{cap} in {caps:?}");
+    }
+    assert_eq!(caps.len(), 4, "nothing beyond what is needed: {caps:?}");
+}
+
+#[test]
+fn sysusers_and_tmpfiles_create_the_users_and_dirs_the_code_expects() {
+    if !have("systemd-sysusers") || !have("systemd-tmpfiles") {
+        eprintln!("SKIP: systemd-sysusers/systemd-tmpfiles not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sysroot = dir.path();
+    std::fs::create_dir_all(sysroot.join("etc")).unwrap();
+    let out = Command::new("systemd-sysusers")
+        .arg(format!("--root={}", sysroot.display()))
+        .arg(root().join("systemd/svcos.sysusers"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let passwd = std::fs::read_to_string(sysroot.join("etc/passwd")).unwrap();
+    let group = std::fs::read_to_string(sysroot.join("etc/group")).unwrap();
+    let gid_of = |name: &str| -> u32 {
+        group
+            .lines()
+            .find_map(|l| {
+                let f: Vec<&str> = l.split(':').collect();
+                (f[0] == name).then(|| f[2].parse().unwrap())
+            })
+            .unwrap_or_else(|| panic!("group {name}"))
+    };
+    let svcos_gid = gid_of(SERVICE_GROUP);
+    let mut uids = BTreeMap::new();
+    for service in production_services() {
+        let user = service_user(service);
+        let fields: Vec<&str> = passwd
+            .lines()
+            .map(|l| l.split(':').collect::<Vec<_>>())
+            .find(|f| f[0] == user)
+            .unwrap_or_else(|| panic!("user {user} in {passwd}"));
+        assert_eq!(fields[3].parse::<u32>().unwrap(), svcos_gid, "{user}");
+        uids.insert(service, fields[2].parse::<u32>().unwrap());
+    }
+    for device_group in ["dialout", "i2c", "gpio"] {
+        let members = group
+            .lines()
+            .find(|l| l.starts_with(&format!("{device_group}:")))
+            .unwrap();
+        assert_eq!(
+            members.rsplit(':').next(),
+            Some(service_user(ServiceName::HwAgent).as_str()),
+            "only hw-agent may open {device_group} devices"
+        );
+    }
+
+    let out = Command::new("systemd-tmpfiles")
+        .arg(format!("--root={}", sysroot.display()))
+        .arg("--create")
+        .arg(root().join("systemd/svcos.tmpfiles"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let meta = |p: &str| std::fs::metadata(sysroot.join(p.trim_start_matches('/'))).unwrap();
+    assert_eq!(meta(PROD_RUNTIME_DIR).permissions().mode() & 0o7777, 0o1770);
+    assert_eq!(meta(PROD_RUNTIME_DIR).gid(), svcos_gid);
+    for service in production_services() {
+        let dir = format!("{PROD_STATE_DIR}/{service}");
+        let m = meta(&dir);
+        assert_eq!(m.uid(), uids[&service], "{dir} owned by its service");
+        let mode = m.permissions().mode() & 0o777;
+        if service == ServiceName::Auth {
+            assert_eq!(mode, 0o700, "only auth reads the password hash");
+        } else {
+            assert_eq!(mode, 0o750, "{dir}");
+        }
+    }
+}
+
+#[test]
+fn dbus_policy_is_accepted_by_dbus_daemon() {
+    let policy = root().join("systemd/org.svcos.Supervisor1.conf");
+    let text = std::fs::read_to_string(&policy).unwrap();
+    assert!(text.contains(&format!("own=\"{BUS_NAME}\"")));
+    if !have("dbus-daemon") {
+        eprintln!("SKIP: dbus-daemon is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bus.conf");
+    std::fs::write(
+        &config,
+        format!(
+            "<!DOCTYPE busconfig PUBLIC \"-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN\"
+ \"http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd\">
+<busconfig>
+  <type>custom</type>
+  <listen>unix:path={}/bus</listen>
+  <auth>EXTERNAL</auth>
+  <policy context=\"default\"><allow user=\"*\"/></policy>
+  <include>{}</include>
+</busconfig>",
+            dir.path().display(),
+            policy.display()
+        ),
+    )
+    .unwrap();
+    let mut daemon = Command::new("dbus-daemon")
+        .arg(format!("--config-file={}", config.display()))
+        .args(["--nofork", "--nopidfile", "--print-address=1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(daemon.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let running = daemon.try_wait().unwrap().is_none();
+    let _ = daemon.kill();
+    let out = daemon.wait_with_output().unwrap();
+    assert!(
+        running && line.starts_with("unix:"),
+        "dbus-daemon rejected the policy: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn buildroot_package_installs_the_binary_the_workspace_builds() {
+    let mk = read("rootfs/package/svcos/svcos.mk");
+    let var = |name: &str| -> String {
+        mk.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} = ")))
+            .unwrap_or_else(|| panic!("{name} in svcos.mk"))
+            .trim()
+            .to_string()
+    };
+    assert!(mk.contains("$(eval $(cargo-package))"));
+    assert_eq!(var("SVCOS_SITE_METHOD"), "local");
+    assert_eq!(var("SVCOS_SITE"), "$(BR2_EXTERNAL_SVCOS_PATH)/..");
+    // The site is the workspace root; the subdir is the package that owns the `svcos` binary.
+    let workspace = read("Cargo.toml");
+    let subdir = var("SVCOS_SUBDIR");
+    assert!(
+        workspace.contains(&format!("\"{subdir}\"")),
+        "{subdir} is a workspace member"
+    );
+    let package: toml::Table = read(&format!("{subdir}/Cargo.toml")).parse().unwrap();
+    assert_eq!(package["package"]["name"].as_str(), Some("svcos"));
+    let bins: Vec<&str> = package["bin"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|b| b["name"].as_str())
+        .collect();
+    assert_eq!(bins, ["svcos"]);
+    assert_eq!(var("SVCOS_CARGO_INSTALL_OPTS"), "--bin svcos");
+    assert_eq!(var("SVCOS_CARGO_BUILD_OPTS"), "--bin svcos");
+    // cargo install --root $(TARGET_DIR)/usr puts it at /usr/bin/svcos, which the unit runs.
+    assert!(read("systemd/svcos.service").contains("ExecStart=/usr/bin/svcos supervisor"));
+    // The image's users are the sysusers file's users.
+    let mk_users: Vec<String> = mk
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("svcos-"))
+        .map(|l| l.split_whitespace().next().unwrap().to_string())
+        .collect();
+    let want: Vec<String> = production_services()
+        .into_iter()
+        .map(service_user)
+        .collect();
+    assert_eq!(mk_users, want);
+    let hw = mk
+        .lines()
+        .find(|l| l.trim().starts_with("svcos-hw-agent "))
+        .unwrap();
+    assert!(hw.contains(" dialout,i2c,gpio "), "{hw}");
+}
+
+#[test]
+fn overlay_paths_are_the_ones_the_code_reads() {
+    // The config the code loads in production.
+    let config_path = in_overlay(PROD_CONFIG);
+    assert!(config_path.is_file(), "{}", config_path.display());
+    // The units and policy in the overlay are exactly the ones in systemd/.
+    let pairs = [
+        (
+            "systemd/svcos.service",
+            "/usr/lib/systemd/system/svcos.service",
+        ),
+        ("systemd/svcos.sysusers", "/usr/lib/sysusers.d/svcos.conf"),
+        ("systemd/svcos.tmpfiles", "/usr/lib/tmpfiles.d/svcos.conf"),
+        (
+            "systemd/org.svcos.Supervisor1.conf",
+            "/usr/share/dbus-1/system.d/org.svcos.Supervisor1.conf",
+        ),
+    ];
+    for (src, target) in pairs {
+        assert_eq!(
+            std::fs::read(root().join(src)).unwrap(),
+            std::fs::read(in_overlay(target)).unwrap_or_default(),
+            "{target} in the overlay equals {src}"
+        );
+    }
+    // Enabled at boot: the wants symlink points at the installed unit.
+    let link = in_overlay("/etc/systemd/system/multi-user.target.wants/svcos.service");
+    let target = std::fs::read_link(&link).unwrap();
+    assert_eq!(target, Path::new("/usr/lib/systemd/system/svcos.service"));
+    assert!(in_overlay(target.to_str().unwrap()).is_file());
+    // The tmpfiles snippet creates the runtime and state dirs the code uses.
+    let tmpfiles = read("systemd/svcos.tmpfiles");
+    let dirs: Vec<&str> = tmpfiles
+        .lines()
+        .filter(|l| l.starts_with("d "))
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    assert!(dirs.contains(&PROD_RUNTIME_DIR));
+    assert!(dirs.contains(&PROD_STATE_DIR));
+    for service in production_services() {
+        let d = format!("{PROD_STATE_DIR}/{service}");
+        assert!(dirs.contains(&d.as_str()), "{d}");
+    }
+}
+
+#[test]
+fn shipped_config_parses_with_the_real_loader() {
+    let config = Config::load(&in_overlay(PROD_CONFIG)).unwrap();
+    assert_eq!(config.hardware.driver, HardwareDriver::Linux);
+    assert_eq!(
+        config.hardware.uarts.len() as u32,
+        config.hardware.chain_count()
+    );
+    assert_eq!(config.api.http_port, 80);
+    assert!(config.pools.is_empty(), "no pool is preconfigured");
+}
+
+#[test]
+fn external_tree_is_complete() {
+    assert!(read("rootfs/external.desc").contains("name: SVCOS"));
+    assert!(
+        read("rootfs/Config.in")
+            .contains("source \"$BR2_EXTERNAL_SVCOS_PATH/package/svcos/Config.in\"")
+    );
+    assert!(read("rootfs/external.mk").contains("$(BR2_EXTERNAL_SVCOS_PATH)/package/*/*.mk"));
+    let pkg = read("rootfs/package/svcos/Config.in");
+    assert!(pkg.contains("config BR2_PACKAGE_SVCOS"));
+    assert!(pkg.contains("select BR2_PACKAGE_HOST_RUSTC"));
+    let fragment = read("rootfs/configs/svcos.fragment");
+    for line in [
+        "BR2_INIT_SYSTEMD=y",
+        "BR2_PACKAGE_DBUS=y",
+        "BR2_PACKAGE_SVCOS=y",
+        "BR2_ROOTFS_OVERLAY=\"$(BR2_EXTERNAL_SVCOS_PATH)/board/svcos/rootfs-overlay\"",
+    ] {
+        assert!(fragment.lines().any(|l| l == line), "{line}");
+    }
+    assert!(overlay().is_dir());
+}

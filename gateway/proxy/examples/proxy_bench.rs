@@ -44,7 +44,10 @@ fn stand_in() -> anyhow::Result<SocketAddr> {
     std_listener.set_nonblocking(true)?;
     let addr = std_listener.local_addr()?;
     std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         rt.block_on(async move {
             let listener = TcpListener::from_std(std_listener).unwrap();
             loop {
@@ -56,7 +59,8 @@ fn stand_in() -> anyhow::Result<SocketAddr> {
                         let body = body.clone();
                         async move {
                             let mut r = Response::new(Full::new(body));
-                            r.headers_mut().insert(header::CONTENT_TYPE, "application/json".parse().unwrap());
+                            r.headers_mut()
+                                .insert(header::CONTENT_TYPE, "application/json".parse().unwrap());
                             Ok::<_, Infallible>(r)
                         }
                     });
@@ -77,7 +81,10 @@ fn start_proxy(upstream: SocketAddr) -> anyhow::Result<SocketAddr> {
     let mut config = ProxyConfig::from_config(&Default::default());
     config.upstream = upstream;
     std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         rt.block_on(async move {
             let listener = TcpListener::from_std(std_listener).unwrap();
             svcos_proxy::serve(listener, config, Shutdown::new()).await;
@@ -110,7 +117,11 @@ async fn get(sender: &mut Sender, token: &str) -> anyhow::Result<Duration> {
     let status = response.status();
     let body = response.into_body().collect().await?.to_bytes();
     let elapsed = t.elapsed();
-    anyhow::ensure!(status.is_success(), "status {status}: {}", String::from_utf8_lossy(&body));
+    anyhow::ensure!(
+        status.is_success(),
+        "status {status}: {}",
+        String::from_utf8_lossy(&body)
+    );
     Ok(elapsed)
 }
 
@@ -121,7 +132,9 @@ fn main() -> anyhow::Result<()> {
         None => stand_in()?,
     };
     let proxy = start_proxy(upstream)?;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async {
         let mut direct = connect(upstream).await?;
         let mut proxied = connect(proxy).await?;
@@ -148,7 +161,11 @@ fn main() -> anyhow::Result<()> {
         let n = d.len();
         println!(
             "GET /api/status, keep-alive, sequential, {n} requests each, upstream {}",
-            if arg("--upstream").is_some() { "= real gateway" } else { "= stand-in (fixed bytes)" }
+            if arg("--upstream").is_some() {
+                "= real gateway"
+            } else {
+                "= stand-in (fixed bytes)"
+            }
         );
         for (label, s, total) in [("direct", &d, t_direct), ("through proxy", &p, t_proxied)] {
             println!(

@@ -44,7 +44,7 @@ const HOUSEKEEPING: Duration = Duration::from_millis(250);
 const MAX_FRAME_INTERVAL: Duration = Duration::from_secs(5);
 /// Expected nonce intervals of silence after which a chip counts as dead (P ≈ e^-k for a
 /// healthy chip).
-const DEAD_AFTER_INTERVALS: f64 = 16.0;
+const DEAD_AFTER_INTERVALS: f64 = 12.0;
 /// ... but never sooner than this, so a slow sim or a low ticket rate cannot flap chips.
 const DEAD_AFTER_MIN: Duration = Duration::from_secs(4);
 /// Job ids are a byte; each frame takes the next.

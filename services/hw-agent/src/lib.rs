@@ -79,7 +79,7 @@ use crate::stratum::{JobStatus, ShareCounters};
 pub const LINUX_TICKET_DIFFICULTY: f64 = 256.0;
 /// Nonces per second per chip the sim's ticket mask aims at (enough for 5 s windows and
 /// dead-chip detection at the sim's small real hash budget).
-const SIM_NONCES_PER_CHIP_S: f64 = 0.5;
+const SIM_NONCES_PER_CHIP_S: f64 = 2.0;
 /// How long to wait for hw-sim's GetBoard at start (it is started first, but may be slow).
 const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -263,7 +263,7 @@ pub async fn run_with_probes(
 ) -> anyhow::Result<()> {
     let started = Instant::now();
     let spec = Arc::new(BoardSpec::from_config(&ctx.config.hardware));
-    let mut found = discover(&ctx, &spec).await.context("board discovery")?;
+    let found = discover(&ctx, &spec).await.context("board discovery")?;
     let chip_model = ChipModel::from_name(&spec.chip_model).unwrap_or(ChipModel::Bm1387);
     let ticket = ticket_for(&spec, found.sim_real_hs);
     let state_dir = ctx.layout.service_runtime_dir(ServiceName::HwAgent);
@@ -276,45 +276,12 @@ pub async fn run_with_probes(
         }
     };
 
-    // Decide per chain: re-attach (probe answered) or cold (reset, then bring-up).
-    let mut starts = Vec::new();
-    for (i, device) in found.devices.iter().enumerate() {
-        let candidate = saved.as_ref().and_then(|s| {
-            s.chains.iter().find(|c| {
-                c.chain_id == i as u32 && &c.device == device && !c.chip_addresses.is_empty()
-            })
-        });
-        let start = match candidate {
-            Some(c) => match chain::probe_reattach(c) {
-                Ok(port) => {
-                    tracing::info!(
-                        chain = i,
-                        baud = c.baud,
-                        chips = c.chip_addresses.len(),
-                        "re-attached without bring-up"
-                    );
-                    Start::Reattach(port, c.clone())
-                }
-                Err(e) => {
-                    tracing::info!(chain = i, error = %e, "re-attach probe failed; cold bring-up");
-                    Start::Cold
-                }
-            },
-            None => Start::Cold,
-        };
-        if matches!(start, Start::Cold) {
-            // Chips left at another baud or half-configured answer nothing at 115200: make
-            // them forget everything first, as a power-on would.
-            let gpio = found.peripherals.gpio.as_mut();
-            let _ = gpio.set(&found.layout.chain_enable[i], true);
-            let reset = &found.layout.chain_reset[i];
-            if gpio.set(reset, true).is_ok() {
-                std::thread::sleep(Duration::from_millis(5));
-                let _ = gpio.set(reset, false);
-            }
-        }
-        starts.push(start);
-    }
+    // Device I/O blocks (and the sim drivers block on their own runtime): off the executor.
+    let voltage_mv = ctx.config.hardware.voltage_mv;
+    let saved_for_prepare = saved.clone();
+    let (found, starts) =
+        tokio::task::spawn_blocking(move || prepare(found, saved_for_prepare.as_ref(), voltage_mv))
+            .await?;
     let any_cold = starts.iter().any(|s| matches!(s, Start::Cold));
     let mining_started_ms = saved
         .as_ref()
@@ -358,16 +325,6 @@ pub async fn run_with_probes(
     )));
     let (events_tx, _) = broadcast::channel(64);
     let layout = Arc::new(found.layout.clone());
-    if let Some(addr) = found.layout.psu_address {
-        // Apply the configured supply voltage (no-op when it already is).
-        let psu = drivers::devices::Psu::new(addr);
-        if let Err(e) = psu.set_voltage_mv(
-            found.peripherals.i2c.as_mut(),
-            ctx.config.hardware.voltage_mv.round() as u16,
-        ) {
-            tracing::warn!(error = %e, "PSU voltage");
-        }
-    }
     let board_thread = BoardThread {
         peripherals: found.peripherals,
         layout: found.layout,
@@ -526,6 +483,64 @@ pub async fn run_with_probes(
     let _ = saver.join();
     served.context("gRPC server")?;
     Ok(())
+}
+
+/// Per chain: re-attach (the probe answered at the saved baud) or cold (reset, then bring-up).
+/// Also applies the configured PSU voltage. Blocking: runs on a blocking thread.
+fn prepare(
+    mut found: Discovered,
+    saved: Option<&ReattachState>,
+    voltage_mv: f64,
+) -> (Discovered, Vec<Start>) {
+    let mut starts = Vec::new();
+    for (i, device) in found.devices.iter().enumerate() {
+        let candidate = saved.and_then(|s| {
+            s.chains.iter().find(|c| {
+                c.chain_id == i as u32 && &c.device == device && !c.chip_addresses.is_empty()
+            })
+        });
+        let start = match candidate {
+            Some(c) => match chain::probe_reattach(c) {
+                Ok(port) => {
+                    tracing::info!(
+                        chain = i,
+                        baud = c.baud,
+                        chips = c.chip_addresses.len(),
+                        "re-attached without bring-up"
+                    );
+                    Start::Reattach(port, c.clone())
+                }
+                Err(e) => {
+                    tracing::info!(chain = i, error = %e, "re-attach probe failed; cold bring-up");
+                    Start::Cold
+                }
+            },
+            None => Start::Cold,
+        };
+        if matches!(start, Start::Cold) {
+            // Chips left at another baud or half-configured answer nothing at 115200: make
+            // them forget everything first, as a power-on would.
+            let gpio = found.peripherals.gpio.as_mut();
+            if let Err(e) = gpio.set(&found.layout.chain_enable[i], true) {
+                tracing::warn!(chain = i, error = %e, "chain enable line");
+            }
+            let reset = &found.layout.chain_reset[i];
+            if gpio.set(reset, true).is_ok() {
+                std::thread::sleep(Duration::from_millis(5));
+                let _ = gpio.set(reset, false);
+            }
+        }
+        starts.push(start);
+    }
+    if let Some(addr) = found.layout.psu_address {
+        let psu = drivers::devices::Psu::new(addr);
+        if let Err(e) =
+            psu.set_voltage_mv(found.peripherals.i2c.as_mut(), voltage_mv.round() as u16)
+        {
+            tracing::warn!(error = %e, "PSU voltage");
+        }
+    }
+    (found, starts)
 }
 
 async fn publish_telemetry(

@@ -20,8 +20,18 @@ use super::{DriverError, FanReading, Fans, Gpio, I2cBus};
 const CALL_TIMEOUT: Duration = Duration::from_millis(500);
 
 struct Inner {
-    rt: tokio::runtime::Runtime,
+    rt: Option<tokio::runtime::Runtime>,
     client: HwSimServiceClient<Channel>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // A runtime may not be dropped (blocking) inside another one, which happens when
+        // start-up fails on the async side; shutting it down in the background always works.
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 /// One connection to hw-sim, shared by the sim drivers of one thread.
@@ -46,7 +56,10 @@ impl SimLink {
                 CALL_TIMEOUT,
             ))
         };
-        Ok(SimLink(Arc::new(Mutex::new(Inner { rt, client }))))
+        Ok(SimLink(Arc::new(Mutex::new(Inner {
+            rt: Some(rt),
+            client,
+        }))))
     }
 
     fn call<T, F, Fut>(&self, name: &'static str, f: F) -> Result<T, DriverError>
@@ -56,16 +69,20 @@ impl SimLink {
     {
         let inner = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let client = inner.client.clone();
-        inner
-            .rt
-            .block_on(async {
-                match tokio::time::timeout(CALL_TIMEOUT, f(client)).await {
-                    Ok(r) => r,
-                    Err(_) => Err(tonic::Status::deadline_exceeded("hw-sim call timed out")),
-                }
-            })
-            .map(|r| r.into_inner())
-            .map_err(|status| DriverError::Sim { call: name, status })
+        let Some(rt) = inner.rt.as_ref() else {
+            return Err(DriverError::Sim {
+                call: name,
+                status: tonic::Status::unavailable("sim link closed"),
+            });
+        };
+        rt.block_on(async {
+            match tokio::time::timeout(CALL_TIMEOUT, f(client)).await {
+                Ok(r) => r,
+                Err(_) => Err(tonic::Status::deadline_exceeded("hw-sim call timed out")),
+            }
+        })
+        .map(|r| r.into_inner())
+        .map_err(|status| DriverError::Sim { call: name, status })
     }
 }
 

@@ -74,6 +74,9 @@ pub struct SimOptions {
     /// Write this config text to `<dir>/config.toml` before the start; `svcos sim` then
     /// updates only its bind/port keys.
     pub config: Option<String>,
+    /// TOML merged over the config `svcos sim` would write for this instance (tables merge key
+    /// by key), e.g. `"[supervisor.default]\nstable_after_ms = 0\n"`. Ignored with `config`.
+    pub config_patch: Option<String>,
     /// Return as soon as the supervisor's control socket answers, without waiting for every
     /// service to run (for tests of failing services).
     pub no_wait: bool,
@@ -125,9 +128,6 @@ impl Sim {
                 (Some(t), d)
             }
         };
-        if let Some(text) = &options.config {
-            std::fs::write(dir.join("config.toml"), text)?;
-        }
         let mut sim = Sim {
             _temp: temp,
             dir,
@@ -139,6 +139,7 @@ impl Sim {
             options,
             supervisor: None,
         };
+        sim.write_config()?;
         sim.spawn_supervisor()?;
         if sim.options.no_wait {
             sim.wait_for(WAIT, |_| true)?;
@@ -146,6 +147,29 @@ impl Sim {
             sim.wait_all_running(WAIT)?;
         }
         Ok(sim)
+    }
+
+    fn write_config(&self) -> anyhow::Result<()> {
+        let path = self.dir.join("config.toml");
+        if let Some(text) = &self.options.config {
+            std::fs::write(&path, text)?;
+        } else if let Some(patch) = &self.options.config_patch {
+            let flags = svcos_supervisor::simcfg::SimFlags {
+                bind: Some(self.bind),
+                api_port: Some(self.api_port),
+                http_port: Some(self.http_port),
+                legacy_port: Some(self.legacy_port),
+                pool_port: Some(self.pool_port),
+            };
+            let base = svcos_supervisor::simcfg::fresh(&flags).to_toml();
+            let mut table: toml::Table = base.parse()?;
+            merge(
+                &mut table,
+                patch.parse().context("config_patch is not TOML")?,
+            );
+            std::fs::write(&path, toml::to_string(&table)?)?;
+        }
+        Ok(())
     }
 
     fn spawn_supervisor(&mut self) -> anyhow::Result<()> {
@@ -376,6 +400,13 @@ impl Sim {
         Ok(())
     }
 
+    /// Start `svcos sim` again on the same directory and ports without waiting for anything
+    /// (after [`Sim::kill_supervisor`]); pair with [`Sim::wait_for`].
+    pub fn restart_supervisor_nowait(&mut self) -> anyhow::Result<()> {
+        self.kill_supervisor()?;
+        self.spawn_supervisor()
+    }
+
     /// SIGTERM the supervisor and wait for it to exit (it stops every service first).
     pub fn stop(&mut self) -> anyhow::Result<Option<ExitStatus>> {
         let Some(mut child) = self.supervisor.take() else {
@@ -436,6 +467,18 @@ impl Drop for Sim {
     fn drop(&mut self) {
         let _ = self.stop();
         self.kill_orphans();
+    }
+}
+
+/// Merge `patch` into `base`: tables recursively, everything else replaced.
+fn merge(base: &mut toml::Table, patch: toml::Table) {
+    for (key, value) in patch {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(p)) => merge(b, p),
+            (_, v) => {
+                base.insert(key, v);
+            }
+        }
     }
 }
 

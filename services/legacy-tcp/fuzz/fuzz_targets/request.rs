@@ -2,7 +2,12 @@
 //! (with and without privilege), and encoding. Invariants: nothing panics, every reply ends
 //! with cgminer's NUL, and JSON replies are valid JSON.
 //!
-//! `cargo +nightly fuzz run request` (from services/legacy-tcp).
+//! `cargo +nightly fuzz run request` (from services/legacy-tcp). Without cargo-fuzz:
+//! `RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
+//! -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table
+//! -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing" cargo +nightly build --release
+//! --target x86_64-unknown-linux-gnu --bin request`, then run
+//! `target/x86_64-unknown-linux-gnu/release/request corpus/request -max_total_time=120`.
 
 #![no_main]
 

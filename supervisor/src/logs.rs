@@ -21,6 +21,8 @@ use svcos_common::ServiceName;
 /// Longest line forwarded in one piece; longer output is split so a runaway child cannot make
 /// the supervisor buffer without bound.
 const MAX_LINE: usize = 8192;
+/// Capacity asked for each FIFO (the default pipe-max-size allows it without privileges).
+const FIFO_BYTES: libc::c_int = 256 * 1024;
 
 /// Errors setting up a log FIFO.
 #[derive(Debug, thiserror::Error)]
@@ -61,12 +63,16 @@ pub fn open_fifo(path: &Path) -> Result<OwnedFd, LogError> {
             "exists and is not a FIFO",
         )));
     }
-    open(
+    let fd = open(
         path,
         OFlag::O_RDWR | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
         Mode::empty(),
     )
-    .map_err(|e| err(e.into()))
+    .map_err(|e| err(e.into()))?;
+    // A bigger buffer holds a few minutes of output while no supervisor reads; the kernel
+    // allocates its pages only as they fill. Failure just keeps the default 64 KiB.
+    let _ = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_SETPIPE_SZ(FIFO_BYTES));
+    Ok(fd)
 }
 
 /// Splits a byte stream into lines, holding a partial line until its end arrives.
@@ -157,6 +163,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = fifo_path(dir.path(), ServiceName::Auth);
         let fd = open_fifo(&path).unwrap();
+        let size = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_GETPIPE_SZ).unwrap();
+        assert!(size >= FIFO_BYTES, "buffer grown to {size}");
         // Fill the FIFO far past its capacity: writes must return (EAGAIN), never block or
         // raise EPIPE, because the descriptor itself is a reader.
         let chunk = [b'a'; 4096];

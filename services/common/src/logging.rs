@@ -24,7 +24,11 @@ pub fn init(service: &str) {
                     .with_writer(std::io::stderr)
                     .with_target(false)
                     .with_ansi(false)
-                    .without_time(),
+                    .without_time()
+                    // Under the supervisor stderr is a non-blocking FIFO that may be full while no
+                    // supervisor reads it: a failed write must drop the line, not fall back to
+                    // eprintln!, which panics on EAGAIN.
+                    .log_internal_errors(false),
             )
             .try_init(),
     };

@@ -155,3 +155,34 @@ def test_privileged_commands_are_refused_by_default(mining):
         run(miner.rpc.switchpool(0))
     v = cgminer(mining, "restart")
     assert v["STATUS"][0]["STATUS"] == "E" and v["STATUS"][0]["Code"] == 45
+
+
+def test_stratum_agent_down_is_reported_and_known_values_kept(mining, token):
+    """While stratum-agent is stopped the API answers at once: pools STATUS=W (nothing live),
+    summary STATUS=I with the hashrate still in it, so pyasic still reads the hashrate."""
+    out = mining.ctl("stop", "stratum-agent")
+    assert out.returncode == 0, out.stderr
+    try:
+
+        def pools_down():
+            v = cgminer(mining, "pools")
+            return v["STATUS"][0]["STATUS"] == "W" and "stratum-agent" in v["STATUS"][0]["Msg"]
+
+        wait_for(pools_down, 15, "pools to report stratum-agent down")
+        v = cgminer(mining, "summary")
+        assert v["STATUS"][0]["STATUS"] == "I", v
+        assert "stratum-agent unavailable" in v["STATUS"][0]["Msg"]
+        assert v["SUMMARY"][0]["GHS 5s"] > 0
+        assert "Accepted" not in v["SUMMARY"][0]
+        miner = run(pyasic.get_miner(mining.bind))
+        data = run(miner.get_data(include=["hashrate", "pools"]))
+        assert data.hashrate is not None and float(data.hashrate) > 0
+        assert data.pools == []
+    finally:
+        out = mining.ctl("start", "stratum-agent")
+        assert out.returncode == 0, out.stderr
+
+    def pools_back():
+        return cgminer(mining, "pools")["STATUS"][0]["STATUS"] == "S"
+
+    wait_for(pools_back, 30, "pools to come back")

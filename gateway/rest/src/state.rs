@@ -24,6 +24,8 @@ use crate::authn::SessionCache;
 
 /// Deadline of a pool test (connect, subscribe, authorise, first job).
 pub const POOL_TEST_TIMEOUT: Duration = Duration::from_secs(20);
+/// Deadline of supervisor calls (a restart answers once the new process serves).
+pub const SUPERVISOR_TIMEOUT: Duration = Duration::from_secs(20);
 /// Writes kept in the audit ring.
 const AUDIT_CAP: usize = 256;
 
@@ -70,7 +72,11 @@ impl Peers {
                 layout.socket(ServiceName::StratumAgent),
                 POOL_TEST_TIMEOUT + Duration::from_secs(2),
             )),
-            supervisor: SupervisorServiceClient::new(ipc::channel(layout, ServiceName::Supervisor)),
+            // A restart resolves when the new process is serving, which can take seconds.
+            supervisor: SupervisorServiceClient::new(ipc::channel_with_timeout(
+                layout.socket(ServiceName::Supervisor),
+                SUPERVISOR_TIMEOUT,
+            )),
             tuner: TunerServiceClient::new(ipc::channel(layout, ServiceName::Tuner)),
         }
     }

@@ -253,12 +253,42 @@ async fn supervisor_restart(state: &AppState, name: &str) -> ApiResult<Value> {
 }
 
 async fn reboot(State(state): State<AppState>) -> ApiResult {
-    // The gateway runs unprivileged; a "reboot" restarts every supervised service, which is
-    // what the firmware controls. The supervisor restarts the gateway last.
-    let r = supervisor_restart(&state, "all").await?;
-    Ok(json(
-        json!({"schema": "svcos.api.action.v1", "action": "reboot", "accepted": true, "service": r}),
-    ))
+    // The gateway runs unprivileged, so a "reboot" restarts every supervised service, which is
+    // everything the firmware controls: in boot order, the gateway itself last and only after
+    // this answer has been sent.
+    let mut sup = state.peers.supervisor.clone();
+    let services = sup
+        .list_services(ListServicesRequest {})
+        .await
+        .map_err(|s| ApiError::from_grpc("supervisor", &s))?
+        .into_inner()
+        .services;
+    let mut restarted = Vec::new();
+    let mut restart_self = false;
+    for s in &services {
+        match s.name.as_str() {
+            "gateway" => restart_self = true,
+            "supervisor" => {}
+            name => restarted.push(supervisor_restart(&state, name).await?),
+        }
+    }
+    if restart_self {
+        let mut sup = state.peers.supervisor.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            let _ = sup
+                .restart(ServiceRequest {
+                    name: "gateway".into(),
+                })
+                .await;
+        });
+    }
+    Ok(json(json!({
+        "schema": "svcos.api.action.v1",
+        "action": "reboot",
+        "restarted": restarted,
+        "gateway_restart_scheduled": restart_self,
+    })))
 }
 
 #[derive(Debug, Deserialize, Default)]

@@ -68,6 +68,9 @@ pub struct FakeAuth {
     setup_attempts: AtomicUsize,
     tickets: Mutex<HashMap<String, String>>,
     next: AtomicUsize,
+    /// Hash like the real auth service on login (argon2id m=19456 KiB, t=2, p=1, two at a time).
+    pub argon2: std::sync::atomic::AtomicBool,
+    hashes: tokio::sync::Semaphore,
 }
 
 impl FakeAuth {
@@ -91,6 +94,8 @@ impl FakeAuth {
             setup_attempts: AtomicUsize::new(0),
             tickets: Mutex::new(HashMap::new()),
             next: AtomicUsize::new(0),
+            argon2: std::sync::atomic::AtomicBool::new(false),
+            hashes: tokio::sync::Semaphore::new(2),
         })
     }
 
@@ -160,6 +165,23 @@ impl auth::auth_service_server::AuthService for AuthSvc {
         r: Request<auth::CreateSessionRequest>,
     ) -> Result<Response<auth::CreateSessionResponse>, Status> {
         self.0.calls.hit("create_session");
+        if self.0.argon2.load(Ordering::Relaxed) {
+            let _permit = self.0.hashes.acquire().await.unwrap();
+            let password = r.get_ref().password.clone();
+            tokio::task::spawn_blocking(move || {
+                use argon2::password_hash::{PasswordHasher, SaltString};
+                let params = argon2::Params::new(19_456, 2, 1, None).unwrap();
+                let a = argon2::Argon2::new(
+                    argon2::Algorithm::Argon2id,
+                    argon2::Version::V0x13,
+                    params,
+                );
+                let salt = SaltString::encode_b64(b"fixed-bench-salt").unwrap();
+                let _ = a.hash_password(password.as_bytes(), &salt);
+            })
+            .await
+            .unwrap();
+        }
         if r.get_ref().password != PASSWORD {
             return Err(Status::unauthenticated("wrong password"));
         }

@@ -569,12 +569,14 @@ impl BoardThread {
                 st.last_fan_write = Instant::now();
             }
         }
+        // The duty just written is the one in force; the tach follows within a second.
+        let duty = st.last_fan_duty;
         st.snap.fans = fans
             .iter()
             .enumerate()
             .map(|(i, f)| FanState {
                 rpm: f.rpm,
-                pwm_percent: f.pwm_percent,
+                pwm_percent: duty.unwrap_or(f.pwm_percent),
                 stalled: decision.stalled_fans.contains(&i),
             })
             .collect();
@@ -590,30 +592,8 @@ impl BoardThread {
             }
         }
 
-        // Hashing allowed or not: tell the chains first, then switch their power.
-        if decision.hashing_allowed != st.hashing_allowed {
-            st.hashing_allowed = decision.hashing_allowed;
-            let chains = Arc::clone(&self.chains);
-            for (i, c) in chains.iter().enumerate() {
-                let on = decision.hashing_allowed && st.chain_enabled[i];
-                if !on {
-                    c.send(ChainCommand::Power(false));
-                }
-                self.drive_chain_power(i as u32, on);
-                if on {
-                    c.send(ChainCommand::Power(true));
-                }
-            }
-        }
-        let scale = decision.frequency_scale * st.power_scale;
-        if (scale - st.sent_scale).abs() > 0.005 {
-            st.sent_scale = scale;
-            for c in self.chains.iter() {
-                c.send(ChainCommand::FrequencyScale(scale));
-            }
-        }
-
-        // Publish, with events on a change of condition.
+        // Publish first (with events on a change of condition), so that no reader sees the
+        // chains idle before it can see why.
         if decision.condition != st.snap.condition {
             let (state, reason) = condition_state(&decision.condition);
             tracing::warn!(?state, reason, "board condition");
@@ -653,8 +633,31 @@ impl BoardThread {
         }
         st.snap.temp_max_c = temp_max;
         st.snap.target_c = st.policy.target_c();
-        st.snap.frequency_scale = scale;
+        st.snap.frequency_scale = decision.frequency_scale * st.power_scale;
         self.snapshot.send_replace(Arc::new(st.snap.clone()));
+
+        // Hashing allowed or not: tell the chains first, then switch their power.
+        if decision.hashing_allowed != st.hashing_allowed {
+            st.hashing_allowed = decision.hashing_allowed;
+            let chains = Arc::clone(&self.chains);
+            for (i, c) in chains.iter().enumerate() {
+                let on = decision.hashing_allowed && st.chain_enabled[i];
+                if !on {
+                    c.send(ChainCommand::Power(false));
+                }
+                self.drive_chain_power(i as u32, on);
+                if on {
+                    c.send(ChainCommand::Power(true));
+                }
+            }
+        }
+        let scale = decision.frequency_scale * st.power_scale;
+        if (scale - st.sent_scale).abs() > 0.005 {
+            st.sent_scale = scale;
+            for c in self.chains.iter() {
+                c.send(ChainCommand::FrequencyScale(scale));
+            }
+        }
     }
 }
 

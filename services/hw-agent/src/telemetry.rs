@@ -62,7 +62,11 @@ pub fn overall_state(
     if board.condition != Condition::Normal {
         return condition_state(&board.condition);
     }
-    if chains.iter().any(|c| c.status == ChainStatus::Initializing) {
+    // With the board healthy, an idle chain is one the board thread is about to power up.
+    if chains
+        .iter()
+        .any(|c| matches!(c.status, ChainStatus::Initializing | ChainStatus::Idle))
+    {
         return (MiningState::Bringup, "bringing up chains".into());
     }
     let mining: Vec<_> = chains

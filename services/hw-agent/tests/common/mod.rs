@@ -215,6 +215,8 @@ pub struct Bench {
 impl Bench {
     /// Start the sim and the fake stratum-agent for `config`.
     pub async fn start(config: Config) -> Bench {
+        // SVCOS_LOG=info shows hw-agent's and hw-sim's logs on stderr.
+        svcos_common::logging::init("test");
         let dir = tempfile::tempdir().unwrap();
         let layout = Layout::sim(dir.path());
         std::fs::write(&layout.config_path, config.to_toml()).unwrap();

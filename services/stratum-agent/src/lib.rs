@@ -129,7 +129,8 @@ pub fn test_pool_entry(args: Vec<OsString>) -> ExitCode {
     )
 }
 
-/// Run the test pool until `shutdown`: Stratum on 127.0.0.1:[sim].pool_port, control gRPC and
+/// Run the test pool until `shutdown`: Stratum on the sim's loopback address:[sim].pool_port,
+/// control gRPC and
 /// health on `listener`.
 pub async fn run_test_pool(
     ctx: ServiceContext,
@@ -142,7 +143,15 @@ pub async fn run_test_pool(
         block_interval: std::time::Duration::from_secs(sim.pool_block_interval_s.into()),
         ..Default::default()
     };
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], sim.pool_port));
+    // The sim binds every surface to one loopback address (`svcos sim --bind`); the test pool
+    // follows it so that several sims, or a sim on 127.0.0.2, can run side by side. It never
+    // listens beyond loopback.
+    let ip = if ctx.config.api.bind.is_loopback() {
+        ctx.config.api.bind
+    } else {
+        std::net::IpAddr::from([127, 0, 0, 1])
+    };
+    let addr = std::net::SocketAddr::new(ip, sim.pool_port);
     let tcp = TcpListener::bind(addr)
         .await
         .with_context(|| format!("test pool cannot listen on {addr}"))?;

@@ -101,7 +101,7 @@ class Sim:
 
 
 def http(method: str, url: str, token: str | None = None, body=None, timeout=10.0):
-    """(status, headers, parsed JSON or text) without raising on HTTP errors."""
+    """(status, lower-cased headers, parsed JSON or text) without raising on HTTP errors."""
     data = None
     headers = {}
     if body is not None:
@@ -112,9 +112,11 @@ def http(method: str, url: str, token: str | None = None, body=None, timeout=10.
     req = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
-            raw, status, hdrs = r.read(), r.status, dict(r.headers)
+            raw, status, hdrs = r.read(), r.status, r.headers
     except urllib.error.HTTPError as e:
-        raw, status, hdrs = e.read(), e.code, dict(e.headers)
+        raw, status, hdrs = e.read(), e.code, e.headers
+    # HTTP header names are case-insensitive; callers look them up in lower case.
+    hdrs = {k.lower(): v for k, v in hdrs.items()}
     try:
         parsed = json.loads(raw) if raw else None
     except ValueError:
@@ -187,7 +189,7 @@ def stop_sim(sim: Sim):
             os.killpg(sim.proc.pid, signal.SIGKILL)
             sim.proc.wait(timeout=5)
     # Children live in their own sessions; make sure none outlive the test run.
-    subprocess.run(["pkill", "-KILL", "-f", f"--dir {sim.dir}"], check=False)
+    subprocess.run(["pkill", "-KILL", "-f", "--", f"--dir {sim.dir}"], check=False)
 
 
 @pytest.fixture(scope="session")

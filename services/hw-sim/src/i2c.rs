@@ -1,8 +1,6 @@
 //! The I2C devices: an APW-class PSU with a PMBus-like register set, and TMP75-class sensors.
 //! The register map is documented in `hwsim.proto`, the contract hw-agent implements.
 
-use std::time::Instant;
-
 use crate::error::SimError;
 use crate::state::{BoardState, SensorRegisters, psu_status};
 
@@ -70,9 +68,7 @@ pub fn transfer(
     address: u32,
     write: &[u8],
     read_len: usize,
-    now: Instant,
 ) -> Result<Vec<u8>, SimError> {
-    let _ = now;
     if bus != board.spec.i2c_bus {
         return Err(SimError::NoI2cDevice { bus, address });
     }
@@ -249,7 +245,7 @@ mod tests {
     }
 
     fn read_word(b: &mut BoardState, command: u8) -> u16 {
-        let r = transfer(b, 0, PSU_ADDRESS, &[command], 2, Instant::now()).unwrap();
+        let r = transfer(b, 0, PSU_ADDRESS, &[command], 2).unwrap();
         u16::from_le_bytes([r[0], r[1]])
     }
 
@@ -265,14 +261,13 @@ mod tests {
     #[test]
     fn psu_setpoint_status_and_ident() {
         let mut b = board();
-        let now = Instant::now();
+        let now = std::time::Instant::now();
         transfer(
             &mut b,
             0,
             PSU_ADDRESS,
             &[pmbus::VOUT_COMMAND, 0x10, 0x27],
             0,
-            now,
         )
         .unwrap();
         assert_eq!(read_word(&mut b, pmbus::VOUT_COMMAND), 10_000);
@@ -287,11 +282,10 @@ mod tests {
                 PSU_ADDRESS,
                 &[pmbus::VOUT_COMMAND, 0x00, 0x00],
                 0,
-                now
             )
             .is_err()
         );
-        let model = transfer(&mut b, 0, PSU_ADDRESS, &[pmbus::MFR_MODEL], 7, now).unwrap();
+        let model = transfer(&mut b, 0, PSU_ADDRESS, &[pmbus::MFR_MODEL], 7).unwrap();
         assert_eq!(&model[..7], b"\x06APW3++");
         assert_eq!(read_word(&mut b, pmbus::STATUS_WORD), 0);
         b.inject(Fault::PsuFault).unwrap();
@@ -302,9 +296,9 @@ mod tests {
         for _ in 0..20 {
             b.step(0.1, now);
         }
-        transfer(&mut b, 0, PSU_ADDRESS, &[pmbus::CLEAR_FAULTS], 0, now).unwrap();
+        transfer(&mut b, 0, PSU_ADDRESS, &[pmbus::CLEAR_FAULTS], 0).unwrap();
         assert_eq!(read_word(&mut b, pmbus::STATUS_WORD), 0);
-        transfer(&mut b, 0, PSU_ADDRESS, &[pmbus::OPERATION, 0x00], 0, now).unwrap();
+        transfer(&mut b, 0, PSU_ADDRESS, &[pmbus::OPERATION, 0x00], 0).unwrap();
         for _ in 0..20 {
             b.step(0.1, now);
         }
@@ -315,29 +309,28 @@ mod tests {
     #[test]
     fn sensors_and_nacks() {
         let mut b = board();
-        let now = Instant::now();
-        let r = transfer(&mut b, 0, 0x48, &[0x00], 2, now).unwrap();
+        let r = transfer(&mut b, 0, 0x48, &[0x00], 2).unwrap();
         assert_eq!(tmp75_decode(u16::from_be_bytes([r[0], r[1]])), 25.0);
         b.inject(Fault::Overheat {
             chain: 1,
             degrees: 30.0,
         })
         .unwrap();
-        let r = transfer(&mut b, 0, 0x49, &[0x00], 2, now).unwrap();
+        let r = transfer(&mut b, 0, 0x49, &[0x00], 2).unwrap();
         assert_eq!(tmp75_decode(u16::from_be_bytes([r[0], r[1]])), 55.0);
-        transfer(&mut b, 0, 0x4c, &[0x03, 0x5a, 0x00], 0, now).unwrap();
-        let r = transfer(&mut b, 0, 0x4c, &[], 2, now).unwrap();
+        transfer(&mut b, 0, 0x4c, &[0x03, 0x5a, 0x00], 0).unwrap();
+        let r = transfer(&mut b, 0, 0x4c, &[], 2).unwrap();
         assert_eq!(r, vec![0x5a, 0x00]);
         assert!(matches!(
-            transfer(&mut b, 0, 0x4b, &[0], 2, now),
+            transfer(&mut b, 0, 0x4b, &[0], 2),
             Err(SimError::NoI2cDevice { .. })
         ));
         assert!(matches!(
-            transfer(&mut b, 1, PSU_ADDRESS, &[0], 2, now),
+            transfer(&mut b, 1, PSU_ADDRESS, &[0], 2),
             Err(SimError::NoI2cDevice { .. })
         ));
         assert!(matches!(
-            transfer(&mut b, 0, PSU_ADDRESS, &[0x42], 2, now),
+            transfer(&mut b, 0, PSU_ADDRESS, &[0x42], 2),
             Err(SimError::BadRegister { .. })
         ));
     }

@@ -114,15 +114,8 @@ impl Sim {
             stop: AtomicBool::new(false),
         });
 
-        let mut threads = Vec::new();
-        let mut wakes = Vec::new();
-        let mut handles = Vec::new();
-        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
-            std::thread::Builder::new()
-                .name(name)
-                .stack_size(THREAD_STACK)
-                .spawn(f)
-        };
+        // Threads are pushed into `sim` as they start: an early return drops it, and its Drop
+        // stops whatever already runs.
         let mut sim = Sim {
             shared: shared.clone(),
             threads: Vec::new(),
@@ -133,73 +126,45 @@ impl Sim {
                 real_rate,
             },
         };
+        let spawn = |what: &'static str, name: String, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name)
+                .stack_size(THREAD_STACK)
+                .spawn(f)
+                .map_err(|source| StartError::Thread { what, source })
+        };
+        let mut handles = Vec::new();
         for (i, pty) in ptys.into_iter().enumerate() {
+            let chain = i as u32;
+            let pty_err = |source| StartError::Pty { chain, source };
             let (tx, rx) = mpsc::sync_channel(uart::NONCE_CHANNEL_BOUND);
-            let (wake_rx, wake_tx) = UnixStream::pair().map_err(|source| StartError::Pty {
-                chain: i as u32,
-                source,
-            })?;
-            for s in [&wake_rx, &wake_tx] {
-                s.set_nonblocking(true).map_err(|source| StartError::Pty {
-                    chain: i as u32,
-                    source,
-                })?;
-            }
-            let shutdown_wake = wake_tx.try_clone().map_err(|source| StartError::Pty {
-                chain: i as u32,
-                source,
-            })?;
+            let (wake_rx, wake_tx) = UnixStream::pair().map_err(pty_err)?;
+            wake_rx.set_nonblocking(true).map_err(pty_err)?;
+            wake_tx.set_nonblocking(true).map_err(pty_err)?;
+            sim.wakes.push(wake_tx.try_clone().map_err(pty_err)?);
             let link = ChainLink::new(i, pty, wake_rx, rx, shared.clone(), seed);
-            let handle = spawn(format!("chain{i}"), Box::new(move || link.run()));
-            match handle {
-                Ok(h) => threads.push(h),
-                Err(source) => {
-                    sim.threads = threads;
-                    sim.wakes = wakes;
-                    sim.stop_threads();
-                    return Err(StartError::Thread {
-                        what: "chain",
-                        source,
-                    });
-                }
-            }
-            wakes.push(shutdown_wake);
+            sim.threads.push(spawn(
+                "chain",
+                format!("chain{i}"),
+                Box::new(move || link.run()),
+            )?);
             handles.push(ChainHandle {
                 nonces: tx,
                 wake: wake_tx,
             });
         }
         let hasher = Hasher::new(shared.clone(), handles, virtual_per_real, budget, seed);
-        match spawn("hasher".into(), Box::new(move || hasher.run())) {
-            Ok(h) => threads.push(h),
-            Err(source) => {
-                sim.threads = threads;
-                sim.wakes = wakes;
-                sim.stop_threads();
-                return Err(StartError::Thread {
-                    what: "hasher",
-                    source,
-                });
-            }
-        }
+        sim.threads.push(spawn(
+            "hasher",
+            "hasher".into(),
+            Box::new(move || hasher.run()),
+        )?);
         let physics_shared = shared.clone();
-        match spawn(
+        sim.threads.push(spawn(
+            "physics",
             "physics".into(),
             Box::new(move || physics_loop(physics_shared)),
-        ) {
-            Ok(h) => threads.push(h),
-            Err(source) => {
-                sim.threads = threads;
-                sim.wakes = wakes;
-                sim.stop_threads();
-                return Err(StartError::Thread {
-                    what: "physics",
-                    source,
-                });
-            }
-        }
-        sim.threads = threads;
-        sim.wakes = wakes;
+        )?);
         Ok(sim)
     }
 

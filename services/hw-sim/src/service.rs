@@ -126,14 +126,7 @@ impl pb::hw_sim_service_server::HwSimService for HwSimApi {
             return Err(Status::invalid_argument("read_len above 256"));
         }
         let mut b = self.shared.lock();
-        let read = i2c::transfer(
-            &mut b,
-            r.bus,
-            r.address,
-            &r.write,
-            r.read_len as usize,
-            Instant::now(),
-        )?;
+        let read = i2c::transfer(&mut b, r.bus, r.address, &r.write, r.read_len as usize)?;
         Ok(Response::new(pb::I2cTransferResponse { read }))
     }
 

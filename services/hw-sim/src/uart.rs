@@ -32,15 +32,17 @@ const TX_QUEUE_LIMIT: usize = 4096;
 pub(crate) const NONCE_CHANNEL_BOUND: usize = 1024;
 /// Longest sleep of an idle chain thread (it re-checks the stop flag this often).
 const IDLE_WAKE: Duration = Duration::from_millis(100);
+/// How often a chain with no host attached looks for one (a hung-up master polls readable at
+/// once, so it cannot be waited on).
+const DETACHED_RECHECK: Duration = Duration::from_millis(10);
 
 /// A chain's pseudo-terminal.
 #[derive(Debug)]
 pub(crate) struct Pty {
-    /// The sim's end.
+    /// The sim's end. The slave is not kept open: a held slave would keep the TTY from ever
+    /// being fully closed, so the exclusive lock serialport takes (TIOCEXCL) would outlive
+    /// hw-agent and its restart could not re-open the chain (EBUSY for non-root users).
     pub master: OwnedFd,
-    /// Kept open for the sim's lifetime: with no slave open, Linux reports a hang-up on the
-    /// master (POLLHUP/EIO) and would spin the chain thread before hw-agent attaches.
-    pub slave: OwnedFd,
     /// Path hw-agent opens.
     pub path: String,
 }
@@ -65,9 +67,10 @@ impl Pty {
             FcntlArg::F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK),
         )
         .map_err(io::Error::from)?;
+        // Raw settings stay with the pair after the slave closes; the next opener finds them.
+        drop(pair.slave);
         Ok(Pty {
             master: pair.master,
-            slave: pair.slave,
             path,
         })
     }
@@ -157,6 +160,7 @@ impl ChainLink {
         let mut buf = [0u8; 4096];
         let mut reported_errors = 0u64;
         let mut logged_read_error = false;
+        let mut attached = false;
 
         while !self.shared.stop.load(Ordering::Relaxed) {
             let now = Instant::now();
@@ -171,8 +175,11 @@ impl ChainLink {
                 )
             };
 
+            if !attached {
+                attached = !hung_up(&self.pty.master);
+            }
             // Input: stamp each byte with the moment its stop bit completes.
-            loop {
+            while attached {
                 match master.read(&mut buf) {
                     Ok(0) => break,
                     Ok(n) => {
@@ -188,6 +195,8 @@ impl ChainLink {
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    // EIO: the host closed the slave (hw-agent exited or restarts).
+                    Err(e) if e.raw_os_error() == Some(libc::EIO) => attached = false,
                     Err(e) => {
                         if !logged_read_error {
                             tracing::warn!(chain = self.chain, error = %e, "PTY read failed");
@@ -257,7 +266,8 @@ impl ChainLink {
                     break;
                 }
                 tx.pop_front();
-                if !live {
+                // Nobody on the wire (unpowered, unplugged, or no host attached): bytes are lost.
+                if !live || !attached {
                     continue;
                 }
                 for b in &mut bytes {
@@ -286,21 +296,30 @@ impl ChainLink {
             if let Some(&(t, _)) = tx.front() {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
+            let cap = if attached {
+                IDLE_WAKE
+            } else {
+                DETACHED_RECHECK
+            };
             let timeout = next
                 .map(|t| t.saturating_duration_since(Instant::now()))
-                .unwrap_or(IDLE_WAKE)
-                .min(IDLE_WAKE);
+                .unwrap_or(cap)
+                .min(cap);
             if timeout.is_zero() {
                 continue;
             }
-            let mut fds = [
-                PollFd::new(self.pty.master.as_fd(), PollFlags::POLLIN),
-                PollFd::new(self.wake.as_fd(), PollFlags::POLLIN),
-            ];
-            let _ = ppoll(&mut fds, Some(TimeSpec::from_duration(timeout)), None);
+            let timeout = Some(TimeSpec::from_duration(timeout));
+            if attached {
+                let mut fds = [
+                    PollFd::new(self.pty.master.as_fd(), PollFlags::POLLIN),
+                    PollFd::new(self.wake.as_fd(), PollFlags::POLLIN),
+                ];
+                let _ = ppoll(&mut fds, timeout, None);
+            } else {
+                let mut fds = [PollFd::new(self.wake.as_fd(), PollFlags::POLLIN)];
+                let _ = ppoll(&mut fds, timeout, None);
+            }
         }
-        // The slave fd is held to the end so the master never sees a hang-up.
-        let _ = &self.pty.slave;
     }
 
     fn corrupt(&mut self, byte: u8, probability: f64) -> u8 {
@@ -309,5 +328,20 @@ impl ChainLink {
         } else {
             byte
         }
+    }
+}
+
+/// Whether no host has the slave open (the master then polls as hung up).
+fn hung_up(master: &OwnedFd) -> bool {
+    let mut fds = [PollFd::new(master.as_fd(), PollFlags::POLLIN)];
+    match ppoll(
+        &mut fds,
+        Some(TimeSpec::from_duration(Duration::ZERO)),
+        None,
+    ) {
+        Ok(_) => fds[0]
+            .revents()
+            .is_some_and(|r| r.contains(PollFlags::POLLHUP)),
+        Err(_) => true,
     }
 }

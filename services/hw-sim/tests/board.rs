@@ -242,29 +242,27 @@ impl Link {
         out
     }
 
-    /// Read until `n` responses arrived (within [`DEADLINE`]).
-    fn read_n(&mut self, n: usize) -> Vec<Response> {
+    /// Read until `n` register responses arrived (within [`DEADLINE`]); nonces in between
+    /// are skipped.
+    fn registers(&mut self, n: usize) -> Vec<RegisterResponse> {
         let start = Instant::now();
         let mut out = Vec::new();
         while out.len() < n {
             assert!(
                 start.elapsed() < DEADLINE,
-                "got {} of {n} responses",
+                "got {} of {n} register responses",
                 out.len()
             );
-            out.extend(self.read_for(Duration::from_millis(20)));
+            out.extend(
+                self.read_for(Duration::from_millis(20))
+                    .into_iter()
+                    .filter_map(|r| match r {
+                        Response::Register(r) => Some(r),
+                        Response::Nonce(_) => None,
+                    }),
+            );
         }
         out
-    }
-
-    fn registers(&mut self, n: usize) -> Vec<RegisterResponse> {
-        self.read_n(n)
-            .into_iter()
-            .filter_map(|r| match r {
-                Response::Register(r) => Some(r),
-                Response::Nonce(_) => None,
-            })
-            .collect()
     }
 
     fn read_chip_ids(&mut self, expect: usize) -> Vec<RegisterResponse> {
@@ -436,6 +434,21 @@ fn bring_up_then_real_job_yields_nonces_that_verify() {
         "chain 1 had no job"
     );
     assert_eq!(truth.chains[0].jobs_received, 1);
+
+    // The host goes away (hw-agent killed): the chips keep hashing their last job, and a new
+    // host re-attaches at the running baud with every address intact, without a bring-up.
+    drop(link);
+    let hashed = |t: &pb::GetTruthResponse| t.chips[..4].iter().map(|c| c.hashes_done).sum::<u64>();
+    let before = hashed(&truth);
+    eventually("hashing while detached", || {
+        (hashed(&h.truth()) > before).then_some(())
+    });
+    let mut link = Link::open(&board.chains[0].tty_path);
+    link.port.set_baud_rate(1_000_000).unwrap();
+    let ids = link.read_chip_ids(chips as usize);
+    let addrs: Vec<u8> = ids.iter().map(|r| r.chip_address).collect();
+    assert_eq!(addrs, vec![0, 64, 128, 192]);
+    assert!(h.truth().chips[..4].iter().all(|c| c.hashing));
 }
 
 #[test]

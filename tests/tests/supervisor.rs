@@ -330,3 +330,100 @@ fn dbus_list_restart_and_state_signal() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown service"));
 }
+
+#[test]
+fn intensity_limit_and_never_strategy_leave_the_rest_running() {
+    let mut sim = Sim::start(SimOptions {
+        config_patch: Some(
+            "[supervisor.services.tuner]\nintensity_max_restarts = 2\nintensity_window_s = 600\n\
+             backoff_floor_ms = 1\nbackoff_cap_ms = 1\n\
+             [supervisor.services.legacy-tcp]\nstrategy = \"never\"\n"
+                .into(),
+        ),
+        ..SimOptions::default()
+    })
+    .unwrap();
+    let before = pids(&sim);
+    // Two crashes are restarted; the third exceeds the limit of two restarts in the window.
+    sim.kill_service_and_wait("tuner").unwrap();
+    sim.kill_service_and_wait("tuner").unwrap();
+    sim.signal_service("tuner", Signal::SIGKILL).unwrap();
+    let st = sim
+        .wait_for(WAIT, |st| {
+            st.iter().any(|s| s.name == "tuner" && s.state == "failed")
+        })
+        .unwrap();
+    let tuner = st.iter().find(|s| s.name == "tuner").unwrap();
+    assert_eq!(tuner.pid, None);
+    assert_eq!(tuner.restarts, 2);
+    assert!(sim.processes_of("tuner").is_empty());
+    // strategy = never: a crash leaves it down.
+    sim.signal_service("legacy-tcp", Signal::SIGKILL).unwrap();
+    sim.wait_for(WAIT, |st| {
+        st.iter()
+            .any(|s| s.name == "legacy-tcp" && s.state == "failed" && s.pid.is_none())
+    })
+    .unwrap();
+    // Everyone else kept running, untouched.
+    let now = sim.status().unwrap();
+    for s in &now {
+        if s.name != "tuner" && s.name != "legacy-tcp" {
+            assert_eq!(s.state, "running", "{s:?}");
+            assert_eq!(s.pid, Some(before[&s.name]), "{s:?}");
+        }
+    }
+    // An operator's start brings a failed service back with a clean history.
+    let out = sim.ctl(&["start", "tuner"]).unwrap();
+    assert!(out.status.success(), "{out:?}");
+    sim.kill_service_and_wait("tuner").unwrap();
+}
+
+#[test]
+fn notifies_systemd_ready_status_and_watchdog() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&path).unwrap();
+    // Read like systemd does, all the time, from before the start.
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = socket.recv(&mut buf) {
+            for line in String::from_utf8_lossy(&buf[..n]).lines() {
+                if tx.send(line.to_string()).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    let sim = Sim::start(SimOptions {
+        env: vec![
+            ("NOTIFY_SOCKET".into(), path.to_string_lossy().into_owned()),
+            ("WATCHDOG_USEC".into(), "200000".into()),
+        ],
+        ..SimOptions::default()
+    })
+    .unwrap();
+    let mut seen = Vec::new();
+    let want = ["READY=1", "WATCHDOG=1", "STATUS=9/9 services running"];
+    while !want.iter().all(|w| seen.iter().any(|s: &String| s == w)) {
+        let line = rx
+            .recv_timeout(WAIT)
+            .unwrap_or_else(|e| panic!("{e}; seen {seen:?}"));
+        seen.push(line);
+    }
+    // READY comes once boot is complete, i.e. after every service reported SERVING.
+    let ready = seen.iter().position(|s| s == "READY=1").unwrap();
+    assert!(
+        seen[..ready]
+            .iter()
+            .any(|s| s == "STATUS=8/9 services running"),
+        "{seen:?}"
+    );
+    // The handshake variables are the supervisor's alone.
+    let pid = sim.pid("gateway").unwrap();
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let environ = String::from_utf8_lossy(&environ);
+    assert!(!environ.contains("NOTIFY_SOCKET="), "{environ}");
+    assert!(!environ.contains("WATCHDOG_USEC="), "{environ}");
+}

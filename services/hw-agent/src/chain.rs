@@ -330,6 +330,7 @@ pub fn spawn(setup: ChainSetup, start: Start, links: ChainLinks) -> std::io::Res
     let worker_saved = Arc::clone(&saved);
     let thread = std::thread::Builder::new()
         .name(format!("chain{chain_id}"))
+        .stack_size(crate::THREAD_STACK)
         .spawn(move || {
             let mut w = Worker::new(setup, rx, wake_rx, snap_tx, worker_saved, links);
             w.run(start);
@@ -707,7 +708,10 @@ impl Worker {
         let n = match port.read(&mut self.buf) {
             Ok(n) => n,
             Err(e) => {
+                // A vanished UART (unplugged adapter, hw-sim gone) keeps polling readable with
+                // an error: let go of it instead of spinning.
                 tracing::warn!(chain = self.setup.chain_id, error = %e, "uart read failed");
+                self.port = None;
                 self.set_status(ChainStatus::Fault(e.to_string()));
                 return;
             }

@@ -297,6 +297,8 @@ struct State {
     led_phase: bool,
     last_led: Option<(bool, bool)>,
     last_psu_clear: Instant,
+    /// An operator command was applied since the last publish.
+    operator_changed: bool,
 }
 
 impl BoardThread {
@@ -320,6 +322,7 @@ impl BoardThread {
             led_phase: false,
             last_led: None,
             last_psu_clear: Instant::now(),
+            operator_changed: false,
         };
         if st.fan_manual.is_some() {
             st.snap.fan_mode = FanMode::Manual;
@@ -336,8 +339,10 @@ impl BoardThread {
                 Ok(ControlCommand::Stop) | Err(RecvTimeoutError::Disconnected) => break,
                 Ok(cmd) => {
                     self.handle(&mut st, cmd);
-                    // Operator commands take effect at once, not at the next period.
+                    // Operator commands take effect at once, not at the next period, and
+                    // telemetry shows them right after.
                     next_control = Instant::now();
+                    st.operator_changed = true;
                 }
                 Err(RecvTimeoutError::Timeout) => {}
             }
@@ -635,6 +640,9 @@ impl BoardThread {
         st.snap.target_c = st.policy.target_c();
         st.snap.frequency_scale = decision.frequency_scale * st.power_scale;
         self.snapshot.send_replace(Arc::new(st.snap.clone()));
+        if std::mem::take(&mut st.operator_changed) {
+            self.state_changed.notify_one();
+        }
 
         // Hashing allowed or not: tell the chains first, then switch their power.
         if decision.hashing_allowed != st.hashing_allowed {

@@ -80,6 +80,9 @@ pub const LINUX_TICKET_DIFFICULTY: f64 = 256.0;
 /// Nonces per second per chip the sim's ticket mask aims at (enough for 5 s windows and
 /// dead-chip detection at the sim's small real hash budget).
 const SIM_NONCES_PER_CHIP_S: f64 = 2.0;
+/// Stack of hw-agent's own threads. They keep their buffers on the heap; the 2 MiB default
+/// only eats address space, which is scarce on the 32-bit ARM control boards.
+pub(crate) const THREAD_STACK: usize = 512 * 1024;
 /// How long to wait for hw-sim's GetBoard at start (it is started first, but may be slow).
 const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -339,6 +342,7 @@ pub async fn run_with_probes(
     };
     let board_join = std::thread::Builder::new()
         .name("board".into())
+        .stack_size(THREAD_STACK)
         .spawn(move || board_thread.run())?;
 
     // Stratum client side.
@@ -422,6 +426,7 @@ pub async fn run_with_probes(
         let path = state_path.clone();
         std::thread::Builder::new()
             .name("state-saver".into())
+            .stack_size(THREAD_STACK)
             .spawn(move || {
                 let save = || {
                     let state = ReattachState {

@@ -286,7 +286,12 @@ async fn overheat_cuts_hashing_and_is_reported() {
     );
     assert!(t.fans.iter().all(|f| f.pwm_percent == 100));
     assert_chips_idle(&bench).await;
-    assert!(t.chains.iter().all(|c| c.state == ChainState::Idle as i32));
+    let t = bench
+        .wait_for("chains idle", LONG, |t| {
+            t.chains.iter().all(|c| c.state == ChainState::Idle as i32)
+        })
+        .await;
+    assert_eq!(state(&t), MiningState::Overheat);
     agent.stop().await;
     bench.stop().await;
 }
@@ -519,5 +524,147 @@ async fn sigkill_and_restart_reattaches_without_bring_up() {
     watcher.abort();
     child.kill().unwrap();
     child.wait().unwrap();
+    bench.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controls_reach_the_silicon() {
+    use svcos_proto::hwagent::v1::{
+        LedMode, SetChainEnabledRequest, SetFrequencyRequest, SetLedRequest, SetVoltageRequest,
+    };
+    use svcos_proto::hwsim::v1::ReadGpioRequest;
+    let _serial = SERIAL.lock().await;
+    let bench = Bench::start(small_config()).await;
+    let agent = bench.start_agent();
+    bench.send_job(job(1, 1, true, SHARE_DIFF));
+    bench.wait_for("mining", LONG, mining_with_nonces).await;
+    let mut api = bench.agent_client();
+    let mut sim = bench.sim_client();
+
+    // One chip's PLL, ramped in steps to what the PLL can reach.
+    let applied = api
+        .set_frequency(SetFrequencyRequest {
+            chain_id: Some(0),
+            chip: Some(2),
+            frequency_mhz: 550.0,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .applied_mhz;
+    assert!((applied - 550.0).abs() < 11.0, "{applied}");
+    let truth = sim
+        .get_truth(GetTruthRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    for c in truth.chips.iter().filter(|c| c.chain_id == 0) {
+        let want = if c.chip == 2 { applied } else { 650.0 };
+        assert!(
+            (c.frequency_mhz - want).abs() < 1.0,
+            "chip {}: {}",
+            c.chip,
+            c.frequency_mhz
+        );
+    }
+    assert_eq!(
+        api.set_frequency(SetFrequencyRequest {
+            chain_id: Some(0),
+            chip: Some(99),
+            frequency_mhz: 500.0
+        })
+        .await
+        .unwrap_err()
+        .code(),
+        tonic::Code::NotFound
+    );
+
+    // PSU voltage.
+    let mv = api
+        .set_voltage(SetVoltageRequest {
+            chain_id: None,
+            voltage_mv: 9100.0,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .applied_mv;
+    assert_eq!(mv, 9100.0);
+    bench
+        .wait_for("PSU setpoint", LONG, |t| {
+            (t.psu.as_ref().unwrap().voltage_setpoint_v - 9.1).abs() < 1e-6
+        })
+        .await;
+
+    // Chain 1 off: powered down, reported DISABLED; chain 0 keeps mining.
+    api.set_chain_enabled(SetChainEnabledRequest {
+        chain_id: 1,
+        enabled: false,
+    })
+    .await
+    .unwrap();
+    let t = bench
+        .wait_for("chain 1 disabled", LONG, |t| {
+            t.chains[1].state == ChainState::Disabled as i32
+        })
+        .await;
+    assert_eq!(state(&t), MiningState::Mining);
+    let n0 = t.chains[0].nonces;
+    bench
+        .wait_for("chain 0 mining on", LONG, |t| t.chains[0].nonces > n0 + 5)
+        .await;
+    let truth = sim
+        .get_truth(GetTruthRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!truth.chains[1].powered);
+    assert!(
+        truth
+            .chips
+            .iter()
+            .filter(|c| c.chain_id == 1)
+            .all(|c| !c.hashing)
+    );
+    api.set_chain_enabled(SetChainEnabledRequest {
+        chain_id: 1,
+        enabled: true,
+    })
+    .await
+    .unwrap();
+    let n1 = t.chains[1].nonces;
+    bench
+        .wait_for("chain 1 back", LONG, |t| {
+            t.chains[1].state == ChainState::Mining as i32 && t.chains[1].nonces > n1
+        })
+        .await;
+
+    // Locate: the LEDs blink (both values seen on the green line within a few seconds).
+    api.set_led(SetLedRequest {
+        mode: LedMode::Locate as i32,
+    })
+    .await
+    .unwrap();
+    let mut seen = [false; 2];
+    let deadline = std::time::Instant::now() + LONG;
+    while !(seen[0] && seen[1]) {
+        assert!(std::time::Instant::now() < deadline, "LED not blinking");
+        let v = sim
+            .read_gpio(ReadGpioRequest {
+                line: "led_green".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .value;
+        seen[usize::from(v)] = true;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    bench
+        .wait_for("locate in telemetry", LONG, |t| {
+            t.led_mode == LedMode::Locate as i32
+        })
+        .await;
+    agent.stop().await;
     bench.stop().await;
 }

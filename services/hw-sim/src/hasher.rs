@@ -5,7 +5,7 @@
 //! is fixed at start from a calibration of this machine's speed and the configured budget. The
 //! budget is enforced as a duty cycle on the thread's own CPU clock: it earns `budget × wall
 //! time` of CPU and sleeps once that is spent, so a slow or contended machine falls behind rather
-//! than burn more. Clocking chips above the preset raises the demand; beyond the 25 % headroom
+//! than burn more. Clocking chips above the preset raises the demand; beyond the headroom
 //! the sim falls behind and the measured hashrate lags the nominal one.
 //!
 //! Each chip scans the nonces whose top byte lies in its address interval (see
@@ -25,8 +25,9 @@ use crate::uart::ChainHandle;
 
 /// Hashing tick.
 const TICK: Duration = Duration::from_millis(10);
-/// Share of the budget the steady rate targets; the rest absorbs jitter.
-const BUDGET_HEADROOM: f64 = 0.8;
+/// Share of the budget the steady rate targets: the loop's bookkeeping costs about a quarter of
+/// the calibrated speed, and the rest absorbs jitter and chips clocked above the preset.
+const BUDGET_HEADROOM: f64 = 0.6;
 /// A chip accumulates at most this much unspent hashing time (after a stall, no burst).
 const MAX_BACKLOG_S: f64 = 0.25;
 /// Version values rolled per nonce (when the mask allows as many).
@@ -194,6 +195,7 @@ impl Hasher {
         let mut jobs: Vec<Option<PreparedJob>> = (0..n_chains).map(|_| None).collect();
         let mut last = Instant::now();
         let mut cpu_credit = 0.0f64;
+        let mut cpu_mark = thread_cpu_time();
         let mut rotate = 0usize;
         let range_len = u64::from(interval) << 24;
 
@@ -201,6 +203,10 @@ impl Hasher {
             let now = Instant::now();
             let dt = now.duration_since(last).as_secs_f64().min(1.0);
             last = now;
+            // Every CPU second of the thread counts against the budget, bookkeeping included.
+            let cpu_now = thread_cpu_time();
+            cpu_credit -= cpu_now.saturating_sub(cpu_mark).as_secs_f64();
+            cpu_mark = cpu_now;
             cpu_credit =
                 (cpu_credit + dt * self.budget).min(4.0 * TICK.as_secs_f64() * self.budget);
 
@@ -319,7 +325,6 @@ impl Hasher {
                         break 'chips;
                     }
                 }
-                cpu_credit -= thread_cpu_time().saturating_sub(t0).as_secs_f64();
             }
 
             if !done.is_empty() {
@@ -380,7 +385,7 @@ mod tests {
     #[test]
     fn plan_scales_virtual_to_real() {
         let (real, factor) = Hasher::plan(13.5e12, 1e6, 0.03);
-        assert!((real - 24_000.0).abs() < 1.0);
+        assert!((real - 18_000.0).abs() < 1.0);
         assert!((factor * real - 13.5e12).abs() < 1e6);
     }
 }

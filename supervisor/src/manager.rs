@@ -266,7 +266,7 @@ enum Event {
     },
     StartTimeout {
         service: ServiceName,
-        epoch: u64,
+        step: usize,
     },
 }
 
@@ -301,6 +301,8 @@ struct Manager {
     ready_tx: watch::Sender<bool>,
     boot_queue: VecDeque<ServiceName>,
     booting: Option<ServiceName>,
+    /// Counts boot steps, so a start timeout only ever ends the step it was set for.
+    boot_step: usize,
 }
 
 /// Start the manager task: it adopts or starts every service in boot order, supervises them
@@ -353,6 +355,7 @@ pub fn start(settings: Settings, shutdown: Shutdown) -> (Handle, tokio::task::Jo
         changes,
         ready_tx,
         booting: None,
+        boot_step: 0,
     };
     let task = tokio::spawn(manager.run(command_rx, events_rx, shutdown));
     (handle, task)
@@ -521,8 +524,9 @@ impl Manager {
             }
             if self.slots[i].state == State::Starting {
                 self.booting = Some(service);
-                let epoch = self.slots[i].epoch;
-                self.schedule(START_TIMEOUT, Event::StartTimeout { service, epoch });
+                self.boot_step += 1;
+                let step = self.boot_step;
+                self.schedule(START_TIMEOUT, Event::StartTimeout { service, step });
             }
         }
     }
@@ -696,6 +700,8 @@ impl Manager {
                 // Nothing runs (backoff, stopped, failed): cancel any pending restart.
                 self.slots[i].epoch += 1;
                 self.set_state(i, State::Stopped);
+                // Already stopped means no transition: answer a waiting Stop here.
+                self.answer_waiters(i);
                 self.after_stopped(i);
             }
         }
@@ -791,9 +797,8 @@ impl Manager {
                     self.signal(i, Signal::SIGKILL);
                 }
             }
-            Event::StartTimeout { service, epoch } => {
-                let i = self.idx(service);
-                if self.booting == Some(service) && self.slots[i].epoch == epoch {
+            Event::StartTimeout { service, step } => {
+                if self.booting == Some(service) && self.boot_step == step {
                     tracing::warn!(%service, "not serving yet; booting the next services anyway");
                     self.booting = None;
                     self.advance_boot();

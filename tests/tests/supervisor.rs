@@ -138,6 +138,9 @@ fn ctl_stop_start_restart_and_errors() {
     assert_eq!(row("tuner").state, "stopped");
     assert_eq!(row("tuner").pid, None);
     assert!(sim.processes_of("tuner").is_empty());
+    // Stopping a stopped service answers at once.
+    let again = sim.ctl(&["stop", "tuner"]).unwrap();
+    assert!(again.status.success(), "{again:?}");
     let out = sim.ctl(&["start", "tuner"]).unwrap();
     assert!(out.status.success(), "{out:?}");
     let started = row("tuner");

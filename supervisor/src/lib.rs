@@ -245,11 +245,16 @@ fn lock_instance(layout: &Layout) -> Result<Flock<File>, StartError> {
 fn share_runtime_dir(layout: &Layout) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let dir = &layout.runtime_dir;
-    let group = nix::unistd::Group::from_name(child::SERVICE_GROUP)?
-        .ok_or_else(|| anyhow::anyhow!("group {} does not exist", child::SERVICE_GROUP))?;
-    nix::unistd::chown(dir, None, Some(group.gid))?;
+    nix::unistd::chown(dir, None, Some(service_group()?))?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1770))?;
     Ok(())
+}
+
+/// The gid of the group every service user belongs to.
+fn service_group() -> anyhow::Result<nix::unistd::Gid> {
+    Ok(nix::unistd::Group::from_name(child::SERVICE_GROUP)?
+        .ok_or_else(|| anyhow::anyhow!("group {} does not exist", child::SERVICE_GROUP))?
+        .gid)
 }
 
 fn run(
@@ -283,6 +288,11 @@ fn run(
         let shutdown = Shutdown::new();
         shutdown.trigger_on_signals()?;
         let listener = ipc::bind(&layout.socket(ServiceName::Supervisor))?;
+        if drop_privileges {
+            // The gateway (its own user, group svcos) drives lifecycle actions through it.
+            let group = service_group()?;
+            nix::unistd::chown(&layout.socket(ServiceName::Supervisor), None, Some(group))?;
+        }
         let settings = Settings {
             layout: layout.clone(),
             services,

@@ -257,6 +257,8 @@ pub fn all() -> Vec<Route> {
     routes.extend(crate::handlers::discovery::routes());
     routes.extend(crate::handlers::auth::routes());
     routes.extend(crate::handlers::status::routes());
+    routes.extend(crate::handlers::history::routes());
+    routes.extend(crate::handlers::mining::routes());
     routes.extend(crate::handlers::pools::routes());
     routes.extend(crate::handlers::planned::routes());
     routes.extend(crate::handlers::hardware::routes());

@@ -149,6 +149,8 @@ pub struct Inner {
     pub sessions: Arc<SessionCache>,
     status_cache: Mutex<StatusCache>,
     audit: Mutex<VecDeque<AuditEntry>>,
+    /// Telemetry history rings, fed by the snapshot stream.
+    pub history: Arc<Mutex<crate::handlers::history::History>>,
     /// Stops background tasks (and /ws streams) on shutdown.
     pub shutdown: Shutdown,
 }
@@ -174,6 +176,13 @@ impl Inner {
             config_gen: 0,
             body: None,
         };
+        let history = Arc::new(Mutex::new(crate::handlers::history::History::default()));
+        crate::handlers::history::spawn_sampler(
+            history.clone(),
+            snapshots.telemetry.clone(),
+            snapshots.pools.clone(),
+            shutdown.clone(),
+        );
         Arc::new(Inner {
             layout,
             config: RwLock::new(Arc::new(config)),
@@ -186,6 +195,7 @@ impl Inner {
             sessions,
             status_cache: Mutex::new(status_cache),
             audit: Mutex::new(VecDeque::with_capacity(AUDIT_CAP)),
+            history,
             shutdown,
         })
     }

@@ -5,6 +5,8 @@ pub mod catalog;
 pub mod config;
 pub mod discovery;
 pub mod hardware;
+pub mod history;
+pub mod mining;
 pub mod planned;
 pub mod pools;
 pub mod status;

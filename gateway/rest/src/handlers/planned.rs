@@ -10,7 +10,6 @@ use crate::registry::Route;
 pub fn routes() -> Vec<Route> {
     vec![
         // Identity and discovery: firmware update and restore-to-stock.
-        planned!(GET "/api/system/boot_timeline", P, Identity, "boot timeline"),
         planned!(POST "/api/system/restore-to-stock", P, Identity, "restore to stock firmware"),
         planned!(POST "/api/system/restore-to-stock/preflight", P, Identity, "restore-to-stock preflight"),
         planned!(GET "/api/system/restore-to-stock/preflight-checks", P, Identity, "restore-to-stock preflight checks"),
@@ -33,16 +32,6 @@ pub fn routes() -> Vec<Route> {
         planned!(POST "/api/setup/step2-circuit", P, Auth, "setup wizard circuit step"),
         planned!(POST "/api/setup/step3-password", P, Auth, "setup wizard password step"),
         // Telemetry history and the mining pipeline views.
-        planned!(GET "/api/history", P, Telemetry, "telemetry history"),
-        planned!(GET "/api/history/shares", P, Telemetry, "share history"),
-        planned!(GET "/api/metrics/rolling", U, Telemetry, "rolling metrics"),
-        planned!(GET "/api/metrics/rolling.csv", U, Telemetry, "rolling metrics CSV"),
-        planned!(GET "/api/mining/handoff/state", P, Telemetry, "mining handoff state"),
-        planned!(GET "/api/mining/pipeline/manifest", P, Telemetry, "mining pipeline manifest"),
-        planned!(GET "/api/mining/pipeline/snapshot", P, Telemetry, "mining pipeline snapshot"),
-        planned!(GET "/api/mining/pipeline/snapshot/schema", P, Telemetry, "mining pipeline schema"),
-        planned!(GET "/api/mining/ramp", P, Telemetry, "mining ramp"),
-        planned!(GET "/api/mining/work/posture", P, Telemetry, "work posture"),
         // Stratum V2 job declaration.
         planned!(POST "/api/jd/config", U, Pools, "Stratum V2 job declaration"),
         planned!(GET "/api/jd/status", U, Pools, "Stratum V2 job declaration"),
@@ -52,7 +41,6 @@ pub fn routes() -> Vec<Route> {
         planned!(GET "/api/autotuner/chip-health", P, Tuning, "autotuner chip health"),
         planned!(POST "/api/autotuner/decrement_hashrate_target", P, Tuning, "autotuner targets"),
         planned!(POST "/api/autotuner/decrement_power_target", P, Tuning, "autotuner targets"),
-        planned!(GET "/api/autotuner/efficiency", P, Tuning, "autotuner efficiency"),
         planned!(POST "/api/autotuner/fleet-profile/export", P, Tuning, "fleet profile export"),
         planned!(POST "/api/autotuner/increment_hashrate_target", P, Tuning, "autotuner targets"),
         planned!(POST "/api/autotuner/increment_power_target", P, Tuning, "autotuner targets"),
@@ -63,13 +51,10 @@ pub fn routes() -> Vec<Route> {
         planned!(GET "/api/autotuner/saved-status", P, Tuning, "autotuner saved status"),
         planned!(POST "/api/autotuner/set_default_hashrate_target", P, Tuning, "autotuner targets"),
         planned!(GET "/api/autotuner/silicon-report", P, Tuning, "silicon report"),
-        planned!(GET "/api/autotuner/target", P, Tuning, "autotuner targets"),
-        planned!(GET "/api/autotuner/telemetry", P, Tuning, "autotuner telemetry"),
         planned!(GET "/api/autotuner/telemetry/csv", P, Tuning, "autotuner telemetry CSV"),
         planned!(GET "/api/autotuner/tuned_profiles", P, Tuning, "tuned profiles"),
         planned!(GET "/api/autotuner/visibility", P, Tuning, "autotuner visibility"),
         planned!(POST "/api/perf/calibrate", U, Tuning, "performance calibration"),
-        planned!(GET "/api/perf/efficiency", U, Tuning, "performance efficiency"),
         planned!(GET "/api/profile/download", U, Tuning, "profile download"),
         planned!(POST "/api/profile/upload", U, Tuning, "profile upload"),
         planned!(GET "/api/profiles", P, Tuning, "tuning profiles"),
@@ -83,15 +68,12 @@ pub fn routes() -> Vec<Route> {
         planned!(POST "/api/profiles/silicon/import", P, Tuning, "silicon profile import"),
         planned!(POST "/api/profiles/silicon/import-json", P, Tuning, "silicon profile import"),
         planned!(POST "/api/profiles/silicon/reload", P, Tuning, "silicon profile reload"),
-        planned!(GET "/api/tuning/constraints", P, Tuning, "tuning constraints"),
         // Thermal, fans and power.
         planned!(GET "/api/power/dps", P, Thermal, "dynamic power scaling"),
         planned!(GET "/api/thermal/cold_environment", P, Thermal, "cold-environment handling"),
         planned!(GET "/api/tou/schedule", P, Thermal, "time-of-use schedule"),
         planned!(POST "/api/tou/schedule", P, Thermal, "time-of-use schedule"),
         // Actions and lifecycle.
-        planned!(GET "/api/boot/phase", U, Actions, "boot phase"),
-        planned!(GET "/api/boot/timeline", U, Actions, "boot timeline"),
         // Config sections that belong to later integrations.
         planned!(GET "/api/config/mqtt", P, Config, "MQTT"),
         planned!(POST "/api/config/mqtt", P, Config, "MQTT"),
@@ -132,7 +114,6 @@ pub fn routes() -> Vec<Route> {
         planned!(POST "/api/solar/test", P, OffGrid, "solar control"),
         planned!(GET "/api/solar/verification-history", P, OffGrid, "solar verification history"),
         // Integrations.
-        planned!(GET "/api/home/history", P, Integrations, "home history"),
         planned!(GET "/api/home/night-mode", P, Integrations, "home night mode"),
         planned!(POST "/api/home/night-mode", P, Integrations, "home night mode"),
         planned!(GET "/api/home/presets", P, Integrations, "home presets"),
@@ -146,7 +127,6 @@ pub fn routes() -> Vec<Route> {
         planned!(POST "/api/debug/i2c", P, Diagnostics, "raw i2c access"),
         planned!(GET "/api/debug/log", P, Diagnostics, "debug log"),
         planned!(POST "/api/debug/pid-params", P, Diagnostics, "fan PID parameters"),
-        planned!(GET "/api/debug/pid-state", P, Diagnostics, "fan PID state"),
         planned!(POST "/api/debug/psu/control", P, Diagnostics, "raw PSU control"),
         planned!(GET "/api/debug/registers", P, Diagnostics, "raw register access"),
         planned!(POST "/api/debug/registers", P, Diagnostics, "raw register access"),
@@ -168,14 +148,9 @@ pub fn routes() -> Vec<Route> {
         planned!(GET "/api/diagnostics/logs/manifest", P, Diagnostics, "log manifest"),
         planned!(GET "/api/diagnostics/recovery_actions", P, Diagnostics, "recovery actions"),
         planned!(GET "/api/diagnostics/reports/recent", P, Diagnostics, "diagnostic reports"),
-        planned!(GET "/api/diagnostics/sensor_outlier", P, Diagnostics, "sensor outlier detection"),
-        planned!(GET "/api/diagnostics/shares/local_rejects", P, Diagnostics, "local share rejects"),
         planned!(GET "/api/diagnostics/state_machine", P, Diagnostics, "diagnostics state machine"),
-        planned!(GET "/api/diagnostics/troubleshoot/asic-comm", P, Diagnostics, "ASIC troubleshooting"),
         planned!(GET "/api/diagnostics/troubleshoot/fpga", P, Diagnostics, "FPGA troubleshooting"),
         planned!(GET "/api/diagnostics/troubleshoot/i2c-scan", P, Diagnostics, "i2c scan"),
-        planned!(GET "/api/diagnostics/troubleshoot/network", P, Diagnostics, "network troubleshooting"),
-        planned!(GET "/api/diagnostics/troubleshoot/psu", P, Diagnostics, "PSU troubleshooting"),
         // Everything else.
         planned!(GET "/api/env/recipe", P, Other, "environment recipe"),
         planned!(GET "/api/log/backup", P, Other, "log backup"),

@@ -419,15 +419,39 @@ async fn status_is_served_from_the_snapshot_without_per_request_calls() {
         "validations are cached"
     );
 
-    // A new snapshot shows up.
+    // A new snapshot shows up, in /api/status and in the rolling history.
     h.hw.telemetry.send_replace(common::sample_telemetry(99));
+    let mut seen = false;
     for _ in 0..200 {
         if h.get("/api/status", Some(GOOD)).await.json()["mining"]["telemetry_seq"] == 99 {
-            return;
+            seen = true;
+            break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    panic!("new telemetry never appeared");
+    assert!(seen, "new telemetry never appeared");
+    let mut rolling = Value::Null;
+    for _ in 0..200 {
+        rolling = h.get("/api/metrics/rolling", Some(GOOD)).await.json();
+        if rolling["samples"].as_array().unwrap().len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let samples = rolling["samples"].as_array().unwrap();
+    assert_eq!(samples.len(), 2, "{rolling}");
+    assert_eq!(
+        samples[1]["t_ms"],
+        common::sample_telemetry(99).timestamp_ms
+    );
+    assert_eq!(samples[1]["accepted"], 10);
+    let csv = h.get("/api/metrics/rolling.csv", Some(GOOD)).await;
+    assert_eq!(String::from_utf8_lossy(&csv.body).lines().count(), 3);
+    assert_eq!(
+        h.hw.calls.get("get_telemetry"),
+        0,
+        "history is sampled from the stream"
+    );
 }
 
 #[tokio::test]

@@ -95,6 +95,9 @@ impl Forwarder {
         // The client may have spoken HTTP/1.0; the gateway connection is HTTP/1.1.
         parts.version = http::Version::HTTP_11;
         strip_hop_by_hop(&mut parts.headers);
+        // The proxy's own server already answered any `Expect: 100-continue` when it started
+        // reading the body; the gateway must not answer it a second time.
+        parts.headers.remove(header::EXPECT);
         // Replaced, not appended: the gateway rate-limits setup per client address and takes
         // this header from a loopback peer, so a client must not be able to choose it.
         parts.headers.insert(X_FORWARDED_FOR, ip_header(client_ip));

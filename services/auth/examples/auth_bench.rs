@@ -81,7 +81,11 @@ fn main() -> anyhow::Result<()> {
         while !ipc::check_health_at(socket.clone(), Duration::from_millis(200)).await {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        let mut c = AuthServiceClient::new(ipc::channel_at(socket.clone()));
+        // A long deadline: 20 queued logins on a loaded machine exceed the 2 s IPC default.
+        let mut c = AuthServiceClient::new(ipc::channel_with_timeout(
+            socket.clone(),
+            Duration::from_secs(60),
+        ));
         let t = Instant::now();
         c.setup(pb::SetupRequest {
             password: PASSWORD.into(),

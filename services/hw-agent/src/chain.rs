@@ -583,13 +583,8 @@ impl Worker {
             ChainCommand::FrequencyScale(scale) => {
                 if (scale - self.freq_scale).abs() > 1e-9 {
                     self.freq_scale = scale;
-                    if self.port.is_some() && !self.chips.is_empty() {
-                        let targets: Vec<f64> = self.chips.iter().map(|c| c.set_mhz).collect();
-                        for (i, t) in targets.into_iter().enumerate() {
-                            if let Err(e) = self.ramp_chip(Some(i), t * scale) {
-                                tracing::warn!(chain = self.chain(), error = %e, "frequency scale");
-                            }
-                        }
+                    if let Err(e) = self.apply_scale() {
+                        tracing::warn!(chain = self.chain(), error = %e, "frequency scale");
                     }
                 }
             }
@@ -1197,6 +1192,28 @@ impl Worker {
             self.chips[i].mhz = target_mhz;
         }
         Ok(target_mhz)
+    }
+
+    /// Re-apply every chip's set frequency times the current scale: one broadcast ramp when
+    /// the chips agree (the common case), chip by chip otherwise.
+    fn apply_scale(&mut self) -> Result<(), ChainError> {
+        if self.port.is_none() || self.chips.is_empty() {
+            return Ok(());
+        }
+        let same = |f: fn(&Chip) -> f64, chips: &[Chip]| {
+            chips.windows(2).all(|w| (f(&w[0]) - f(&w[1])).abs() < 1e-6)
+        };
+        if same(|c| c.set_mhz, &self.chips) && same(|c| c.mhz, &self.chips) {
+            let target = self.chips[0].set_mhz * self.freq_scale;
+            self.ramp_chip(None, target)?;
+        } else {
+            for i in 0..self.chips.len() {
+                let target = self.chips[i].set_mhz * self.freq_scale;
+                self.ramp_chip(Some(i), target)?;
+            }
+        }
+        self.publish();
+        Ok(())
     }
 
     fn set_frequency(&mut self, chip: Option<u32>, mhz: f64) -> Result<f64, ChainError> {

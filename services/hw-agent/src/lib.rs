@@ -453,6 +453,10 @@ pub async fn run_with_probes(
             })?
     };
 
+    // If this future is dropped (its runtime went away) the saver must stop too; the chain and
+    // board threads stop on their own when their command channels close.
+    let _saver_guard = StopOnDrop(Arc::clone(&saver_stop));
+
     // API.
     let api = Api {
         spec: Arc::clone(&spec),
@@ -488,6 +492,15 @@ pub async fn run_with_probes(
     let _ = saver.join();
     served.context("gRPC server")?;
     Ok(())
+}
+
+/// Sets a flag when dropped.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Per chain: re-attach (the probe answered at the saved baud) or cold (reset, then bring-up).

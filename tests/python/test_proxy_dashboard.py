@@ -10,6 +10,7 @@ import base64
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -74,6 +75,53 @@ def test_dashboard_assets_are_served(sim):
     assert "/static/app.js" in body
     status, headers, body = http("GET", f"{sim.http_url}/static/app.js")
     assert status == 200 and "/api/status" in body
+
+
+def _restarted(sim, name: str, old_pid: int):
+    def check():
+        row = sim.services()[name]
+        return row["state"] == "running" and row["pid"] not in (None, old_pid)
+
+    wait_for(check, 60, f"{name} restarted by the supervisor")
+
+
+def test_sessions_survive_sigkill_of_auth(sim, token):
+    status, _, body = http("POST", f"{sim.http_url}/api/auth/session", body={"password": PASSWORD})
+    assert status == 200, body
+    mine = body["token"]
+    auth = sim.services()["auth"]
+    os.kill(auth["pid"], signal.SIGKILL)
+    _restarted(sim, "auth", auth["pid"])
+
+    # Logging out asks auth itself (no gateway cache involved): it can only succeed if the
+    # new auth process loaded the session the killed one had written.
+    def logout():
+        status, _, body = http("DELETE", f"{sim.http_url}/api/auth/session/current", token=mine)
+        return (status, body) if status not in (502, 503, 504) else None
+
+    status, body = wait_for(logout, 30, "auth answering again")
+    assert status == 200, body
+    status, _, body = http("GET", f"{sim.http_url}/api/status", token=mine)
+    assert status == 401, body
+    status, _, body = http("GET", f"{sim.http_url}/api/status", token=token)
+    assert status == 200, body
+
+
+def test_proxy_answers_promptly_while_the_gateway_is_killed(sim, token):
+    gateway = sim.services()["gateway"]
+    os.kill(gateway["pid"], signal.SIGKILL)
+    seen = []
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        # urllib raises on a timeout: a hanging proxy fails the test here.
+        status, headers, body = http("GET", f"{sim.http_url}/api/status", token=token, timeout=5)
+        seen.append(status)
+        assert status in (200, 502, 503), (status, body)
+        if status != 200:
+            assert body["error"] and body["code"] == "unclassified_error", body
+    print(f"answers while the gateway restarted: {sorted(set(seen))} over {len(seen)} requests")
+    _restarted(sim, "gateway", gateway["pid"])
+    wait_for(lambda: http("GET", f"{sim.http_url}/api/status", token=token)[0] == 200, 30, "gateway back")
 
 
 class DevTools:

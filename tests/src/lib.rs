@@ -117,6 +117,14 @@ impl Sim {
     /// Start a stack with free ports in a fresh temporary directory and wait until every
     /// service is running.
     pub fn start(options: SimOptions) -> anyhow::Result<Sim> {
+        let bin = svcos_bin();
+        if !bin.exists() {
+            bail!(
+                "{} does not exist: build it first with `cargo build -p svcos` (same profile and \
+                 target dir as the tests), or point SVCOS_BIN at one",
+                bin.display()
+            );
+        }
         let (temp, dir) = match &options.dir {
             Some(d) => {
                 std::fs::create_dir_all(d)?;

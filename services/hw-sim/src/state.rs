@@ -65,8 +65,13 @@ const FAN_MIN_SHARE: f64 = 0.12;
 const PSU_SLEW_MV_PER_S: f64 = 10_000.0;
 /// Below this output the chains count as unpowered, mV.
 const PSU_MIN_GOOD_MV: f64 = 1000.0;
-/// Logistic width of the error-rate curve in relative frequency margin.
-const ERROR_MARGIN_WIDTH: f64 = 0.015;
+/// Logistic width of the error-rate curve in relative frequency margin: a typical chip (10 %
+/// margin) errs on ~0.01 % of its nonces, a chip at its limit on a quarter.
+const ERROR_MARGIN_WIDTH: f64 = 0.01;
+/// Above this junction temperature the stable frequency falls, C.
+const FMAX_DERATE_FROM_C: f64 = 85.0;
+/// Stable-frequency loss per kelvin above [`FMAX_DERATE_FROM_C`].
+const FMAX_DERATE_PER_K: f64 = 0.002;
 
 /// Status word bits of the PSU (PMBus names).
 pub mod psu_status {
@@ -662,7 +667,7 @@ impl BoardState {
                 // Silicon lottery: a hotter chip and a lower voltage lower the stable frequency.
                 let fmax = chip.silicon.fmax_mhz
                     * vr.max(0.0).powf(1.5)
-                    * (1.0 - 0.004 * (chip.temp_c - 80.0).max(0.0));
+                    * (1.0 - FMAX_DERATE_PER_K * (chip.temp_c - FMAX_DERATE_FROM_C).max(0.0));
                 let margin = if fmax > 0.0 {
                     (fmax - chip.frequency_mhz) / fmax
                 } else {
@@ -1067,6 +1072,18 @@ mod tests {
         settle(&mut b, 1);
         assert!(b.chains[0].chips[0].error_rate < 0.01);
         assert!(b.chains[0].chips[1].error_rate > 0.2);
+        // At the preset, after warming up, a typical chip's HW error rate is small.
+        let mut warm = board();
+        for chain in &mut warm.chains {
+            chain.job = Some(Job::from_header_bytes(1, &[0; 80]));
+            for chip in &mut chain.chips {
+                chip.frequency_mhz = 650.0;
+            }
+        }
+        settle(&mut warm, 300);
+        let mut rates: Vec<f64> = warm.chains[0].chips.iter().map(|c| c.error_rate).collect();
+        rates.sort_by(f64::total_cmp);
+        assert!(rates[rates.len() / 2] < 0.001, "{rates:?}");
         let again = board();
         assert_eq!(
             b.chains[1].chips[3].silicon.fmax_mhz,

@@ -74,6 +74,14 @@ fn main() -> anyhow::Result<()> {
         AuthConfig::default().max_concurrent_hashes,
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
+    // argon2id alone, on this thread at normal priority: the floor of a login.
+    let mut samples = Vec::new();
+    for _ in 0..10 {
+        let t = Instant::now();
+        std::hint::black_box(password::hash_blocking(PASSWORD, password::owasp_params())?);
+        samples.push(t.elapsed());
+    }
+    percentiles("argon2id hash alone (in-process)", samples);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -47,6 +47,11 @@ const MAX_FRAME_INTERVAL: Duration = Duration::from_secs(5);
 const DEAD_AFTER_INTERVALS: f64 = 12.0;
 /// ... but never sooner than this, so a slow sim or a low ticket rate cannot flap chips.
 const DEAD_AFTER_MIN: Duration = Duration::from_secs(4);
+/// Empty reads in a row after which a readable UART counts as hung up.
+const MAX_EMPTY_READS: u32 = 1000;
+/// SCHED_FIFO priority of chain threads: low in the 1..=99 range, above every normal thread,
+/// below kernel threads that service the UART.
+const CHAIN_RT_PRIORITY: i32 = 10;
 /// Job ids are a byte; each frame takes the next.
 const JOB_IDS: usize = 256;
 
@@ -332,6 +337,7 @@ pub fn spawn(setup: ChainSetup, start: Start, links: ChainLinks) -> std::io::Res
         .name(format!("chain{chain_id}"))
         .stack_size(crate::THREAD_STACK)
         .spawn(move || {
+            raise_priority(chain_id);
             let mut w = Worker::new(setup, rx, wake_rx, snap_tx, worker_saved, links);
             w.run(start);
         })?;
@@ -343,6 +349,21 @@ pub fn spawn(setup: ChainSetup, start: Start, links: ChainLinks) -> std::io::Res
         saved,
         thread: Mutex::new(Some(thread)),
     })
+}
+
+/// Real-time priority (SCHED_FIFO) for a chain thread when the process may have it (root or
+/// CAP_SYS_NICE on a miner): a clean job must not wait behind the API or a log write. Without
+/// the privilege the thread stays at normal priority.
+fn raise_priority(chain: u32) {
+    let param = libc::sched_param {
+        sched_priority: CHAIN_RT_PRIORITY,
+    };
+    // SAFETY: `param` is a valid sched_param for the duration of the call; pid 0 is the
+    // calling thread, and the call has no other memory effects.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    if rc != 0 {
+        tracing::debug!(chain, error = %std::io::Error::last_os_error(), "no real-time priority");
+    }
 }
 
 /// Open a chain's UART at a saved baud and check that chip 0 still answers there: the whole
@@ -431,6 +452,8 @@ struct Worker {
     links: ChainLinks,
     origin: Instant,
     buf: Vec<u8>,
+    /// Consecutive reads that returned nothing although poll said readable.
+    empty_reads: u32,
 }
 
 impl Worker {
@@ -468,6 +491,7 @@ impl Worker {
             links,
             origin: Instant::now(),
             buf: vec![0; 4096],
+            empty_reads: 0,
         }
     }
 
@@ -711,6 +735,18 @@ impl Worker {
                 return;
             }
         };
+        if n == 0 {
+            // Readable yet nothing to read, again and again, is a hung-up line: under a
+            // real-time priority it must not become a spin.
+            self.empty_reads += 1;
+            if self.empty_reads > MAX_EMPTY_READS {
+                tracing::warn!(chain = self.setup.chain_id, "uart hung up");
+                self.port = None;
+                self.set_status(ChainStatus::Fault("UART hung up".into()));
+            }
+            return;
+        }
+        self.empty_reads = 0;
         let read_at = Instant::now();
         let read_at_us = svcos_common::time::unix_us();
         self.decoder.push(&self.buf[..n]);
@@ -781,8 +817,17 @@ impl Worker {
         let now_ms = self.now_ms();
         if self.status == ChainStatus::Mining {
             // A chip is dead when it has been silent for many of its expected nonce intervals.
-            let per_chip_hs = self.setup.chip_model.nominal_hashrate(self.mean_mhz())
-                / self.setup.hashes_scale.max(1e-12);
+            // Expected from the nominal rate, or from what its live neighbours really do over
+            // the last minute when that is slower (a hot, throttled or starved board slows
+            // every chip alike, which must not read as chips dying).
+            let nominal_hs = self.setup.chip_model.nominal_hashrate(self.mean_mhz());
+            let alive = self.chips.iter().filter(|c| c.alive).count().max(1) as f64;
+            let measured_hs = self.acct.rates(now_ms).hs_1m / alive;
+            let per_chip_hs = if measured_hs > 0.0 {
+                nominal_hs.min(measured_hs)
+            } else {
+                nominal_hs
+            } / self.setup.hashes_scale.max(1e-12);
             let interval_ms = self.setup.ticket.hashes_per_nonce() / per_chip_hs.max(1e-9) * 1e3;
             let silence =
                 (interval_ms * DEAD_AFTER_INTERVALS).max(DEAD_AFTER_MIN.as_millis() as f64) as u64;

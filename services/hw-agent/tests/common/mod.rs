@@ -289,26 +289,32 @@ impl Bench {
         HwAgentServiceClient::new(ipc::channel(&self.layout, ServiceName::HwAgent))
     }
 
-    /// Run hw-agent in this process.
+    /// Run hw-agent in this process, on its own thread with a current-thread runtime as in
+    /// production (so its latency does not depend on the test's runtime).
     pub fn start_agent(&self) -> InProcessAgent {
         let probes = Arc::new(Probes::default());
         let shutdown = Shutdown::new();
-        let listener = ipc::bind(&self.layout.socket(ServiceName::HwAgent)).unwrap();
         let ctx = ServiceContext {
             name: ServiceName::HwAgent,
             layout: self.layout.clone(),
             config: self.config.clone(),
         };
-        let task = tokio::spawn(svcos_hw_agent::run_with_probes(
-            ctx,
-            listener,
-            shutdown.clone(),
-            Arc::clone(&probes),
-        ));
+        let socket = self.layout.socket(ServiceName::HwAgent);
+        let (p, s) = (Arc::clone(&probes), shutdown.clone());
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = ipc::bind(&socket).unwrap();
+                svcos_hw_agent::run_with_probes(ctx, listener, s, p).await
+            })
+        });
         InProcessAgent {
             probes,
             shutdown,
-            task,
+            thread: Some(thread),
         }
     }
 
@@ -376,14 +382,25 @@ impl Bench {
 pub struct InProcessAgent {
     pub probes: Arc<Probes>,
     pub shutdown: Shutdown,
-    pub task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
 }
 
 impl InProcessAgent {
     /// Graceful stop.
-    pub async fn stop(self) {
+    pub async fn stop(mut self) {
         self.shutdown.trigger();
-        self.task.await.unwrap().unwrap();
+        let thread = self.thread.take().unwrap();
+        tokio::task::spawn_blocking(move || thread.join().unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}
+
+impl Drop for InProcessAgent {
+    fn drop(&mut self) {
+        // A failed test must not leave an agent running into the next one.
+        self.shutdown.trigger();
     }
 }
 

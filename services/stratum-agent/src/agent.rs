@@ -248,6 +248,9 @@ pub struct Agent {
     pools_dirty: bool,
     last_persist: Instant,
     last_pools_publish: Instant,
+    /// Quota mode: time each pool has been home (this process's lifetime).
+    quota_mined: HashMap<u64, Duration>,
+    home_since: Option<Instant>,
 }
 
 impl Agent {
@@ -321,6 +324,8 @@ impl Agent {
             pools_dirty: true,
             last_persist: now,
             last_pools_publish: now,
+            quota_mined: HashMap::new(),
+            home_since: None,
         };
         agent.restore_epoch();
         agent.publish_pools();
@@ -356,6 +361,13 @@ impl Agent {
                 _ = shutdown.wait() => break,
             }
             self.policy();
+            if self.urgent {
+                // Let the connection task write the share first: serialising the state is not
+                // on the share's latency path.
+                tokio::task::yield_now().await;
+                self.urgent = false;
+                self.persist();
+            }
             // Fresh snapshots right after a change, but at most one per period (StreamPools'
             // contract); a change inside the period goes out on the next tick.
             if self.pools_dirty && self.last_pools_publish.elapsed() >= SNAPSHOT_PERIOD {
@@ -527,6 +539,16 @@ impl Agent {
             .home
             .is_some_and(|h| rank(h).is_some() && self.alive(h));
 
+        // Split (quota) mode when any enabled pool has a quota: the alive quota pool furthest
+        // behind its share of mining time is preferred, switching at most once per window.
+        let quota: Vec<u64> = ranked
+            .iter()
+            .copied()
+            .filter(|u| self.slot(*u).is_some_and(|s| s.cfg.quota > 0))
+            .collect();
+        let split_pick = self.quota_pick(&quota, now);
+        let best_alive = split_pick.or(best_alive);
+
         // Home pool: fail over at once, fail back with hysteresis, manual switch when alive.
         if let Some(best) = best_alive {
             let hysteresis =
@@ -545,6 +567,17 @@ impl Agent {
                     ),
                 };
                 self.set_home(best, &reason);
+            } else if let Some(home) = self.home
+                && split_pick.is_some()
+                && best != home
+                && self.manual.is_none()
+            {
+                let window = self
+                    .last_switch
+                    .is_none_or(|t| now.duration_since(t) >= hysteresis);
+                if window {
+                    self.set_home(best, "quota split");
+                }
             } else if let Some(home) = self.home
                 && best != home
                 && rank(best) < rank(home)
@@ -587,6 +620,8 @@ impl Agent {
         {
             wanted.insert(u);
         }
+        // In split mode every quota pool stays connected, ready to take its turn.
+        wanted.extend(quota.iter().copied());
         if !home_alive {
             for u in &ranked {
                 wanted.insert(*u);
@@ -676,10 +711,46 @@ impl Agent {
         true
     }
 
+    /// Quota mode: the alive quota pool furthest behind its share of mined time.
+    fn quota_pick(&self, quota: &[u64], now: Instant) -> Option<u64> {
+        let mined = |u: u64| {
+            let running = match (self.home, self.home_since) {
+                (Some(h), Some(t)) if h == u => now.duration_since(t),
+                _ => Duration::ZERO,
+            };
+            self.quota_mined.get(&u).copied().unwrap_or_default() + running
+        };
+        let total_quota: f64 = quota
+            .iter()
+            .filter_map(|u| self.slot(*u))
+            .map(|s| f64::from(s.cfg.quota))
+            .sum();
+        let total_mined: f64 = quota.iter().map(|u| mined(*u).as_secs_f64()).sum();
+        quota
+            .iter()
+            .copied()
+            .filter(|u| self.alive(*u))
+            .map(|u| {
+                let share = self.slot(u).map_or(0.0, |s| f64::from(s.cfg.quota)) / total_quota;
+                (share * total_mined - mined(u).as_secs_f64(), u)
+            })
+            // Largest deficit first; ties keep the ranking order (the earlier element wins).
+            .fold(None, |best: Option<(f64, u64)>, (d, u)| match best {
+                Some((bd, _)) if bd >= d => best,
+                _ => Some((d, u)),
+            })
+            .map(|(_, u)| u)
+    }
+
     fn set_home(&mut self, uid: u64, reason: &str) {
         if self.home == Some(uid) {
             return;
         }
+        let now = Instant::now();
+        if let (Some(h), Some(t)) = (self.home, self.home_since) {
+            *self.quota_mined.entry(h).or_default() += now.duration_since(t);
+        }
+        self.home_since = Some(now);
         let from = self.home.map_or(-1, |h| self.index_of(h));
         self.home = Some(uid);
         if self.manual == Some(uid) {
@@ -1294,11 +1365,8 @@ impl Agent {
         match cmd {
             Command::Submit(req, reply) => {
                 let _ = reply.send(self.submit(req));
-                if self.urgent {
-                    // After the reply: the state write is off the share's latency path.
-                    self.urgent = false;
-                    self.persist();
-                }
+                // The state write follows in the run loop, after the connection task has
+                // written the share (see `run`).
                 return;
             }
             Command::SwitchPool(index, reply) => {

@@ -220,3 +220,30 @@ async fn shares_found_while_disconnected_are_queued_and_sent_once_on_resume() {
     assert_eq!(pool.pool.rejected("w"), 0);
     agent.stop().await;
 }
+
+#[tokio::test]
+async fn quota_mode_splits_time_between_pools() {
+    let (a, b) = (Pool::start().await, Pool::start().await);
+    let mut pa = a.pool_config("wa", 0);
+    let mut pb_ = b.pool_config("wb", 1);
+    pa.quota = 50;
+    pb_.quota = 50;
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = Agent::start(dir.path(), &config(vec![pa, pb_])).await;
+    let mut jobs = agent.jobs().await;
+    assert_eq!(next_job(&mut jobs).await.pool_index, 0);
+    // Each pool takes its turn, one switch per window, each a new epoch.
+    let on_b = job_where(&mut jobs, |j| j.pool_index == 1).await;
+    let back = job_where(&mut jobs, |j| j.pool_index == 0).await;
+    assert!(back.pool_epoch > on_b.pool_epoch);
+    let p = agent
+        .wait_pools("three switches", |p| p.switches.len() >= 3)
+        .await;
+    assert_eq!(switches(&p)[..3], [(-1, 0), (0, 1), (1, 0)]);
+    assert!(
+        p.switches[1..3].iter().all(|s| s.reason == "quota split"),
+        "{:?}",
+        p.switches
+    );
+    agent.stop().await;
+}

@@ -17,8 +17,8 @@ pub const OFFERED_VERSION_MASK: u32 = 0x1fff_e000;
 /// Answer to `client.get_version`.
 pub const AGENT: &str = concat!("svcos/", env!("CARGO_PKG_VERSION"));
 
-/// What the session needs to know at start.
-#[derive(Debug, Clone, PartialEq)]
+/// What the session needs to know at start. Its `Debug` never shows the password.
+#[derive(Clone, PartialEq)]
 pub struct SessionParams {
     /// Worker name.
     pub user: String,
@@ -30,6 +30,18 @@ pub struct SessionParams {
     pub suggest_difficulty: f64,
     /// Subscription id of the previous connection to the same pool, to resume its extranonce.
     pub resume: Option<String>,
+}
+
+impl std::fmt::Debug for SessionParams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionParams")
+            .field("user", &self.user)
+            .field("password", &"<redacted>")
+            .field("version_rolling", &self.version_rolling)
+            .field("suggest_difficulty", &self.suggest_difficulty)
+            .field("resume", &self.resume)
+            .finish()
+    }
 }
 
 /// Which request an id belongs to.
@@ -504,6 +516,14 @@ mod tests {
             )]
         );
         assert!(!s.authorized);
+    }
+
+    #[test]
+    fn debug_output_never_shows_the_password() {
+        let s = Session::new(params());
+        let text = format!("{s:?}");
+        assert!(!text.contains("secret"), "{text}");
+        assert!(text.contains("acct.worker"));
     }
 
     #[test]

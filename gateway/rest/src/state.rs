@@ -24,6 +24,8 @@ use crate::authn::SessionCache;
 
 /// Deadline of a pool test (connect, subscribe, authorise, first job).
 pub const POOL_TEST_TIMEOUT: Duration = Duration::from_secs(20);
+/// Deadline of login and setup calls (they wait for an argon2 slot).
+pub const LOGIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Deadline of supervisor calls (a restart answers once the new process serves).
 pub const SUPERVISOR_TIMEOUT: Duration = Duration::from_secs(20);
 /// Writes kept in the audit ring.
@@ -49,6 +51,9 @@ pub struct AuditEntry {
 pub struct Peers {
     /// Auth service.
     pub auth: AuthServiceClient<Channel>,
+    /// Auth service for password checks: argon2 runs a few at a time, so a burst of logins
+    /// legitimately queues for longer than the standard deadline.
+    pub auth_hash: AuthServiceClient<Channel>,
     /// hw-agent.
     pub hw: HwAgentServiceClient<Channel>,
     /// stratum-agent.
@@ -66,6 +71,10 @@ impl Peers {
     pub fn new(layout: &Layout) -> Self {
         Peers {
             auth: AuthServiceClient::new(ipc::channel(layout, ServiceName::Auth)),
+            auth_hash: AuthServiceClient::new(ipc::channel_with_timeout(
+                layout.socket(ServiceName::Auth),
+                LOGIN_TIMEOUT,
+            )),
             hw: HwAgentServiceClient::new(ipc::channel(layout, ServiceName::HwAgent)),
             stratum: StratumServiceClient::new(ipc::channel(layout, ServiceName::StratumAgent)),
             stratum_slow: StratumServiceClient::new(ipc::channel_with_timeout(

@@ -104,7 +104,7 @@ async fn create_session(
         .chars()
         .take(200)
         .collect();
-    let mut auth = state.peers.auth.clone();
+    let mut auth = state.peers.auth_hash.clone();
     let r = auth
         .create_session(CreateSessionRequest {
             password: b.password,
@@ -150,7 +150,7 @@ async fn setup(
     body: Bytes,
 ) -> ApiResult {
     let b: PasswordBody = parse_body(&headers, &body)?;
-    let mut auth = state.peers.auth.clone();
+    let mut auth = state.peers.auth_hash.clone();
     auth.setup(SetupRequest {
         password: b.password,
         client_ip: client_ip(peer, &headers).to_string(),

@@ -545,19 +545,36 @@ impl Manager {
     fn adopt(&mut self, i: usize) -> bool {
         let service = self.slots[i].service;
         let path = self.settings.layout.pidfile(service);
-        let id = match procfs::read_pidfile(&path) {
-            Ok(Some(id)) => id,
-            Ok(None) => return false,
+        let from_pidfile = match procfs::read_pidfile(&path) {
+            Ok(id) => id.filter(|id| id.is_alive_as(service.as_str())),
             Err(e) => {
                 tracing::warn!(%service, error = %e, "ignoring pidfile");
-                procfs::remove_pidfile(&path);
-                return false;
+                None
             }
         };
-        if !id.is_alive_as(service.as_str()) {
-            procfs::remove_pidfile(&path);
-            return false;
-        }
+        let id = match from_pidfile {
+            Some(id) => id,
+            None => {
+                procfs::remove_pidfile(&path);
+                // No usable pidfile: a previous supervisor may have died between fork and
+                // pidfile. Look for our exact command line so no duplicate is started.
+                let argv = procfs::service_argv(service.as_str(), self.settings.sim_dir.as_deref());
+                let mut found = procfs::find_processes(&argv);
+                let Some(newest) = found.pop() else {
+                    return false;
+                };
+                // The newest bound the socket last; older ones are unreachable duplicates.
+                for stale in found {
+                    tracing::warn!(%service, pid = stale.pid, "stopping an unreachable duplicate");
+                    let _ =
+                        nix::sys::signal::kill(Pid::from_raw(stale.pid as i32), Signal::SIGKILL);
+                }
+                if let Err(e) = procfs::write_pidfile(&path, newest) {
+                    tracing::warn!(%service, error = %e, "pidfile not written");
+                }
+                newest
+            }
+        };
         let now = self.now();
         let started_at = id.started_since_boot().unwrap_or(now);
         tracing::info!(%service, pid = id.pid, age_s = now.saturating_sub(started_at).as_secs(), "re-adopted running process");

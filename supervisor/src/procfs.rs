@@ -155,6 +155,33 @@ impl ProcessId {
     }
 }
 
+/// The exact argv the supervisor starts a service with.
+pub fn service_argv(service: &str, sim_dir: Option<&Path>) -> Vec<String> {
+    let mut argv = vec!["svcos".to_string(), service.to_string()];
+    if let Some(dir) = sim_dir {
+        argv.push("--dir".into());
+        argv.push(dir.to_string_lossy().into_owned());
+    }
+    argv
+}
+
+/// Live (non-zombie) processes whose argv is exactly `argv`, oldest first. This finds a child
+/// whose pidfile was never written (the supervisor died between fork and pidfile).
+pub fn find_processes(argv: &[String]) -> Vec<ProcessId> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found: Vec<ProcessId> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != std::process::id())
+        .filter(|pid| cmdline(*pid).is_ok_and(|a| a == argv))
+        .filter(|pid| !is_zombie(*pid))
+        .filter_map(|pid| ProcessId::of(pid).ok())
+        .collect();
+    found.sort_by_key(|p| p.start_ticks);
+    found
+}
+
 /// Write a pidfile atomically (a supervisor killed mid-write leaves the old or the new one).
 pub fn write_pidfile(path: &Path, id: ProcessId) -> Result<(), PidfileError> {
     svcos_common::fsutil::atomic_write(path, id.to_pidfile().as_bytes(), 0o644).map_err(|source| {
@@ -284,6 +311,32 @@ mod tests {
             Err(PidfileError::Malformed { .. })
         ));
         assert_eq!(ProcessId::from_pidfile("1 2 3"), None);
+    }
+
+    #[test]
+    fn finds_processes_by_exact_argv() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("31.4159")
+            .spawn()
+            .unwrap();
+        let argv = vec!["sleep".to_string(), "31.4159".to_string()];
+        let found = find_processes(&argv);
+        assert_eq!(
+            found.iter().map(|p| p.pid).collect::<Vec<_>>(),
+            [child.id()]
+        );
+        assert!(
+            find_processes(&argv[..1])
+                .iter()
+                .all(|p| p.pid != child.id())
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(find_processes(&argv).is_empty());
+        assert_eq!(
+            service_argv("auth", Some(Path::new("/s"))),
+            ["svcos", "auth", "--dir", "/s"]
+        );
     }
 
     #[test]

@@ -107,6 +107,9 @@ impl Sim {
             virtual_per_real,
             "simulated board starting"
         );
+        for (chain, pty) in ptys.iter().enumerate() {
+            tracing::info!(chain, tty = %pty.path, "chain UART");
+        }
         let seed = spec.seed;
         let board = BoardState::new(spec, ptys.iter().map(|p| p.path.clone()).collect());
         let shared = Arc::new(Shared {

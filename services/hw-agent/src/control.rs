@@ -586,15 +586,12 @@ impl BoardThread {
             })
             .collect();
 
-        // Power target: trim the frequency while the PSU reports more than the target.
-        let target = st.snap.power_target_watt;
-        if target > 0.0 && decision.hashing_allowed {
-            let p = st.snap.psu.power_watt;
-            if p > target * 1.02 {
-                st.power_scale = (st.power_scale - POWER_STEP).max(0.3);
-            } else if p < target * 0.95 {
-                st.power_scale = (st.power_scale + POWER_STEP).min(1.0);
-            }
+        if decision.hashing_allowed {
+            st.power_scale = power_scale_step(
+                st.power_scale,
+                st.snap.psu.power_watt,
+                st.snap.power_target_watt,
+            );
         }
 
         // Publish first (with events on a change of condition), so that no reader sees the
@@ -669,6 +666,22 @@ impl BoardThread {
     }
 }
 
+/// One step of the power-target loop: trim the frequency scale while the PSU reports more than
+/// the target (2 % tolerance), give it back below 95 % of it, never under 30 %. A target of 0
+/// means none: full scale.
+pub fn power_scale_step(scale: f64, power_watt: f64, target_watt: f64) -> f64 {
+    if target_watt <= 0.0 {
+        return 1.0;
+    }
+    if power_watt > target_watt * 1.02 {
+        (scale - POWER_STEP).max(0.3)
+    } else if power_watt < target_watt * 0.95 {
+        (scale + POWER_STEP).min(1.0)
+    } else {
+        scale
+    }
+}
+
 fn fault_component(reason: &str) -> &'static str {
     if reason.starts_with("PSU") {
         "psu"
@@ -700,6 +713,24 @@ pub fn chain_is_mining(s: &ChainSnapshot) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn power_target_trims_and_restores_frequency() {
+        assert_eq!(power_scale_step(0.8, 1500.0, 0.0), 1.0);
+        let mut scale = 1.0;
+        // Plant: power proportional to the scale, 1400 W at full speed, target 1000 W.
+        for _ in 0..100 {
+            scale = power_scale_step(scale, 1400.0 * scale, 1000.0);
+        }
+        let p = 1400.0 * scale;
+        assert!((950.0..=1020.0).contains(&p), "{p}");
+        // Target lifted: back to full speed.
+        for _ in 0..100 {
+            scale = power_scale_step(scale, 1400.0 * scale, 2000.0);
+        }
+        assert_eq!(scale, 1.0);
+        assert_eq!(power_scale_step(0.31, 5000.0, 100.0), 0.3);
+    }
 
     #[test]
     fn button_press_hold_reset_release() {

@@ -665,6 +665,23 @@ async fn controls_reach_the_silicon() {
             t.led_mode == LedMode::Locate as i32
         })
         .await;
+    // ReloadConfig: a new thermal target reaches telemetry.
+    let mut cfg = bench.config.clone();
+    cfg.thermal.target_temp_c = 68.0;
+    std::fs::write(&bench.layout.config_path, cfg.to_toml()).unwrap();
+    api.reload_config(svcos_proto::hwagent::v1::ReloadConfigRequest {})
+        .await
+        .unwrap();
+    bench
+        .wait_for("reloaded target", LONG, |t| t.temp_target_c == 68.0)
+        .await;
+    std::fs::write(&bench.layout.config_path, "[thermal]\nbogus = 1\n").unwrap();
+    let err = api
+        .reload_config(svcos_proto::hwagent::v1::ReloadConfigRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(err.message().contains("bogus"), "{}", err.message());
     agent.stop().await;
     bench.stop().await;
 }

@@ -1573,6 +1573,17 @@ mod tests {
     }
 
     #[test]
+    fn chip_map_and_param_splitting() {
+        assert_eq!(chip_map(10, 10, &[]), " oooooooo oo");
+        assert_eq!(chip_map(10, 8, &[]), " oooooooo xx");
+        assert_eq!(chip_map(10, 9, &[0]), " xooooooo oo");
+        assert_eq!(chip_map(0, 0, &[]), "");
+        assert_eq!(split_params("a,b,c"), ["a", "b", "c"]);
+        assert_eq!(split_params(r"a\,b,c\\"), ["a,b", "c\\"]);
+        assert_eq!(split_params(""), [""]);
+    }
+
+    #[test]
     fn stratum_host_table() {
         for (url, host) in [
             ("stratum+tcp://a.b:3333", "a.b"),

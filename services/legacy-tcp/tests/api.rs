@@ -491,3 +491,25 @@ async fn peers_down_answer_at_once_with_a_warning() {
     let _stop = start_hw(dir.path(), rx, fakes.calls.clone()).await;
     eventually(|| async { cmd(addr, "summary").await["SUMMARY"][0]["Elapsed"] == 1200 }).await;
 }
+
+#[tokio::test]
+async fn max_clients_bounds_concurrent_connections() {
+    let limits = Limits {
+        max_clients: 1,
+        read_timeout: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let (_dir, _fakes, addr) = ready(&[], limits).await;
+    // A silent client takes the only slot...
+    let mut silent = TcpStream::connect(addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // ...so this request is served only once the server has given up on the silent one.
+    let answered = cmd(addr, "summary").await;
+    assert_eq!(status(&answered).0, "S");
+    let mut rest = Vec::new();
+    let n = tokio::time::timeout(Duration::from_secs(5), silent.read_to_end(&mut rest))
+        .await
+        .expect("the silent client was disconnected")
+        .unwrap_or(0);
+    assert_eq!(n, 0, "no reply for a client that sent nothing");
+}

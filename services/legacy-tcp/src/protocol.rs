@@ -32,7 +32,9 @@ pub fn frame(buf: &[u8]) -> Frame {
         return Frame::Incomplete;
     };
     if buf[start] == b'{' {
-        let mut values = serde_json::Deserializer::from_slice(&buf[start..]).into_iter::<Value>();
+        // IgnoredAny walks the value without building it: framing allocates nothing.
+        let mut values = serde_json::Deserializer::from_slice(&buf[start..])
+            .into_iter::<serde::de::IgnoredAny>();
         match values.next() {
             Some(Ok(_)) => Frame::Complete(start + values.byte_offset()),
             Some(Err(e)) if e.is_eof() => Frame::Incomplete,

@@ -117,6 +117,17 @@ fn unit_has_the_settings_the_design_relies_on() {
         assert_eq!(keys.get(k).map(String::as_str), Some(v), "{k}");
     }
     assert!(keys.contains_key("WatchdogSec"));
+    // hw-agent needs /dev (UART, i2c-dev) and a writable /sys (PWM, GPIO): nothing may close the
+    // device policy or make /sys read-only.
+    for key in [
+        "ProtectClock",
+        "PrivateDevices",
+        "DevicePolicy",
+        "DeviceAllow",
+        "ProtectKernelTunables",
+    ] {
+        assert!(!keys.contains_key(key), "{key} would lock hw-agent out");
+    }
     assert_eq!(
         format!("/run/{}", keys["RuntimeDirectory"]),
         PROD_RUNTIME_DIR,

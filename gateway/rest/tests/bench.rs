@@ -1,6 +1,8 @@
 //! `GET /api/status` latency and throughput; prints figures, asserts nothing about speed.
 //!
 //! Run: `cargo test -p svcos-gateway --release --test bench -- --ignored --nocapture`.
+//! Against a running stack instead of the in-process gateway (real auth, real argon2):
+//! `SVCOS_BENCH_URL=http://127.0.0.9:8080 SVCOS_BENCH_TOKEN=... SVCOS_BENCH_PASSWORD=...`.
 //!
 //! Method: the gateway library runs on its own thread with a current-thread runtime (as in
 //! production) with the fake peers of the test harness; a client thread sends sequential
@@ -79,16 +81,16 @@ impl Conn {
     }
 }
 
-fn measure(base: &str, n: usize) -> (Vec<Duration>, Duration) {
+fn measure(base: &str, token: &str, n: usize) -> (Vec<Duration>, Duration) {
     let mut c = Conn::open(base);
     for _ in 0..1000 {
-        assert_eq!(c.request("GET", "/api/status", Some(GOOD), "").0, 200);
+        assert_eq!(c.request("GET", "/api/status", Some(token), "").0, 200);
     }
     let mut samples = Vec::with_capacity(n);
     let start = Instant::now();
     for _ in 0..n {
         let t = Instant::now();
-        let (status, _) = c.request("GET", "/api/status", Some(GOOD), "");
+        let (status, _) = c.request("GET", "/api/status", Some(token), "");
         samples.push(t.elapsed());
         assert_eq!(status, 200);
     }
@@ -162,31 +164,43 @@ fn start_bare(body: Vec<u8>) -> String {
 #[test]
 #[ignore = "benchmark: run with --release --ignored --nocapture"]
 fn status_latency_and_throughput() {
-    let (base, auth) = start_gateway();
+    let external = std::env::var("SVCOS_BENCH_URL").ok();
+    let (base, auth) = match &external {
+        Some(url) => (url.clone(), None),
+        None => {
+            let (base, auth) = start_gateway();
+            (base, Some(auth))
+        }
+    };
+    let token = std::env::var("SVCOS_BENCH_TOKEN").unwrap_or_else(|_| GOOD.to_string());
+    let password = std::env::var("SVCOS_BENCH_PASSWORD").unwrap_or_else(|_| PASSWORD.to_string());
     let body = Conn::open(&base)
-        .request("GET", "/api/status", Some(GOOD), "")
+        .request("GET", "/api/status", Some(&token), "")
         .1;
     println!("/api/status body: {} bytes", body.len());
     let bare = start_bare(body);
 
     let n = 20_000;
-    let (s, t) = measure(&base, n);
+    let (s, t) = measure(&base, &token, n);
     report("gateway GET /api/status (bearer, keep-alive)", &s, t);
-    let (s, t) = measure(&bare, n);
+    let (s, t) = measure(&bare, &token, n);
     report("bare axum, same bytes", &s, t);
 
     // 20 logins at once, repeatedly, while /api/status is measured.
-    auth.argon2.store(true, Ordering::SeqCst);
+    if let Some(auth) = &auth {
+        auth.argon2.store(true, Ordering::SeqCst);
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let logins: Vec<_> = (0..20)
         .map(|_| {
             let base = base.clone();
             let stop = stop.clone();
+            let password = password.clone();
             std::thread::spawn(move || {
                 let mut c = Conn::open(&base);
                 let mut times = Vec::new();
                 let mut failed = 0usize;
-                let body = format!("{{\"password\":\"{PASSWORD}\"}}");
+                let body = format!("{{\"password\":\"{password}\"}}");
                 while !stop.load(Ordering::SeqCst) {
                     let t = Instant::now();
                     let (status, _) = c.request("POST", "/api/auth/session", None, &body);
@@ -201,7 +215,7 @@ fn status_latency_and_throughput() {
         })
         .collect();
     std::thread::sleep(Duration::from_millis(300));
-    let (s, t) = measure(&base, 5_000);
+    let (s, t) = measure(&base, &token, 5_000);
     stop.store(true, Ordering::SeqCst);
     let mut login_times: Vec<Duration> = Vec::new();
     let mut login_failures = 0;

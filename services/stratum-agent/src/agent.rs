@@ -825,6 +825,7 @@ impl Agent {
         self.epoch_conn = Some(conn);
         self.active = Some(uid);
         self.publish_job(template, true);
+        self.publish_donation();
         self.dirty = true;
         self.pools_dirty = true;
     }
@@ -1167,7 +1168,8 @@ impl Agent {
             *c.reject_reasons.entry(reason.clone()).or_default() += 1;
             *totals.reject_reasons.entry(reason).or_default() += 1;
         }
-        self.dirty = true;
+        // Counters are persisted on change: a crash right after must not lose this answer.
+        self.urgent = true;
         self.pools_dirty = true;
     }
 

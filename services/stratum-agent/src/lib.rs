@@ -9,8 +9,33 @@
 //! * [`state`]: counters, switch history and the current session survive restarts.
 //! * [`testpool`]: a real Stratum V1 server that verifies every share (for `svcos sim` and tests).
 //!
-//! Stratum V2 is not implemented: `GetSv2Status` says so, and `stratum2+tcp://` pools are
-//! skipped with that error.
+//! Choices worth knowing:
+//!
+//! * **Epochs.** A JobTemplate's `pool_epoch` names one pool session (pool, extranonce1). A
+//!   switch, a new session that did not resume, or `mining.set_extranonce` starts a new epoch and
+//!   a clean job; a reconnect that resumes the session (same subscription id and extranonce1)
+//!   keeps the epoch, so work in flight stays valid. Epoch numbers are persisted and never repeat.
+//! * **Shares.** SubmitShare re-hashes the header (two SHA-256d) against the job's share
+//!   difficulty, rejects wrong extranonce2 sizes and version bits outside the BIP 310 mask, and
+//!   dedupes per job. While the epoch's connection is down, valid shares are queued and sent once
+//!   the session resumes; if it does not, they are dropped as stale. The set of shares taken is
+//!   part of the persisted state (written right after each share goes out), so a restart neither
+//!   loses nor repeats one.
+//! * **Failover/failback.** See [`agent`]. A pool that is connected but sends no notify for
+//!   `[stratum].silent_timeout_s` counts as dead. Quota (split) mode: when any enabled pool has a
+//!   quota, the alive quota pool furthest behind its share of time is mined, switching at most
+//!   once per `failback_hysteresis_s` window.
+//! * **client.reconnect** is followed to the same host only (a port change is honoured); a pool
+//!   must not be able to redirect the hashrate elsewhere.
+//! * **Donation** ([`donation`]): off by default; when enabled, mined in the second half of each
+//!   cycle up to the budget; only time actually mined counts, and a window the donation pool
+//!   could not serve is not made up later. The donation pool's jobs carry `donation = true` and
+//!   `pool_index = u32::MAX`; its switches are recorded with `to_index = -1` and a donation reason.
+//! * **Test pool codec.** The SRI `sv1_api` crate is not in this machine's registry mirror, so the
+//!   test pool has its own minimal server codec ([`testpool::wire`]) and its own header assembly,
+//!   independent of the client's parser and of `svcos_work`.
+//! * **Stratum V2 is not implemented.** `GetSv2Status` reports `disabled` (gate off, the default)
+//!   or `not_implemented` (gate on), and `stratum2+tcp://` pools are skipped with that error.
 
 pub mod agent;
 pub mod conn;

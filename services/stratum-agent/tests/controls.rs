@@ -164,3 +164,49 @@ async fn donation_is_off_by_default_and_sv2_reports_its_gate() {
     assert!(!j.donation);
     agent.stop().await;
 }
+
+#[tokio::test]
+async fn reload_config_applies_pools_and_refuses_a_broken_file() {
+    let (a, b) = (Pool::start().await, Pool::start().await);
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = Agent::start(dir.path(), &config(vec![a.pool_config("wa", 0)])).await;
+    let config_path = Layout::sim(dir.path()).config_path;
+    let mut jobs = agent.jobs().await;
+    assert_eq!(next_job(&mut jobs).await.pool_index, 0);
+
+    // An operator puts b first and disables a, then asks for a reload.
+    let mut cfg = Config::load(&config_path).unwrap();
+    cfg.pools[0].enabled = false;
+    cfg.pools.push(b.pool_config("wb", 0));
+    cfg.save(&config_path).unwrap();
+    agent
+        .client
+        .reload_config(pb::ReloadConfigRequest {})
+        .await
+        .unwrap();
+    let on_b = job_where(&mut jobs, |j| j.pool_index == 1).await;
+    assert!(on_b.clean_jobs);
+    agent
+        .wait_pools("a disabled, b active", |p| {
+            p.pools.len() == 2
+                && p.pools[0].state == pb::PoolState::Disabled as i32
+                && p.pools[1].active
+        })
+        .await;
+
+    std::fs::write(
+        &config_path,
+        "[[pools]]\nurl = 'http://broken'\nuser = 'x'\n",
+    )
+    .unwrap();
+    let err = agent
+        .client
+        .reload_config(pb::ReloadConfigRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(err.message().contains("pools[0].url"), "{}", err.message());
+    // Still mining on b.
+    assert!(agent.pools().await.pools[1].active);
+    agent.stop().await;
+}

@@ -355,14 +355,26 @@ pub fn spawn(setup: ChainSetup, start: Start, links: ChainLinks) -> std::io::Res
 /// CAP_SYS_NICE on a miner): a clean job must not wait behind the API or a log write. Without
 /// the privilege the thread stays at normal priority.
 fn raise_priority(chain: u32) {
+    set_scheduling(Some(CHAIN_RT_PRIORITY), &format!("chain{chain}"));
+}
+
+/// Put the calling thread under SCHED_FIFO at `priority`, or back to the normal policy with
+/// `None` (threads inherit their creator's policy). Best effort: without the privilege nothing
+/// changes. The kernel's RT throttling keeps 5 % of the CPU for everything else even if a bug
+/// made an RT thread spin.
+pub fn set_scheduling(priority: Option<i32>, thread: &str) {
+    let (policy, prio) = match priority {
+        Some(p) => (libc::SCHED_FIFO, p),
+        None => (libc::SCHED_OTHER, 0),
+    };
     let param = libc::sched_param {
-        sched_priority: CHAIN_RT_PRIORITY,
+        sched_priority: prio,
     };
     // SAFETY: `param` is a valid sched_param for the duration of the call; pid 0 is the
     // calling thread, and the call has no other memory effects.
-    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    let rc = unsafe { libc::sched_setscheduler(0, policy, &param) };
     if rc != 0 {
-        tracing::debug!(chain, error = %std::io::Error::last_os_error(), "no real-time priority");
+        tracing::debug!(thread, error = %std::io::Error::last_os_error(), "scheduling policy unchanged");
     }
 }
 

@@ -80,6 +80,8 @@ pub const LINUX_TICKET_DIFFICULTY: f64 = 256.0;
 /// Nonces per second per chip the sim's ticket mask aims at (enough for 5 s windows and
 /// dead-chip detection at the sim's small real hash budget).
 const SIM_NONCES_PER_CHIP_S: f64 = 2.0;
+/// SCHED_FIFO priority of the runtime thread (chain threads run at 10).
+const RUNTIME_RT_PRIORITY: i32 = 5;
 /// Stack of hw-agent's own threads. They keep their buffers on the heap; the 2 MiB default
 /// only eats address space, which is scarce on the 32-bit ARM control boards.
 pub(crate) const THREAD_STACK: usize = 512 * 1024;
@@ -265,6 +267,10 @@ pub async fn run_with_probes(
     probes: Arc<Probes>,
 ) -> anyhow::Result<()> {
     let started = Instant::now();
+    // The runtime thread carries jobs to the chains and shares to stratum-agent: it runs just
+    // below the chain threads, above every normal process (its API handlers only copy
+    // snapshots, so they cannot hog the CPU).
+    chain::set_scheduling(Some(RUNTIME_RT_PRIORITY), "runtime");
     let spec = Arc::new(BoardSpec::from_config(&ctx.config.hardware));
     let found = discover(&ctx, &spec).await.context("board discovery")?;
     let chip_model = ChipModel::from_name(&spec.chip_model).unwrap_or(ChipModel::Bm1387);
@@ -343,7 +349,11 @@ pub async fn run_with_probes(
     let board_join = std::thread::Builder::new()
         .name("board".into())
         .stack_size(THREAD_STACK)
-        .spawn(move || board_thread.run())?;
+        .spawn(move || {
+            // Peripheral I/O is not time-critical: normal priority, not the runtime's.
+            chain::set_scheduling(None, "board");
+            board_thread.run()
+        })?;
 
     // Stratum client side.
     let stratum_channel = ipc::channel(&ctx.layout, ServiceName::StratumAgent);
@@ -428,6 +438,7 @@ pub async fn run_with_probes(
             .name("state-saver".into())
             .stack_size(THREAD_STACK)
             .spawn(move || {
+                chain::set_scheduling(None, "state-saver");
                 let save = || {
                     let state = ReattachState {
                         format: state::FORMAT,

@@ -22,6 +22,7 @@ struct Inner {
     pending: BTreeMap<u64, (usize, Duration)>,
     clean_job: VecDeque<Duration>,
     nonce_submit: VecDeque<Duration>,
+    nonce_dispatch: VecDeque<Duration>,
     bring_up: Option<Duration>,
     reattach: Option<Duration>,
 }
@@ -64,6 +65,17 @@ impl Probes {
     /// A share went out `after` its nonce bytes were read.
     pub fn share_submitted(&self, after: Duration) {
         push(&mut self.lock().nonce_submit, after);
+    }
+
+    /// A share's SubmitShare call was issued `after` its nonce bytes were read (the part of
+    /// the path inside hw-agent).
+    pub fn share_dispatched(&self, after: Duration) {
+        push(&mut self.lock().nonce_dispatch, after);
+    }
+
+    /// Nonce read → SubmitShare issued.
+    pub fn nonce_dispatch_samples(&self) -> Vec<Duration> {
+        self.lock().nonce_dispatch.iter().copied().collect()
     }
 
     /// Cold bring-up of every chain took `d`.

@@ -151,6 +151,7 @@ pub async fn submit_shares(
                     continue;
                 }
                 let mut c = client.clone();
+                probes.share_dispatched(share.read_at.elapsed());
                 in_flight.push(async move {
                     let r = c.submit_share(share.request.clone()).await;
                     (share, r)

@@ -70,6 +70,7 @@ async fn bench_hw_agent() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let clean = agent.probes.clean_job_samples();
     let submit = agent.probes.nonce_submit_samples();
+    let dispatch = agent.probes.nonce_dispatch_samples();
     // Burst: share difficulty below the ticket, every nonce is a share (hundreds per second).
     bench.send_job(job(400, 1, true, 1e-9));
     tokio::time::sleep(Duration::from_secs(8)).await;
@@ -132,6 +133,12 @@ async fn bench_hw_agent() {
         submit.len(),
         ms(percentile(&submit, 50.0)),
         ms(percentile(&submit, 99.0))
+    );
+    println!(
+        "  nonce bytes read -> SubmitShare issued (inside hw-agent), same run: n={} p50={:.3} ms p99={:.3} ms",
+        dispatch.len(),
+        ms(percentile(&dispatch, 50.0)),
+        ms(percentile(&dispatch, 99.0))
     );
     println!(
         "  same, burst (every nonce a share, ~500/s): n={} p50={:.3} ms p99={:.3} ms",

@@ -1268,6 +1268,11 @@ impl Agent {
         }
         let uid = c.uid;
         self.next_ticket += 1;
+        if self.tickets.len() >= crate::v1::session::MAX_PENDING {
+            // The session forgets requests this old too; their answers will never be matched.
+            let floor = ticket.saturating_sub(crate::v1::session::MAX_PENDING as u64);
+            self.tickets.retain(|t, _| *t > floor);
+        }
         let key = self.slot(uid).map_or_else(String::new, |s| s.key.clone());
         self.tickets.insert(
             ticket,

@@ -14,6 +14,8 @@ use super::codec::{
 
 /// The mask we offer in `mining.configure`: BIP 320's general-purpose bits.
 pub const OFFERED_VERSION_MASK: u32 = 0x1fff_e000;
+/// Unanswered requests remembered per connection.
+pub const MAX_PENDING: usize = 4096;
 /// Answer to `client.get_version`.
 pub const AGENT: &str = concat!("svcos/", env!("CARGO_PKG_VERSION"));
 
@@ -164,6 +166,12 @@ impl Session {
     fn request(&mut self, kind: Pending, req: &Request<'_>) -> String {
         let id = self.next_id;
         self.next_id += 1;
+        // A pool that never answers must not grow this map without bound: requests more than
+        // MAX_PENDING ids old will not be answered any more.
+        if self.pending.len() >= MAX_PENDING {
+            let floor = id.saturating_sub(MAX_PENDING as u64);
+            self.pending.retain(|k, _| *k > floor);
+        }
         self.pending.insert(id, kind);
         encode_request(id, req)
     }
@@ -516,6 +524,29 @@ mod tests {
             )]
         );
         assert!(!s.authorized);
+    }
+
+    #[test]
+    fn unanswered_requests_are_bounded() {
+        let mut s = Session::new(params());
+        s.start();
+        for t in 0..(MAX_PENDING as u64 * 2) {
+            s.submit(
+                t,
+                ShareSubmit {
+                    job_id: "j",
+                    extranonce2: &[0],
+                    ntime: 0,
+                    nonce: 0,
+                    version: 0,
+                },
+            );
+        }
+        assert!(s.pending_tickets().len() <= MAX_PENDING);
+        assert!(
+            s.pending_tickets().contains(&(MAX_PENDING as u64 * 2 - 1)),
+            "the newest are kept"
+        );
     }
 
     #[test]

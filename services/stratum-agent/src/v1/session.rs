@@ -526,6 +526,44 @@ mod tests {
         assert!(!s.authorized);
     }
 
+    /// A stable-toolchain stand-in for the cargo-fuzz target: seeded random mutations of real
+    /// pool lines through the parser and the state machine must never panic.
+    #[test]
+    fn mutated_pool_lines_never_panic() {
+        use rand::{Rng, SeedableRng};
+        let seeds = [
+            r#"{"params": ["bf", "4d16b6f85af6e2198f44ae2a6de67f78487ae5611b77c6c0440b921e00000000", "0100", "0200", ["0000000000000000000000000000000000000000000000000000000000000000"], "00000002", "1c2ac4af", "504e86b9", false], "id": null, "method": "mining.notify"}"#,
+            r#"{"id":2,"result":[[["mining.notify","s1"]],"08000002",4],"error":null}"#,
+            r#"{"id":1,"result":{"version-rolling":true,"version-rolling.mask":"18000000"},"error":null}"#,
+            r#"{"id":5,"result":null,"error":[23,"Low difficulty share",null]}"#,
+            r#"{"id":null,"method":"client.reconnect","params":["h",3333,1]}"#,
+            r#"{"id":null,"method":"mining.set_extranonce","params":["aabb",4]}"#,
+        ];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(310);
+        let mut s = Session::new(params());
+        s.start();
+        for _ in 0..20_000 {
+            let mut line = seeds[rng.random_range(0..seeds.len())].as_bytes().to_vec();
+            for _ in 0..rng.random_range(1..4) {
+                let i = rng.random_range(0..line.len());
+                match rng.random_range(0..3) {
+                    0 => line[i] = rng.random(),
+                    1 => line.truncate(i),
+                    _ => {
+                        let punct = b"[]{},:0-e\"";
+                        line.insert(i, punct[rng.random_range(0..punct.len())])
+                    }
+                }
+                if line.is_empty() {
+                    break;
+                }
+            }
+            if let Ok(msg) = parse_line(&line) {
+                let _ = s.handle(msg);
+            }
+        }
+    }
+
     #[test]
     fn unanswered_requests_are_bounded() {
         let mut s = Session::new(params());

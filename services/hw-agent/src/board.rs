@@ -2,21 +2,8 @@
 
 use std::path::PathBuf;
 
+use svcos_bm13xx::ChipModel;
 use svcos_common::config::{Board, HardwareConfig, HardwareDriver};
-
-/// Small cores per chip and vendor facts per chip model, used for the expected hashrate:
-/// hashes per second per chip = frequency × small cores. Core counts as published for the
-/// BM1387 (S9), BM1397/BM1398 (S17/S19 family) and BM1366 (Bitaxe Ultra).
-pub fn small_cores(chip_model: &str) -> u32 {
-    match chip_model {
-        "BM1387" => 114,
-        "BM1397" | "BM1398" => 672,
-        "BM1366" => 894,
-        "BM1368" => 1276,
-        "BM1370" => 2040,
-        _ => 114,
-    }
-}
 
 /// Nominal power per chip in watts at the preset frequency (for power estimates when the
 /// PSU cannot tell): S9 ≈ 1350 W / 189 chips, S19 ≈ 3250 W / 228, Bitaxe ≈ 12 W.
@@ -81,9 +68,11 @@ impl BoardSpec {
         }
     }
 
-    /// Expected hashrate of `chips` chips at `mhz`, hashes per second.
+    /// Expected hashrate of `chips` chips at `mhz`, hashes per second (the codec's per-model
+    /// hashes per clock, the same figure the chain threads and the sim use).
     pub fn expected_hs(&self, chips: u32, mhz: f64) -> f64 {
-        f64::from(chips) * mhz * 1e6 * f64::from(small_cores(&self.chip_model))
+        let model = ChipModel::from_name(&self.chip_model).unwrap_or(ChipModel::Bm1387);
+        f64::from(chips) * model.nominal_hashrate(mhz)
     }
 
     /// Nominal hashrate of the whole board, GH/s.

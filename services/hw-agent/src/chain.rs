@@ -287,6 +287,9 @@ pub struct ChainLinks {
     pub state_changed: Arc<Notify>,
     /// Shares dropped because the channel was full.
     pub shares_dropped: Arc<AtomicU64>,
+    /// Rung when a UART vanished (device gone, hw-sim restarted with new PTYs): only a fresh
+    /// discovery can find it again, so the service exits and is restarted.
+    pub uart_lost: Arc<Notify>,
 }
 
 /// The control plane's handle on a chain thread.
@@ -743,6 +746,7 @@ impl Worker {
                 // an error: let go of it instead of spinning.
                 tracing::warn!(chain = self.setup.chain_id, error = %e, "uart read failed");
                 self.port = None;
+                self.links.uart_lost.notify_one();
                 self.set_status(ChainStatus::Fault(e.to_string()));
                 return;
             }
@@ -754,6 +758,7 @@ impl Worker {
             if self.empty_reads > MAX_EMPTY_READS {
                 tracing::warn!(chain = self.setup.chain_id, "uart hung up");
                 self.port = None;
+                self.links.uart_lost.notify_one();
                 self.set_status(ChainStatus::Fault("UART hung up".into()));
             }
             return;

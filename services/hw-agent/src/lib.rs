@@ -307,6 +307,7 @@ pub async fn run_with_probes(
         probes: Arc::clone(&probes),
         state_changed: Arc::clone(&state_changed),
         shares_dropped: Arc::new(AtomicU64::new(0)),
+        uart_lost: Arc::new(Notify::new()),
     };
     probes.set_chains(starts.len());
     let mut handles = Vec::new();
@@ -481,14 +482,18 @@ pub async fn run_with_probes(
         serial_number: found.serial_number,
     };
     let (_health, health_service) = ipc::health().await;
-    let served = ipc::serve(
+    let uart_lost = Arc::clone(&links.uart_lost);
+    let server = ipc::serve(
         ipc::server()
             .add_service(health_service)
             .add_service(HwAgentServiceServer::new(api)),
         listener,
         shutdown.clone(),
-    )
-    .await;
+    );
+    let (served, lost) = tokio::select! {
+        served = server => (served, false),
+        _ = uart_lost.notified() => (Ok(()), true),
+    };
 
     // Stop: threads first (each saves its state), then one last save. The chips keep hashing
     // so the next start re-attaches.
@@ -502,6 +507,10 @@ pub async fn run_with_probes(
     saver.thread().unpark();
     let _ = saver.join();
     served.context("gRPC server")?;
+    if lost {
+        // Exit with a failure so the supervisor restarts us into a fresh discovery.
+        anyhow::bail!("a chain UART vanished; restarting for a fresh board discovery");
+    }
     Ok(())
 }
 

@@ -685,3 +685,18 @@ async fn controls_reach_the_silicon() {
     agent.stop().await;
     bench.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vanished_uarts_end_the_service_for_a_fresh_discovery() {
+    let _serial = SERIAL.lock().await;
+    let mut bench = Bench::start(small_config()).await;
+    let agent = bench.start_agent();
+    bench.send_job(job(1, 1, true, SHARE_DIFF));
+    bench.wait_for("mining", LONG, mining_with_nonces).await;
+    // hw-sim dies: its PTYs close under the chain threads.
+    bench.kill_sim().await;
+    let outcome = tokio::time::timeout(LONG, agent.join()).await.unwrap();
+    let err = outcome.unwrap_err();
+    assert!(err.to_string().contains("UART vanished"), "{err:#}");
+    bench.stop().await;
+}

@@ -366,6 +366,16 @@ impl Bench {
         panic!("timed out waiting for {what}; last telemetry: {last:#?}");
     }
 
+    /// Stop the simulated board only (as if hw-sim died); its socket stays served by nothing.
+    pub async fn kill_sim(&mut self) {
+        self.sim_shutdown.trigger();
+        if let Some(sim) = self.sim.take() {
+            tokio::task::spawn_blocking(move || sim.stop())
+                .await
+                .unwrap();
+        }
+    }
+
     /// Stop the sim.
     pub async fn stop(mut self) {
         self.sim_shutdown.trigger();
@@ -394,6 +404,16 @@ impl InProcessAgent {
             .await
             .unwrap()
             .unwrap();
+    }
+}
+
+impl InProcessAgent {
+    /// Wait for the agent to end on its own; its outcome.
+    pub async fn join(mut self) -> anyhow::Result<()> {
+        let thread = self.thread.take().unwrap();
+        tokio::task::spawn_blocking(move || thread.join().unwrap())
+            .await
+            .unwrap()
     }
 }
 

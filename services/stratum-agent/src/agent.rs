@@ -550,56 +550,44 @@ impl Agent {
         let best_alive = split_pick.or(best_alive);
 
         // Home pool: fail over at once, fail back with hysteresis, manual switch when alive.
-        if let Some(best) = best_alive {
-            let hysteresis =
-                Duration::from_secs(self.settings.stratum.failback_hysteresis_s.into());
-            if !home_alive {
-                let reason = match self.home.and_then(|h| self.slot(h)) {
-                    None => "start".to_string(),
-                    Some(s) if rank(s.uid).is_none() => "pool disabled or removed".to_string(),
-                    Some(s) => format!(
+        let inputs = crate::policy::HomeInputs {
+            best_alive,
+            best_rank: best_alive.and_then(rank),
+            best_healthy_for: best_alive
+                .and_then(|b| self.slot(b))
+                .and_then(|s| s.healthy_since)
+                .map(|t| now.duration_since(t)),
+            split: split_pick.is_some(),
+            home: self.home,
+            home_rank: self.home.and_then(rank),
+            home_alive,
+            manual: self.manual,
+            since_last_switch: self.last_switch.map(|t| now.duration_since(t)),
+            hysteresis: Duration::from_secs(self.settings.stratum.failback_hysteresis_s.into()),
+        };
+        if let crate::policy::HomeChoice::Switch(to, why) = crate::policy::decide_home(&inputs) {
+            use crate::policy::SwitchReason as R;
+            let reason = match why {
+                R::Start => "start".to_string(),
+                R::Removed => "pool disabled or removed".to_string(),
+                R::Failover => {
+                    let error = self
+                        .home
+                        .and_then(|h| self.slot(h))
+                        .map(|s| s.last_error.as_str())
+                        .unwrap_or_default();
+                    format!(
                         "failover: {}",
-                        if s.last_error.is_empty() {
-                            "pool down"
-                        } else {
-                            &s.last_error
-                        }
-                    ),
-                };
-                self.set_home(best, &reason);
-            } else if let Some(home) = self.home
-                && split_pick.is_some()
-                && best != home
-                && self.manual.is_none()
-            {
-                let window = self
-                    .last_switch
-                    .is_none_or(|t| now.duration_since(t) >= hysteresis);
-                if window {
-                    self.set_home(best, "quota split");
+                        if error.is_empty() { "pool down" } else { error }
+                    )
                 }
-            } else if let Some(home) = self.home
-                && best != home
-                && rank(best) < rank(home)
-            {
-                if self.manual == Some(best) {
-                    self.set_home(best, "manual switch");
-                } else {
-                    let healthy = self
-                        .slot(best)
-                        .and_then(|s| s.healthy_since)
-                        .is_some_and(|t| now.duration_since(t) >= hysteresis);
-                    let window = self
-                        .last_switch
-                        .is_none_or(|t| now.duration_since(t) >= hysteresis);
-                    if healthy && window {
-                        self.set_home(
-                            best,
-                            "failback: higher-priority pool healthy for the hysteresis window",
-                        );
-                    }
+                R::QuotaSplit => "quota split".to_string(),
+                R::Manual => "manual switch".to_string(),
+                R::Failback => {
+                    "failback: higher-priority pool healthy for the hysteresis window".to_string()
                 }
-            }
+            };
+            self.set_home(to, &reason);
         }
 
         // Connections wanted: home, every better-ranked pool (failback probes), the session we

@@ -42,6 +42,7 @@ pub mod conn;
 pub mod donation;
 pub mod grpc;
 pub mod jobs;
+pub mod policy;
 pub mod pooltest;
 pub mod state;
 pub mod testpool;

@@ -19,7 +19,7 @@ use svcos_proto::hwagent::v1::{
 use tokio::sync::{Notify, broadcast, oneshot, watch};
 
 use crate::chain::{ChainCommand, ChainHandle, ChainSnapshot, ChainStatus};
-use crate::drivers::devices::{Psu, PsuReading, read_tmp75};
+use crate::drivers::devices::{Psu, PsuReading, STATUS_OFF, STATUS_POWER_GOOD_N, read_tmp75};
 use crate::drivers::{FanReading, Peripherals, lines};
 use crate::error::HwError;
 use crate::thermal::{Condition, ThermalInputs, ThermalPolicy};
@@ -511,7 +511,9 @@ impl BoardThread {
                     // Latched bits whose cause is gone clear on CLEAR_FAULTS; a real fault stays.
                     st.last_psu_clear = Instant::now();
                     let _ = psu.clear_faults(self.peripherals.i2c.as_mut());
-                    if fault == "output off" || fault == "power not good, output off" {
+                    // Off with nothing else wrong: someone switched it off; we want it on.
+                    let only_off = st.snap.psu.status_word & !(STATUS_OFF | STATUS_POWER_GOOD_N);
+                    if only_off == 0 && psu.meant_on {
                         let mut p = psu.clone();
                         let _ = p.set_enabled(self.peripherals.i2c.as_mut(), true);
                     }

@@ -26,6 +26,11 @@ pub const READ_POUT: u8 = 0x96;
 /// PMBus MFR_MODEL (block read).
 pub const MFR_MODEL: u8 = 0x9A;
 
+/// STATUS_WORD: the output is off.
+pub const STATUS_OFF: u16 = 1 << 6;
+/// STATUS_WORD: power not good.
+pub const STATUS_POWER_GOOD_N: u16 = 1 << 11;
+
 /// STATUS_WORD bits and what they mean to an operator, most specific first.
 const STATUS_BITS: [(u16, &str); 6] = [
     (1 << 4, "output overcurrent"),
@@ -53,6 +58,8 @@ pub struct PsuReading {
     pub temp_c: f64,
     /// Fault text; empty when healthy.
     pub fault: String,
+    /// Raw STATUS_WORD.
+    pub status_word: u16,
 }
 
 /// The fault text a STATUS_WORD stands for, given whether the output is meant to be on.
@@ -106,6 +113,7 @@ impl Psu {
             power_watt: f64::from(self.word(bus, READ_POUT)?),
             temp_c: f64::from(self.word(bus, READ_TEMPERATURE_1)? as i16) / 10.0,
             fault: status_fault(status, self.meant_on),
+            status_word: status,
         })
     }
 

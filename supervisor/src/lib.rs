@@ -291,6 +291,16 @@ fn run(
         }
         let shutdown = Shutdown::new();
         shutdown.trigger_on_signals()?;
+        // A closed terminal (SIGHUP) would otherwise kill the supervisor outright and leave the
+        // services running unsupervised: stop them cleanly instead.
+        let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+        let on_hangup = shutdown.clone();
+        tokio::spawn(async move {
+            if hangup.recv().await.is_some() {
+                tracing::info!("SIGHUP: shutting down");
+                on_hangup.trigger();
+            }
+        });
         let listener = ipc::bind(&layout.socket(ServiceName::Supervisor))?;
         if drop_privileges {
             // The gateway (its own user, group svcos) drives lifecycle actions through it.

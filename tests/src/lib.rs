@@ -415,6 +415,28 @@ impl Sim {
         self.spawn_supervisor()
     }
 
+    /// Wait for the supervisor to exit on its own (after a signal the test sent); `None` if it
+    /// is still running after `timeout` or was not running.
+    pub fn wait_supervisor_exit(
+        &mut self,
+        timeout: Duration,
+    ) -> anyhow::Result<Option<ExitStatus>> {
+        let deadline = Instant::now() + timeout;
+        let Some(child) = self.supervisor.as_mut() else {
+            return Ok(None);
+        };
+        loop {
+            if let Some(status) = child.try_wait()? {
+                self.supervisor = None;
+                return Ok(Some(status));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// SIGTERM the supervisor and wait for it to exit (it stops every service first).
     pub fn stop(&mut self) -> anyhow::Result<Option<ExitStatus>> {
         let Some(mut child) = self.supervisor.take() else {

@@ -433,3 +433,19 @@ fn notifies_systemd_ready_status_and_watchdog() {
     assert!(!environ.contains("NOTIFY_SOCKET="), "{environ}");
     assert!(!environ.contains("WATCHDOG_USEC="), "{environ}");
 }
+
+#[test]
+fn sighup_from_a_closed_terminal_stops_everything_cleanly() {
+    let mut sim = Sim::start(SimOptions::default()).unwrap();
+    let pid = sim.supervisor_pid().unwrap();
+    kill(Pid::from_raw(pid as i32), Signal::SIGHUP).unwrap();
+    let status = sim
+        .wait_supervisor_exit(WAIT)
+        .unwrap()
+        .expect("supervisor exits on SIGHUP");
+    assert!(status.success(), "{status}");
+    assert!(sim.log().contains("SIGHUP: shutting down"));
+    for name in SIM_SERVICES {
+        assert!(sim.processes_of(name).is_empty(), "{name} is gone");
+    }
+}

@@ -277,6 +277,10 @@ impl Agent {
         let mut schedule = DonationSchedule::new(&settings.donation, 0);
         if let Some(s) = schedule.as_mut() {
             s.mined_total_ms = saved.donation_mined_total_ms;
+            if saved.donation_cycle_start_ms > 0 {
+                let elapsed = unix_ms() - saved.donation_cycle_start_ms;
+                s.resume_cycle(0, elapsed, saved.donation_mined_cycle_ms);
+            }
         }
         let donation_slot = schedule.as_ref().map(|_| {
             PoolSlot::new(
@@ -442,6 +446,11 @@ impl Agent {
     }
 
     fn state_bytes(&mut self) -> Vec<u8> {
+        let now_ms = self.mono_ms(Instant::now());
+        if let Some(s) = self.schedule.as_mut() {
+            self.saved.donation_cycle_start_ms = unix_ms() - s.cycle_elapsed_ms(now_ms);
+            self.saved.donation_mined_cycle_ms = s.mined_cycle_ms();
+        }
         self.saved.donation_mined_total_ms = self
             .schedule
             .as_ref()

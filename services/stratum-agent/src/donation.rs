@@ -45,6 +45,21 @@ impl DonationSchedule {
         }
     }
 
+    /// Continue a cycle that began `elapsed_ms` before `now_ms` (saved across a restart) with
+    /// `mined_ms` already mined in it, so restarts cannot grant a cycle's budget twice.
+    pub fn resume_cycle(&mut self, now_ms: i64, elapsed_ms: i64, mined_ms: i64) {
+        if (0..self.cycle_ms).contains(&elapsed_ms) {
+            self.cycle_start_ms = now_ms - elapsed_ms;
+            self.mined_cycle_ms = mined_ms.clamp(0, self.budget_ms);
+        }
+    }
+
+    /// Milliseconds since the current cycle began.
+    pub fn cycle_elapsed_ms(&mut self, now_ms: i64) -> i64 {
+        self.roll(now_ms);
+        now_ms - self.cycle_start_ms
+    }
+
     /// Whether donation mining should run now.
     pub fn wants(&mut self, now_ms: i64) -> bool {
         self.roll(now_ms);
@@ -133,6 +148,22 @@ mod tests {
         assert!(!s.wants(next));
         assert_eq!(s.remaining_ms(next), 72_000);
         assert!(s.wants(next + 1_800_000));
+    }
+
+    #[test]
+    fn a_restart_resumes_the_cycle_instead_of_granting_it_again() {
+        let mut s = DonationSchedule::new(&cfg(true, 5.0), 0).unwrap();
+        s.record(1_800_000, 1_980_000);
+        assert!(!s.wants(2_000_000));
+        // Restarted 2 000 s into the cycle: a fresh schedule would start a new cycle and grant
+        // 180 s again within the same hour; resumed, it grants nothing more.
+        let elapsed = s.cycle_elapsed_ms(2_000_000);
+        let mut after = DonationSchedule::new(&cfg(true, 5.0), 0).unwrap();
+        after.resume_cycle(0, elapsed, s.mined_cycle_ms());
+        assert!(!after.wants(1_000));
+        assert!(!after.wants(1_599_999));
+        // The next cycle begins where the original one would have.
+        assert!(after.wants(1_600_000 + 1_800_000));
     }
 
     #[test]

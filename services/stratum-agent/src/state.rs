@@ -118,6 +118,10 @@ pub struct SavedState {
     pub switches: Vec<SavedSwitch>,
     /// Donation time mined in all cycles.
     pub donation_mined_total_ms: i64,
+    /// Unix ms when the current donation cycle began (0: none).
+    pub donation_cycle_start_ms: i64,
+    /// Donation time mined in the current cycle.
+    pub donation_mined_cycle_ms: i64,
     /// The current session, if any.
     pub epoch: Option<SavedEpoch>,
 }

@@ -389,13 +389,17 @@ pub fn probe_reattach(saved: &SavedChain) -> Result<Box<dyn ChainPort>, ChainErr
         SerialChain::open(&saved.device, saved.baud)
             .map_err(|source| ChainError::Driver { chain, source })?,
     );
-    let first = *saved
+    // The last chip: on a chain that lost its configuration every chip sits at address 0, so
+    // only a configured chain answers at the last (non-zero) address; and its ticket mask must
+    // be ours, not the power-on one (which also covers single-chip chains at address 0).
+    let last = *saved
         .chip_addresses
-        .first()
+        .last()
         .ok_or(ChainError::NotRunning { chain })?;
+    let ticket = TicketMask::for_difficulty(saved.ticket_difficulty).to_register();
     let cmd = Command::ReadRegister {
-        target: Target::Chip(first),
-        register: reg::CHIP_ADDRESS,
+        target: Target::Chip(last),
+        register: reg::TICKET_MASK,
     };
     port.write_all(&cmd.encode())
         .map_err(|source| ChainError::Driver { chain, source })?;
@@ -413,10 +417,13 @@ pub fn probe_reattach(saved: &SavedChain) -> Result<Box<dyn ChainPort>, ChainErr
         // Nonces for the old jobs may be queued ahead of the answer: skip them.
         for r in decoder.by_ref() {
             if let Response::Register(r) = r
-                && r.register == reg::CHIP_ADDRESS
-                && r.chip_address == first
+                && r.register == reg::TICKET_MASK
+                && r.chip_address == last
             {
-                return Ok(port);
+                if r.value == ticket {
+                    return Ok(port);
+                }
+                return Err(ChainError::NotRunning { chain });
             }
         }
     }
@@ -920,12 +927,19 @@ impl Worker {
     }
 
     fn save_state(&mut self) {
+        // Only a chain we are attached to can be re-attached: without the port (powered down,
+        // UART lost, bring-up failed) the chips' configuration is unknown, so save no chips.
+        let attached = self.port.is_some();
         let s = SavedChain {
             chain_id: self.setup.chain_id,
             device: self.setup.device.clone(),
             baud: self.baud(),
             address_interval: bm::address_interval(self.chips.len() as u32),
-            chip_addresses: self.chips.iter().map(|c| c.address).collect(),
+            chip_addresses: if attached {
+                self.chips.iter().map(|c| c.address).collect()
+            } else {
+                Vec::new()
+            },
             chips_expected: self.setup.chips_expected,
             frequency_mhz: self.chips.iter().map(|c| c.mhz).collect(),
             ticket_difficulty: self.setup.ticket.difficulty(),

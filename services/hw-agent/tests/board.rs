@@ -698,5 +698,20 @@ async fn vanished_uarts_end_the_service_for_a_fresh_discovery() {
     let outcome = tokio::time::timeout(LONG, agent.join()).await.unwrap();
     let err = outcome.unwrap_err();
     assert!(err.to_string().contains("UART vanished"), "{err:#}");
+    // The supervisor restarts both: the chips lost their configuration, so the new hw-agent
+    // must bring them up from cold rather than believe the old re-attach file.
+    bench.restart_sim().await;
+    let agent = bench.start_agent();
+    bench.send_job(job(2, 2, true, SHARE_DIFF));
+    let n = bench
+        .wait_for("mining again", LONG, mining_with_nonces)
+        .await
+        .nonces;
+    bench
+        .wait_for("still mining", LONG, |t| t.nonces > n + 20)
+        .await;
+    assert!(agent.probes.bring_up_time().is_some());
+    assert!(agent.probes.reattach_time().is_none());
+    agent.stop().await;
     bench.stop().await;
 }

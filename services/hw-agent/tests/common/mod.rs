@@ -376,6 +376,24 @@ impl Bench {
         }
     }
 
+    /// Start a fresh simulated board on the same socket (hw-sim restarted by the supervisor:
+    /// new PTYs, possibly under the same /dev/pts names, chips at power-on state).
+    pub async fn restart_sim(&mut self) {
+        let spec = svcos_hw_sim::BoardSpec::from_config(&self.config);
+        let sim = tokio::task::spawn_blocking(move || svcos_hw_sim::Sim::start(spec))
+            .await
+            .unwrap()
+            .unwrap();
+        self.sim_shutdown = Shutdown::new();
+        let listener = ipc::bind(&self.layout.socket(ServiceName::HwSim)).unwrap();
+        tokio::spawn(ipc::serve(
+            ipc::server().add_service(HwSimServiceServer::new(sim.api())),
+            listener,
+            self.sim_shutdown.clone(),
+        ));
+        self.sim = Some(sim);
+    }
+
     /// Stop the sim.
     pub async fn stop(mut self) {
         self.sim_shutdown.trigger();

@@ -230,7 +230,7 @@ fn status_latency_and_throughput() {
     }
     report("gateway GET /api/status while 20 logins run", &s, t);
     println!(
-        "logins during that time: ok={} failed={} p50={:.1} ms p99={:.1} ms (argon2id in-process fake, 2 at a time)",
+        "logins during that time: ok={} failed={} p50={:.1} ms p99={:.1} ms (in-process runs: the fake hashes argon2id 2 at a time)",
         login_times.len(),
         login_failures,
         pct(&login_times, 0.5),

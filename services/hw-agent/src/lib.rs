@@ -20,11 +20,15 @@
 //! 1. The board is described by `[hardware]` ([`board::BoardSpec`]); in the sim, GetBoard adds
 //!    the PTY paths, I2C map, GPIO names and the virtual-hashes-per-real-hash factor.
 //! 2. If the re-attach file under `Layout::service_runtime_dir(HwAgent)` describes this board,
-//!    each chain is re-opened at its saved baud and probed with one register read of its first
-//!    chip; chips that answer are adopted as they are: no reset, no enumeration, no baud or PLL
-//!    change, counters continue. Any other chain is reset through its GPIO line and brought up
-//!    from cold ([`chain`]: enumerate, address, ticket and version masks, PLL ramp, baud switch).
-//! 3. A graceful stop leaves the chips hashing, so a restart of either kind re-attaches.
+//!    each chain is re-opened at its saved baud and probed with one register read: the ticket
+//!    mask of its last chip at that chip's address, which only a chain that kept its
+//!    configuration answers with our value. Such chips are adopted as they are: no reset, no
+//!    enumeration, no baud or PLL change, counters continue. Any other chain is reset through
+//!    its GPIO line and brought up from cold ([`chain`]: enumerate, address, ticket and
+//!    version masks, PLL ramp, baud switch).
+//! 3. A graceful stop leaves the chips hashing, so a restart of either kind re-attaches. A
+//!    chain whose UART vanishes (hw-sim restarted, adapter unplugged) ends the process with a
+//!    failure: only a fresh discovery can find the board again, and the supervisor restarts us.
 //!
 //! # Accounting
 //!

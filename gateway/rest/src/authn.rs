@@ -51,6 +51,8 @@ pub struct SessionCache {
     entries: Mutex<HashMap<[u8; 32], Entry>>,
     /// Whether the revocation stream is connected (the cache is trusted only then).
     live: AtomicBool,
+    /// Session ids that ended (revoked, evicted, logged out), for open /ws streams.
+    ended: tokio::sync::broadcast::Sender<String>,
 }
 
 /// SHA-256 of a token: the only form in which a token is kept in memory.
@@ -66,6 +68,7 @@ impl SessionCache {
             clock,
             entries: Mutex::new(HashMap::new()),
             live: AtomicBool::new(false),
+            ended: tokio::sync::broadcast::channel(64).0,
         }
     }
 
@@ -149,8 +152,14 @@ impl SessionCache {
             .remove(&key);
     }
 
-    /// Forget every cached validation of a session.
+    /// Subscribe to ended sessions (a /ws stream closes when its session ends).
+    pub fn subscribe_ended(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.ended.subscribe()
+    }
+
+    /// Forget every cached validation of a session and tell open streams it ended.
     pub fn forget_session(&self, session_id: &str) {
+        let _ = self.ended.send(session_id.to_string());
         self.entries
             .lock()
             .expect("session cache lock")

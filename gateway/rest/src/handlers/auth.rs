@@ -123,7 +123,11 @@ async fn create_session(
     })))
 }
 
-async fn revoke_current(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
+async fn revoke_current(
+    State(state): State<AppState>,
+    session: Option<axum::Extension<crate::authn::Session>>,
+    headers: HeaderMap,
+) -> ApiResult {
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -138,6 +142,9 @@ async fn revoke_current(State(state): State<AppState>, headers: HeaderMap) -> Ap
     .map_err(|s| auth_error(&s))?;
     // Do not wait for the revocation stream: this gateway must reject the token at once.
     state.sessions.forget_token(&token);
+    if let Some(session) = session {
+        state.sessions.forget_session(&session.0.session_id);
+    }
     Ok(json(
         json!({"schema": "svcos.api.auth.logout.v1", "revoked": true}),
     ))

@@ -7,7 +7,7 @@
 //! Messages are text frames of JSON `{"type": "telemetry", "schema": "svcos.ws.telemetry.v1",
 //! ...}`, one right after the upgrade and one per snapshot change (telemetry publishes at 1 Hz,
 //! pools on change). The stream reads the same snapshots as `/api/status`; no peer is called
-//! per client.
+//! per client. A stream closes (code 1008) when its session is revoked, evicted or logged out.
 
 use axum::extract::ws::{
     Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection,
@@ -86,11 +86,12 @@ pub async fn upgrade(
     headers: HeaderMap,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
-    if let Err(e) = authenticate(&state, &q, &headers).await {
-        return e.into_response();
-    }
+    let session_id = match authenticate(&state, &q, &headers).await {
+        Ok(id) => id,
+        Err(e) => return e.into_response(),
+    };
     match ws {
-        Ok(ws) => ws.on_upgrade(move |socket| stream(state, socket)),
+        Ok(ws) => ws.on_upgrade(move |socket| stream(state, socket, session_id)),
         Err(rejection) => ApiError::new(StatusCode::BAD_REQUEST, "expected a WebSocket upgrade")
             .detail(rejection.body_text())
             .code(ErrorCode::UnclassifiedError)
@@ -133,7 +134,9 @@ pub fn telemetry_message(t: Option<&Telemetry>, p: Option<&GetPoolsResponse>) ->
     })
 }
 
-async fn stream(state: AppState, mut socket: WebSocket) {
+async fn stream(state: AppState, mut socket: WebSocket, session_id: String) {
+    // Subscribe before the first send so a revocation cannot slip in between.
+    let mut ended = state.sessions.subscribe_ended();
     let mut telemetry = state.snapshots.telemetry.clone();
     let mut pools = state.snapshots.pools.clone();
     telemetry.mark_changed();
@@ -158,6 +161,18 @@ async fn stream(state: AppState, mut socket: WebSocket) {
                     // Pings are answered by the library; anything else from the client is ignored.
                     Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
                     Some(Ok(_)) => {}
+                },
+                gone = ended.recv() => match gone {
+                    Ok(id) if id == session_id => {
+                        // 1008: policy violation — the session behind this stream has ended.
+                        let _ = socket.send(Message::Close(Some(axum::extract::ws::CloseFrame {
+                            code: 1008,
+                            reason: "session ended".into(),
+                        }))).await;
+                        return;
+                    }
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(_) => return,
                 },
                 _ = state.shutdown.wait() => {
                     let _ = socket.send(Message::Close(None)).await;

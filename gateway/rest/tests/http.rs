@@ -935,3 +935,28 @@ async fn websocket_streams_telemetry_to_authenticated_clients() {
         "tickets are single use"
     );
 }
+
+#[tokio::test]
+async fn metrics_pass_promtool_check() {
+    let h = Harness::start(Options::default()).await;
+    let body = h.get("/metrics", None).await.body;
+    let Ok(mut child) = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    else {
+        println!("promtool not installed; skipping the exposition check");
+        return;
+    };
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(&body).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

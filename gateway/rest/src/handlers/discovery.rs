@@ -133,6 +133,9 @@ pub fn routes() -> Vec<Route> {
         route!(GET "/api/system/update/metadata", Open, P, Identity, Full, "Installed version and update source", update_metadata),
         route!(GET "/api/v1/capabilities", Bearer, P, Identity, Full, "What this build can do", capabilities),
         route!(GET "/api/competitive/readiness", Bearer, P, Other, Full, "The static claims contract", readiness),
+        route!(GET "/api/system/update_capability", Bearer, P, Identity, Full, "Whether this build can update itself, and how", update_capability),
+        route!(GET "/api/network/info", Bearer, P, Fleet, Partial, "Hostname and the endpoints this unit serves", network_info),
+        route!(GET "/api/profiles/presets", Bearer, P, Tuning, Full, "Board presets compiled into this build", board_presets),
     ]
 }
 
@@ -256,6 +259,63 @@ async fn capabilities(State(state): State<AppState>) -> Response {
             "mcp": supported("/mcp"),
         },
     }))
+}
+
+async fn update_capability() -> Response {
+    let supported = |path: &str| {
+        metas()
+            .iter()
+            .any(|m| m.path == path && m.support != Support::Planned)
+    };
+    let methods: Vec<&str> = [
+        ("/api/system/upgrade", "local upload"),
+        ("/api/v1/firmware/update", "v1 alias"),
+    ]
+    .iter()
+    .filter(|(p, _)| supported(p))
+    .map(|(_, m)| *m)
+    .collect();
+    json(json!({
+        "schema": "svcos.api.update_capability.v1",
+        "supported": !methods.is_empty(),
+        "methods": methods,
+        "remote_update_server": false,
+        "reason": if methods.is_empty() { "firmware update is not part of this build" } else { "" },
+    }))
+}
+
+async fn network_info(State(state): State<AppState>) -> Response {
+    let c = state.config();
+    json(json!({
+        "schema": "svcos.api.network.info.v1",
+        "hostname": c.system.hostname,
+        "mdns_name": format!("{}.local", c.system.hostname),
+        "endpoints": [
+            {"name": "rest", "bind": c.api.bind.to_string(), "port": c.api.port},
+            {"name": "websocket", "bind": c.api.bind.to_string(), "port": c.api.port, "path": "/ws"},
+            {"name": "dashboard", "bind": c.api.bind.to_string(), "port": c.api.http_port},
+            {"name": "legacy-miner-tcp", "bind": c.legacy.bind.to_string(), "port": c.legacy.port, "enabled": c.legacy.enabled},
+        ],
+        "note": "interface addresses and routes are not reported by this build",
+    }))
+}
+
+async fn board_presets(State(state): State<AppState>) -> Response {
+    use svcos_common::config::Board;
+    let active = state.config().hardware.board;
+    let presets: Vec<Value> = [
+        (Board::S9, "s9"),
+        (Board::S19, "s19"),
+        (Board::Bitaxe, "bitaxe"),
+    ]
+    .into_iter()
+    .map(|(b, id)| {
+        let (chains, chips, chip, mhz, model) = b.preset();
+        json!({"id": id, "model": model, "chains": chains, "chips_per_chain": chips,
+                   "chip_model": chip, "default_frequency_mhz": mhz, "active": b == active})
+    })
+    .collect();
+    json(json!({"schema": "svcos.api.profiles.presets.v1", "presets": presets}))
 }
 
 /// The static claims contract of the spec, member for member.

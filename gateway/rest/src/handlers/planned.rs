@@ -15,7 +15,6 @@ pub fn routes() -> Vec<Route> {
         planned!(GET "/api/system/restore-to-stock/preflight-checks", P, Identity, "restore-to-stock preflight checks"),
         planned!(GET "/api/system/restore-to-stock/status", P, Identity, "restore-to-stock status"),
         planned!(GET "/api/system/update/status", P, Identity, "firmware update"),
-        planned!(GET "/api/system/update_capability", P, Identity, "firmware update capability"),
         planned!(POST "/api/system/upgrade", P, Identity, "firmware upgrade"),
         planned!(GET "/api/system/upgrade/status", P, Identity, "firmware upgrade status"),
         planned!(POST "/api/v1/firmware/update", P, Identity, "firmware update"),
@@ -59,7 +58,6 @@ pub fn routes() -> Vec<Route> {
         planned!(POST "/api/profile/upload", U, Tuning, "profile upload"),
         planned!(GET "/api/profiles", P, Tuning, "tuning profiles"),
         planned!(POST "/api/profiles", P, Tuning, "tuning profiles"),
-        planned!(GET "/api/profiles/presets", P, Tuning, "profile presets"),
         planned!(GET "/api/profiles/silicon", P, Tuning, "silicon profiles"),
         planned!(GET "/api/profiles/silicon-table", P, Tuning, "silicon profile table"),
         planned!(GET "/api/profiles/silicon/:id", P, Tuning, "silicon profiles"),
@@ -99,7 +97,6 @@ pub fn routes() -> Vec<Route> {
         planned!(GET "/api/fleet/pool-stats", P, Fleet, "fleet pool statistics"),
         planned!(GET "/api/network/block", P, Fleet, "network block information"),
         planned!(GET "/api/network/config_schema", P, Fleet, "network configuration"),
-        planned!(GET "/api/network/info", P, Fleet, "network information"),
         planned!(GET "/api/swarm", P, Fleet, "swarm"),
         planned!(POST "/api/swarm/room-temp", P, Fleet, "swarm room temperature"),
         // Off-grid and solar.

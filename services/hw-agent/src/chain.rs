@@ -163,7 +163,7 @@ impl ChainSnapshot {
             frequency_mhz: 0.0,
             ticket_difficulty: setup.ticket.difficulty(),
             frames_sent: 0,
-            enabled: true,
+            enabled: setup.enabled,
         }
     }
 }
@@ -264,6 +264,8 @@ pub struct ChainSetup {
     pub ticket: TicketMask,
     /// Virtual hashes per real hash (1 on real hardware; the sim's factor from GetBoard).
     pub hashes_scale: f64,
+    /// Operator switch at start (from the re-attach file).
+    pub enabled: bool,
 }
 
 /// How a chain starts.
@@ -272,6 +274,9 @@ pub enum Start {
     Cold,
     /// Re-attach to chips that kept running, with the port already opened and probed.
     Reattach(Box<dyn ChainPort>, SavedChain),
+    /// The operator had switched the chain off: stay off (its power line is low) until enabled,
+    /// keeping the saved counters.
+    Disabled(SavedChain),
 }
 
 /// Shared plumbing every chain thread gets.
@@ -529,6 +534,12 @@ impl Worker {
         match start {
             Start::Reattach(port, saved) => self.reattach(port, saved),
             Start::Cold => self.cold_start(),
+            Start::Disabled(saved) => {
+                self.restore_counters(&saved);
+                self.enabled = false;
+                self.set_status(ChainStatus::Disabled);
+                self.save_state();
+            }
         }
         self.publish();
         let mut next_housekeeping = Instant::now() + HOUSEKEEPING;
@@ -1002,8 +1013,19 @@ impl Worker {
                 }
             })
             .collect();
-        let now = self.now_ms();
-        self.acct = ChainAccounting::new(n, now);
+        self.acct = ChainAccounting::new(n, self.now_ms());
+        self.restore_counters(&saved);
+        self.enabled = saved.enabled;
+        // The chips still hold the old mask; write it again with the first job to be sure.
+        self.chip_version_mask = None;
+        self.port = Some(port);
+        self.setup.ticket = TicketMask::for_difficulty(saved.ticket_difficulty);
+        self.set_status(ChainStatus::Mining);
+        self.save_state();
+    }
+
+    /// Counters from the re-attach file (per chip by index, as far as both have chips).
+    fn restore_counters(&mut self, saved: &SavedChain) {
         self.acct.nonces = saved.nonces;
         self.acct.hw_errors = saved.hw_errors;
         self.acct.duplicates = saved.duplicates;
@@ -1012,13 +1034,6 @@ impl Worker {
             c.nonces = saved.chip_nonces.get(i).copied().unwrap_or(0);
             c.hw_errors = saved.chip_hw_errors.get(i).copied().unwrap_or(0);
         }
-        self.enabled = saved.enabled;
-        // The chips still hold the old mask; write it again with the first job to be sure.
-        self.chip_version_mask = None;
-        self.port = Some(port);
-        self.setup.ticket = TicketMask::for_difficulty(saved.ticket_difficulty);
-        self.set_status(ChainStatus::Mining);
-        self.save_state();
     }
 
     fn write(&mut self, bytes: &[u8]) -> Result<(), ChainError> {

@@ -325,6 +325,7 @@ pub async fn run_with_probes(
             baud: spec.baud,
             ticket,
             hashes_scale: found.hashes_scale,
+            enabled: !matches!(start, Start::Disabled(_)),
         };
         handles.push(chain::spawn(setup, start, links.clone())?);
     }
@@ -536,11 +537,24 @@ fn prepare(
 ) -> (Discovered, Vec<Start>) {
     let mut starts = Vec::new();
     for (i, device) in found.devices.iter().enumerate() {
-        let candidate = saved.and_then(|s| {
-            s.chains.iter().find(|c| {
-                c.chain_id == i as u32 && &c.device == device && !c.chip_addresses.is_empty()
-            })
+        let entry = saved.and_then(|s| {
+            s.chains
+                .iter()
+                .find(|c| c.chain_id == i as u32 && &c.device == device)
         });
+        if let Some(c) = entry.filter(|c| !c.enabled) {
+            // Switched off by the operator before the restart: keep it off.
+            if let Err(e) = found
+                .peripherals
+                .gpio
+                .set(&found.layout.chain_enable[i], false)
+            {
+                tracing::warn!(chain = i, error = %e, "chain enable line");
+            }
+            starts.push(Start::Disabled(c.clone()));
+            continue;
+        }
+        let candidate = entry.filter(|c| !c.chip_addresses.is_empty());
         let start = match candidate {
             Some(c) => match chain::probe_reattach(c) {
                 Ok(port) => {

@@ -626,6 +626,21 @@ async fn controls_reach_the_silicon() {
             .filter(|c| c.chain_id == 1)
             .all(|c| !c.hashing)
     );
+    // The switch survives a restart of hw-agent (chain 0 re-attaches, chain 1 stays off).
+    agent.stop().await;
+    let agent = bench.start_agent();
+    bench
+        .wait_for("restarted with chain 1 still off", LONG, |t| {
+            t.chains[1].state == ChainState::Disabled as i32
+                && t.chains[0].state == ChainState::Mining as i32
+        })
+        .await;
+    let truth = sim
+        .get_truth(GetTruthRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!truth.chains[1].powered);
     api.set_chain_enabled(SetChainEnabledRequest {
         chain_id: 1,
         enabled: true,

@@ -202,12 +202,18 @@ def test_dashboard_logs_in_and_shows_live_status_in_chromium(sim, token):
             await dt.call("Page.enable")
             await dt.call("Page.navigate", url=f"{sim.http_url}/")
             # The password is set by the `token` fixture: the page must ask to log in.
-            await dt.until("!document.getElementById('view-login')?.hidden", 30, "the login view")
+            # Not `?.hidden`: on the blank page before navigation commits that is `!undefined`, true.
+            await dt.until(
+                "(() => { const v = document.getElementById('view-login'); return !!v && !v.hidden; })()",
+                30,
+                "the login view",
+            )
             await dt.js(
                 "document.getElementById('login-password').value = %s;"
                 "document.getElementById('login-form').requestSubmit(); true" % json.dumps(PASSWORD)
             )
-            await dt.until("!document.getElementById('view-status').hidden", 30, "the status view")
+            # Generous: the login queues for argon2, which runs at low priority on a loaded CI box.
+            await dt.until("!document.getElementById('view-status').hidden", 90, "the status view")
             # The first poll has rendered once the "Updated" line is filled.
             await dt.until("document.getElementById('updated').textContent.length > 0", 30, "a render")
             facts = await dt.js(

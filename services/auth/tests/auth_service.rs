@@ -669,7 +669,7 @@ async fn validations_are_answered_while_a_burst_of_logins_hashes() {
         validate(c, &s.token).await.unwrap();
     }
     // Ordering, not timing: the validations came back while hashes were still queued
-    // (default max_concurrent_hashes is 2, eight hashes take several hash-times).
+    // (default max_concurrent_hashes is 1, so eight hashes take eight hash-times).
     let pending = logins.iter().filter(|h| !h.is_finished()).count();
     assert!(pending > 0, "all logins finished before 20 validations did");
     for h in logins {

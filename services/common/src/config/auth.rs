@@ -7,7 +7,9 @@ use super::ConfigError;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuthConfig {
-    /// Argon2 hashes allowed to run at once; more logins wait. Default 2.
+    /// Argon2 hashes allowed to run at once; more logins wait. Default 1: a control board has
+    /// two cores, and two concurrent hashes left none for the API (status p99 rose ~50x during a
+    /// burst of 20 logins); one hash at a time keeps a core for everything else.
     pub max_concurrent_hashes: u32,
     /// Lifetime of a one-time WebSocket ticket, seconds. Default 30.
     pub ws_ticket_ttl_s: u32,
@@ -18,7 +20,7 @@ pub struct AuthConfig {
 impl Default for AuthConfig {
     fn default() -> Self {
         AuthConfig {
-            max_concurrent_hashes: 2,
+            max_concurrent_hashes: 1,
             ws_ticket_ttl_s: 30,
             min_password_len: 8,
         }

@@ -320,7 +320,13 @@ mod tests {
             .spawn()
             .unwrap();
         let argv = vec!["sleep".to_string(), "31.4159".to_string()];
-        let found = find_processes(&argv);
+        // spawn() returns after fork; until the child has exec'd, its cmdline is still ours.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut found = find_processes(&argv);
+        while found.is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            found = find_processes(&argv);
+        }
         assert_eq!(
             found.iter().map(|p| p.pid).collect::<Vec<_>>(),
             [child.id()]

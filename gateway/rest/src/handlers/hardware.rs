@@ -121,13 +121,20 @@ fn service_json(s: &ServiceInfo) -> Value {
     })
 }
 
-async fn system_health(State(state): State<AppState>) -> Response {
+/// Every supervised service as the supervisor reports it (one call, no caching: lifecycle views
+/// must show the current pids).
+pub(crate) async fn supervised_services(state: &AppState) -> ApiResult<Vec<ServiceInfo>> {
     let mut sup = state.peers.supervisor.clone();
-    let supervised = sup
+    Ok(sup
         .list_services(ListServicesRequest {})
         .await
-        .ok()
-        .map(|r| r.into_inner().services);
+        .map_err(|s| ApiError::from_grpc("supervisor", &s))?
+        .into_inner()
+        .services)
+}
+
+async fn system_health(State(state): State<AppState>) -> Response {
+    let supervised = supervised_services(&state).await.ok();
     let hw_up = state.telemetry().is_some();
     let stratum_up = state.pools().is_some();
     let auth_stream = state.sessions.is_live();
@@ -256,13 +263,7 @@ async fn reboot(State(state): State<AppState>) -> ApiResult {
     // The gateway runs unprivileged, so a "reboot" restarts every supervised service, which is
     // everything the firmware controls: in boot order, the gateway itself last and only after
     // this answer has been sent.
-    let mut sup = state.peers.supervisor.clone();
-    let services = sup
-        .list_services(ListServicesRequest {})
-        .await
-        .map_err(|s| ApiError::from_grpc("supervisor", &s))?
-        .into_inner()
-        .services;
+    let services = supervised_services(&state).await?;
     let mut restarted = Vec::new();
     let mut restart_self = false;
     for s in &services {

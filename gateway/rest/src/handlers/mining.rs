@@ -7,7 +7,6 @@ use axum::response::Response;
 use serde_json::{Value, json};
 use svcos_proto::hwagent::v1::{ChainState, GetInventoryRequest, MiningState, Telemetry};
 use svcos_proto::stratum::v1::PoolState;
-use svcos_proto::supervisor::v1::ListServicesRequest;
 use svcos_proto::tuner::v1::GetStateRequest;
 
 use super::status::enum_word;
@@ -53,13 +52,7 @@ fn mining_word(t: &Telemetry) -> String {
 }
 
 async fn boot_timeline(State(state): State<AppState>) -> ApiResult {
-    let mut sup = state.peers.supervisor.clone();
-    let services = sup
-        .list_services(ListServicesRequest {})
-        .await
-        .map_err(|s| ApiError::from_grpc("supervisor", &s))?
-        .into_inner()
-        .services;
+    let services = super::hardware::supervised_services(&state).await?;
     let now = state.clock.now_ms();
     let mut events: Vec<Value> = services
         .iter()

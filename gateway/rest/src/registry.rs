@@ -260,7 +260,13 @@ pub fn all() -> Vec<Route> {
     routes.extend(crate::handlers::history::routes());
     routes.extend(crate::handlers::mining::routes());
     routes.extend(crate::handlers::pools::routes());
-    routes.extend(crate::handlers::planned::routes());
+    routes.extend(crate::handlers::sv2::routes());
+    routes.extend(crate::handlers::firmware::routes());
+    routes.extend(crate::handlers::operations::routes());
+    routes.extend(crate::handlers::tuning::routes());
+    routes.extend(crate::handlers::integrations::routes());
+    routes.extend(crate::handlers::mcp::routes());
+    routes.extend(crate::handlers::diagnostics::routes());
     routes.extend(crate::handlers::hardware::routes());
     routes.extend(crate::handlers::config::routes());
     routes.extend(crate::handlers::catalog::routes());

@@ -3,13 +3,19 @@
 pub mod auth;
 pub mod catalog;
 pub mod config;
+pub mod diagnostics;
 pub mod discovery;
+pub mod firmware;
 pub mod hardware;
 pub mod history;
+pub mod integrations;
+pub mod mcp;
 pub mod mining;
-pub mod planned;
+pub mod operations;
 pub mod pools;
 pub mod status;
+pub mod sv2;
+pub mod tuning;
 pub mod ws;
 
 use axum::Json;

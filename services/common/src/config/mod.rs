@@ -8,9 +8,12 @@
 mod api;
 mod auth;
 mod donation;
+mod energy;
 mod hardware;
+mod home;
 mod legacy;
 mod pools;
+mod power;
 mod sim;
 mod supervisor;
 mod system;
@@ -19,9 +22,12 @@ mod thermal;
 pub use api::ApiConfig;
 pub use auth::AuthConfig;
 pub use donation::DonationConfig;
+pub use energy::{EnergyConfig, OffgridConfig, SolarConfig};
 pub use hardware::{Board, HardwareConfig, HardwareDriver};
+pub use home::{HomeConfig, NightModeConfig, parse_hhmm};
 pub use legacy::LegacyConfig;
 pub use pools::{PoolConfig, StratumConfig};
+pub use power::{MAX_WATT, PowerConfig, PsuOverrideConfig};
 pub use sim::SimConfig;
 pub use supervisor::{RestartPolicyConfig, RestartStrategy, SupervisorConfig};
 pub use system::{Mode, SystemConfig};
@@ -59,6 +65,12 @@ pub struct Config {
     pub supervisor: SupervisorConfig,
     /// The simulated board (used only with `hardware.driver = "sim"`).
     pub sim: SimConfig,
+    /// Circuit and PSU limits, power-reading calibration.
+    pub power: PowerConfig,
+    /// Space-heater use: room thermostat and night mode.
+    pub home: HomeConfig,
+    /// Solar-surplus and off-grid following.
+    pub energy: EnergyConfig,
 }
 
 /// Why a config could not be used.
@@ -154,6 +166,9 @@ impl Config {
         self.auth.validate()?;
         self.supervisor.validate()?;
         self.sim.validate()?;
+        self.power.validate()?;
+        self.home.validate()?;
+        self.energy.validate()?;
         Ok(())
     }
 

@@ -3,6 +3,7 @@
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files = [
         "svcos/hwagent/v1/hwagent.proto",
+        "svcos/hwagent/v1/diagnostics.proto",
         "svcos/hwsim/v1/hwsim.proto",
         "svcos/stratum/v1/stratum.proto",
         "svcos/auth/v1/auth.proto",

@@ -54,6 +54,8 @@ const MAX_EMPTY_READS: u32 = 1000;
 const CHAIN_RT_PRIORITY: i32 = 10;
 /// Job ids are a byte; each frame takes the next.
 const JOB_IDS: usize = 256;
+/// How long a debug/diagnostic register read waits for the chip's answer.
+const DEBUG_REGISTER_WAIT: Duration = Duration::from_millis(200);
 
 /// What the chain is doing, as the API reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -241,6 +243,29 @@ pub enum ChainCommand {
     },
     /// Thermal cut-back: run at this fraction of the set frequency.
     FrequencyScale(f64),
+    /// Debug/diagnostics: read one chip's register (`value` absent) or write it and read it
+    /// back, over the UART the chain thread owns. Only while brought up. Replies with the
+    /// chip's address and the value read (`None`: the chip did not answer).
+    Register {
+        /// Chip index in chain order.
+        chip: u32,
+        /// Register address.
+        register: u8,
+        /// Value to write first.
+        value: Option<u32>,
+        /// Where the outcome goes.
+        reply: oneshot::Sender<Result<(u8, Option<u32>), ChainError>>,
+    },
+    /// Debug: send one validated command frame and collect every register response for
+    /// `wait`. Only while brought up.
+    Raw {
+        /// The command.
+        command: Command,
+        /// How long to collect responses.
+        wait: Duration,
+        /// Where the responses go.
+        reply: oneshot::Sender<Result<Vec<bm::RegisterResponse>, ChainError>>,
+    },
     /// Leave the loop (process shutdown). The chips keep hashing for a re-attach.
     Stop,
 }
@@ -645,8 +670,106 @@ impl Worker {
                     }
                 }
             }
+            ChainCommand::Register {
+                chip,
+                register,
+                value,
+                reply,
+            } => {
+                let r = self.debug_register(chip, register, value);
+                let _ = reply.send(r);
+            }
+            ChainCommand::Raw {
+                command,
+                wait,
+                reply,
+            } => {
+                let r = self.debug_raw(command, wait, None);
+                let _ = reply.send(r);
+            }
             ChainCommand::Stop => {}
         }
+    }
+
+    fn debug_register(
+        &mut self,
+        chip: u32,
+        register: u8,
+        value: Option<u32>,
+    ) -> Result<(u8, Option<u32>), ChainError> {
+        let chain = self.chain();
+        if self.port.is_none() || self.chips.is_empty() {
+            return Err(ChainError::NotRunning { chain });
+        }
+        let address = self
+            .chips
+            .get(chip as usize)
+            .ok_or(ChainError::NoSuchChip { chain, chip })?
+            .address;
+        if let Some(value) = value {
+            self.command(Command::WriteRegister {
+                target: Target::Chip(address),
+                register,
+                value,
+            })?;
+        }
+        let answers = self.debug_raw(
+            Command::ReadRegister {
+                target: Target::Chip(address),
+                register,
+            },
+            DEBUG_REGISTER_WAIT,
+            Some((address, register)),
+        )?;
+        let read = answers
+            .iter()
+            .find(|r| r.chip_address == address && r.register == register)
+            .map(|r| r.value);
+        Ok((address, read))
+    }
+
+    /// Send `command`, then collect register responses for `wait`, or until the one from
+    /// `(chip address, register)` in `stop_at` arrives.
+    fn debug_raw(
+        &mut self,
+        command: Command,
+        wait: Duration,
+        stop_at: Option<(u8, u8)>,
+    ) -> Result<Vec<bm::RegisterResponse>, ChainError> {
+        let chain = self.chain();
+        if self.port.is_none() || self.chips.is_empty() {
+            return Err(ChainError::NotRunning { chain });
+        }
+        self.command(command)?;
+        let deadline = Instant::now() + wait;
+        let mut out = Vec::new();
+        // Nonces arriving meanwhile are accounted as usual: mining is not interrupted.
+        while Instant::now() < deadline {
+            let port = self.port.as_mut().ok_or(ChainError::NotRunning { chain })?;
+            if !wait_readable(port.as_ref(), deadline) {
+                continue;
+            }
+            let n = port
+                .read(&mut self.buf)
+                .map_err(|source| ChainError::Driver { chain, source })?;
+            self.decoder.push(&self.buf[..n]);
+            let read_at = Instant::now();
+            let read_at_us = svcos_common::time::unix_us();
+            while let Some(r) = self.decoder.next_response() {
+                match r {
+                    Response::Register(r) => out.push(r),
+                    Response::Nonce(n) => self.on_nonce(n, read_at, read_at_us),
+                }
+            }
+            if let Some((address, register)) = stop_at
+                && out
+                    .iter()
+                    .any(|r| r.chip_address == address && r.register == register)
+            {
+                break;
+            }
+        }
+        Ok(out)
     }
 
     fn apply_power(&mut self) {

@@ -113,6 +113,39 @@ pub enum ControlCommand {
         /// `[system].mode`.
         mode: Mode,
     },
+    /// Debug: one raw I2C transfer on the board's bus (write, then read `read_len` bytes).
+    I2cTransfer {
+        /// 7-bit address.
+        address: u16,
+        /// Bytes to write first (register pointer first).
+        write: Vec<u8>,
+        /// Bytes to read after.
+        read_len: usize,
+        /// The bytes read.
+        reply: oneshot::Sender<Result<Vec<u8>, HwError>>,
+    },
+    /// Diagnostics: the 7-bit addresses in `addresses` that ACK a one-byte read.
+    I2cProbe {
+        /// Addresses to try.
+        addresses: Vec<u16>,
+        /// Those that answered.
+        reply: oneshot::Sender<Vec<u16>>,
+    },
+    /// Debug: switch the PSU output (the board keeps it that way; the auto re-enable only
+    /// restores an output hw-agent means to have on).
+    SetPsuEnabled {
+        /// On or off.
+        on: bool,
+        /// Outcome.
+        reply: oneshot::Sender<Result<(), HwError>>,
+    },
+    /// Debug: fan PID gains, applied to the running controller.
+    SetFanPid {
+        /// Proportional, integral and derivative gains.
+        gains: (f64, f64, f64),
+        /// The gains in force after.
+        reply: oneshot::Sender<(f64, f64, f64)>,
+    },
     /// Leave the loop.
     Stop,
 }
@@ -418,6 +451,44 @@ impl BoardThread {
                 self.hardware = *hardware;
                 self.thermal = thermal;
                 self.mode = mode;
+            }
+            ControlCommand::I2cTransfer {
+                address,
+                write,
+                read_len,
+                reply,
+            } => {
+                let mut read = vec![0u8; read_len];
+                let r = self
+                    .peripherals
+                    .i2c
+                    .transfer(address, &write, &mut read)
+                    .map(|()| read)
+                    .map_err(HwError::from);
+                let _ = reply.send(r);
+            }
+            ControlCommand::I2cProbe { addresses, reply } => {
+                let mut byte = [0u8; 1];
+                let present = addresses
+                    .into_iter()
+                    .filter(|&a| self.peripherals.i2c.transfer(a, &[], &mut byte).is_ok())
+                    .collect();
+                let _ = reply.send(present);
+            }
+            ControlCommand::SetPsuEnabled { on, reply } => {
+                let r = match st.psu.as_mut() {
+                    Some(psu) => psu
+                        .set_enabled(self.peripherals.i2c.as_mut(), on)
+                        .map_err(HwError::from),
+                    None => Err(HwError::FailedPrecondition(
+                        "this board has no controllable PSU".into(),
+                    )),
+                };
+                let _ = reply.send(r);
+            }
+            ControlCommand::SetFanPid { gains, reply } => {
+                st.policy.set_gains(gains.0, gains.1, gains.2);
+                let _ = reply.send(st.policy.gains());
             }
             ControlCommand::Stop => {}
         }

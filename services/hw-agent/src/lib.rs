@@ -40,6 +40,7 @@ pub mod accounting;
 pub mod board;
 pub mod chain;
 pub mod control;
+pub mod diagnostics;
 pub mod drivers;
 pub mod error;
 pub mod probes;
@@ -64,6 +65,7 @@ use svcos_common::config::HardwareDriver;
 use svcos_common::entry::{Flavor, ServiceContext, run_service};
 use svcos_common::{ServiceName, Shutdown, ipc};
 use svcos_proto::hwagent::v1::hw_agent_service_server::HwAgentServiceServer;
+use svcos_proto::hwagent::v1::hw_diagnostics_service_server::HwDiagnosticsServiceServer;
 use svcos_proto::hwsim::v1::GetBoardRequest;
 use svcos_proto::hwsim::v1::hw_sim_service_client::HwSimServiceClient;
 use tokio::net::UnixListener;
@@ -340,6 +342,8 @@ pub async fn run_with_probes(
     )));
     let (events_tx, _) = broadcast::channel(64);
     let layout = Arc::new(found.layout.clone());
+    let i2c_bus = found.peripherals.i2c_bus;
+    let hashes_scale = found.hashes_scale;
     let board_thread = BoardThread {
         peripherals: found.peripherals,
         layout: found.layout,
@@ -474,6 +478,25 @@ pub async fn run_with_probes(
     // board threads stop on their own when their command channels close.
     let _saver_guard = StopOnDrop(Arc::clone(&saver_stop));
 
+    // Diagnostics: runs observe the same snapshots and command channels as the API.
+    let diagnostics = diagnostics::service::Diagnostics::new(
+        diagnostics::checks::Context {
+            spec: Arc::clone(&spec),
+            layout: Arc::clone(&layout),
+            chains: Arc::clone(&chains),
+            board: board_rx.clone(),
+            control: control_tx.clone(),
+            hashes_scale,
+            thermal: ctx.config.thermal.clone(),
+            i2c_bus,
+        },
+        diagnostics::store::Store::new(
+            ctx.layout
+                .service_state_dir(ServiceName::HwAgent)
+                .join("diagnostics"),
+        ),
+    );
+
     // API.
     let api = Api {
         spec: Arc::clone(&spec),
@@ -491,7 +514,8 @@ pub async fn run_with_probes(
     let server = ipc::serve(
         ipc::server()
             .add_service(health_service)
-            .add_service(HwAgentServiceServer::new(api)),
+            .add_service(HwAgentServiceServer::new(api))
+            .add_service(HwDiagnosticsServiceServer::new(diagnostics)),
         listener,
         shutdown.clone(),
     );

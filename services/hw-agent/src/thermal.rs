@@ -177,6 +177,18 @@ impl ThermalPolicy {
         self.target_c = target_c;
     }
 
+    /// Replace the fan PID gains (debug surface), keeping the controller's state.
+    pub fn set_gains(&mut self, kp: f64, ki: f64, kd: f64) {
+        self.pid.kp = kp;
+        self.pid.ki = ki;
+        self.pid.kd = kd;
+    }
+
+    /// The fan PID gains (kp, ki, kd).
+    pub fn gains(&self) -> (f64, f64, f64) {
+        (self.pid.kp, self.pid.ki, self.pid.kd)
+    }
+
     /// The PID target, C.
     pub fn target_c(&self) -> f64 {
         self.target_c

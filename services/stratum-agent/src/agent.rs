@@ -24,8 +24,8 @@ use std::time::Duration;
 use svcos_common::config::{Config, ConfigError, DonationConfig, PoolConfig, StratumConfig};
 use svcos_common::time::unix_ms;
 use svcos_proto::stratum::v1::{
-    GetDonationResponse, GetPoolsResponse, JobTemplate, PoolState, PoolStatus, PoolSwitch,
-    ShareDisposition, SubmitShareRequest,
+    GetDonationResponse, GetPoolsResponse, GetSv2StatusResponse, JobTemplate, PoolState,
+    PoolStatus, PoolSwitch, ShareDisposition, SubmitShareRequest,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
@@ -37,6 +37,8 @@ use crate::state::{PoolCounters, SavedEpoch, SavedJob, SavedState, SavedSwitch};
 use crate::transport::{PoolUrl, Scheme, Tls};
 use crate::v1::codec::{Notify, parse_line};
 use crate::v1::session::{Session, SessionEvent, SessionParams, ShareSubmit};
+use crate::v2::session::{LoggedMessage, Sv2Params, Sv2Session};
+use crate::v2::status::Sv2Link;
 
 /// Uid of the donation pool's slot.
 const DONATION_UID: u64 = u64::MAX;
@@ -120,6 +122,8 @@ pub struct Views {
     pub pools: watch::Receiver<GetPoolsResponse>,
     /// Donation status.
     pub donation: watch::Receiver<GetDonationResponse>,
+    /// Stratum V2 connection status.
+    pub sv2: watch::Receiver<GetSv2StatusResponse>,
 }
 
 /// What the agent starts from.
@@ -185,11 +189,58 @@ fn pool_key(cfg: &PoolConfig) -> String {
     format!("{}|{}", cfg.url, cfg.user)
 }
 
+/// The protocol state of one connection: V1 lines or V2 frames.
+#[derive(Debug)]
+enum PoolSession {
+    V1(Box<Session>),
+    V2(Box<Sv2Session>, Box<Sv2Link>),
+}
+
+impl PoolSession {
+    fn authorized(&self) -> bool {
+        match self {
+            PoolSession::V1(s) => s.authorized,
+            PoolSession::V2(s, _) => s.authorized,
+        }
+    }
+    fn extranonce1(&self) -> &[u8] {
+        match self {
+            PoolSession::V1(s) => &s.extranonce1,
+            PoolSession::V2(s, _) => &s.extranonce1,
+        }
+    }
+    fn extranonce2_size(&self) -> usize {
+        match self {
+            PoolSession::V1(s) => s.extranonce2_size,
+            PoolSession::V2(s, _) => s.extranonce2_size,
+        }
+    }
+    fn difficulty(&self) -> f64 {
+        match self {
+            PoolSession::V1(s) => s.difficulty,
+            PoolSession::V2(s, _) => s.difficulty,
+        }
+    }
+    fn version_mask(&self) -> Option<u32> {
+        match self {
+            PoolSession::V1(s) => s.version_mask,
+            PoolSession::V2(s, _) => s.version_mask,
+        }
+    }
+    /// The V1 subscription id to resume (SV2 has no session resumption).
+    fn session_id(&self) -> Option<String> {
+        match self {
+            PoolSession::V1(s) => s.session_id.clone(),
+            PoolSession::V2(..) => None,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct ConnState {
     uid: u64,
     handle: ConnHandle,
-    session: Session,
+    session: PoolSession,
     opened: Instant,
     connected: bool,
     authorized_at: Option<Instant>,
@@ -251,6 +302,9 @@ pub struct Agent {
     /// Quota mode: time each pool has been home (this process's lifetime).
     quota_mined: HashMap<u64, Duration>,
     home_since: Option<Instant>,
+    sv2_tx: watch::Sender<GetSv2StatusResponse>,
+    /// The SV2 connection the status reports.
+    sv2_focus: Option<ConnId>,
 }
 
 impl Agent {
@@ -296,6 +350,10 @@ impl Agent {
         let (jobs_tx, jobs_rx) = watch::channel(None);
         let (pools_tx, pools_rx) = watch::channel(GetPoolsResponse::default());
         let (donation_tx, donation_rx) = watch::channel(GetDonationResponse::default());
+        let (sv2_tx, sv2_rx) = watch::channel(sv2_idle(
+            &settings.stratum,
+            settings.pools.iter().map(|p| (p.enabled, p.url.as_str())),
+        ));
         let mut agent = Agent {
             next_uid: slots.len() as u64,
             settings,
@@ -330,6 +388,8 @@ impl Agent {
             last_pools_publish: now,
             quota_mined: HashMap::new(),
             home_since: None,
+            sv2_tx,
+            sv2_focus: None,
         };
         agent.restore_epoch();
         agent.publish_pools();
@@ -340,6 +400,7 @@ impl Agent {
                 jobs: jobs_rx,
                 pools: pools_rx,
                 donation: donation_rx,
+                sv2: sv2_rx,
             },
         )
     }
@@ -521,7 +582,7 @@ impl Agent {
             && slot
                 .conn
                 .and_then(|c| self.conns.get(&c))
-                .is_some_and(|c| c.session.authorized && c.last_job.is_some())
+                .is_some_and(|c| c.session.authorized() && c.last_job.is_some())
     }
 
     /// Enabled pools, best first (priority, then list order).
@@ -691,14 +752,14 @@ impl Agent {
         let Some(e) = self.epoch.as_mut() else {
             return false;
         };
-        if !c.session.authorized
-            || c.session.extranonce1 != e.extranonce1
-            || c.session.extranonce2_size != e.extranonce2_size
+        if !c.session.authorized()
+            || c.session.extranonce1() != e.extranonce1
+            || c.session.extranonce2_size() != e.extranonce2_size
         {
             return false;
         }
-        e.difficulty = c.session.difficulty;
-        e.version_mask = c.session.version_mask.unwrap_or(0);
+        e.difficulty = c.session.difficulty();
+        e.version_mask = c.session.version_mask().unwrap_or(0);
         self.epoch_conn = Some(conn);
         tracing::info!(
             epoch = e.id,
@@ -787,10 +848,10 @@ impl Agent {
             return;
         };
         let (extranonce1, extranonce2_size, version_mask, difficulty) = (
-            c.session.extranonce1.clone(),
-            c.session.extranonce2_size,
-            c.session.version_mask.unwrap_or(0),
-            c.session.difficulty,
+            c.session.extranonce1().to_vec(),
+            c.session.extranonce2_size(),
+            c.session.version_mask().unwrap_or(0),
+            c.session.difficulty(),
         );
         if !reason.is_empty() {
             let from = self.active.map_or(-1, |a| self.index_of(a));
@@ -868,14 +929,82 @@ impl Agent {
         let Some(mut url) = slot.url.clone() else {
             return;
         };
-        if url.scheme == Scheme::V2 {
-            slot.state = PoolState::Dead;
-            slot.last_error = "Stratum V2 is behind the readiness gate and not available".into();
-            slot.retry_at = Instant::now() + MAX_BACKOFF;
-            return;
-        }
         if let Some(p) = slot.redirect_port {
             url.port = p;
+        }
+        if url.scheme == Scheme::V2 {
+            if !stratum.sv2_enabled {
+                slot.state = PoolState::Dead;
+                slot.last_error =
+                    "Stratum V2 is behind the readiness gate ([stratum].sv2_enabled = false)"
+                        .into();
+                slot.retry_at = Instant::now() + MAX_BACKOFF;
+                return;
+            }
+            let key = url
+                .authority_key
+                .clone()
+                .ok_or_else(|| {
+                    "a stratum2+tcp:// pool URL needs the pool's authority key: stratum2+tcp://host:port/<base58 key>".to_string()
+                })
+                .and_then(|b58| crate::v2::parse_authority_key(&b58).map(|k| (k, b58)));
+            let (key, b58) = match key {
+                Ok(k) => k,
+                Err(e) => {
+                    slot.state = PoolState::Dead;
+                    slot.last_error = e;
+                    slot.retry_at = Instant::now() + MAX_BACKOFF;
+                    return;
+                }
+            };
+            let params = Sv2Params {
+                user: slot.cfg.user.clone(),
+                version_rolling: stratum.version_rolling,
+                endpoint_host: url.host.clone(),
+                endpoint_port: url.port,
+                device_id: String::new(),
+            };
+            let link = Sv2Link {
+                endpoint: url.addr(),
+                authority_b58: b58.clone(),
+                fingerprint: crate::v2::fingerprint(&key),
+                handshake: "in_progress",
+                handshake_log: vec![LoggedMessage {
+                    at_ms: unix_ms(),
+                    direction: "out",
+                    message_type: "NoiseHandshake".into(),
+                    summary: "act 1: -> e (ElligatorSwift ephemeral key, 64 bytes)".into(),
+                }],
+                ..Default::default()
+            };
+            slot.conn = Some(conn);
+            if slot.state != PoolState::AuthFailed && slot.state != PoolState::Silent {
+                slot.state = PoolState::Connecting;
+            }
+            tracing::debug!(pool = %slot.cfg.url, conn, "connecting (Stratum V2)");
+            let handle = crate::v2::conn::spawn(
+                conn,
+                url,
+                (key, b58),
+                Duration::from_secs(stratum.connect_timeout_s.into()),
+                events,
+            );
+            self.conns.insert(
+                conn,
+                ConnState {
+                    uid,
+                    handle,
+                    session: PoolSession::V2(Box::new(Sv2Session::new(params)), Box::new(link)),
+                    opened: Instant::now(),
+                    connected: false,
+                    authorized_at: None,
+                    last_notify: None,
+                    last_job: None,
+                },
+            );
+            self.publish_sv2(conn, None);
+            self.pools_dirty = true;
+            return;
         }
         let session = Session::new(SessionParams {
             user: slot.cfg.user.clone(),
@@ -901,7 +1030,7 @@ impl Agent {
             ConnState {
                 uid,
                 handle,
-                session,
+                session: PoolSession::V1(Box::new(session)),
                 opened: Instant::now(),
                 connected: false,
                 authorized_at: None,
@@ -943,16 +1072,54 @@ impl Agent {
                     return;
                 };
                 c.connected = true;
-                let lines = c.session.start();
-                for l in lines {
-                    c.handle.send(l);
-                }
                 let uid = c.uid;
+                let events = match &mut c.session {
+                    PoolSession::V1(session) => {
+                        for l in session.start() {
+                            c.handle.send(l);
+                        }
+                        Vec::new()
+                    }
+                    PoolSession::V2(session, _) => session.start(unix_ms()),
+                };
                 if let Some(s) = self.slot_mut(uid) {
                     s.connected_since_ms = unix_ms();
                 }
+                for ev in events {
+                    self.on_session_event(conn, uid, ev, svcos_common::time::unix_us());
+                }
+                self.publish_sv2(conn, None);
             }
             ConnEvent::Line { conn, line, at_us } => self.on_line(conn, &line, at_us),
+            ConnEvent::Sv2Handshake {
+                conn,
+                ok,
+                detail,
+                at_ms,
+            } => {
+                if let Some(PoolSession::V2(_, link)) =
+                    self.conns.get_mut(&conn).map(|c| &mut c.session)
+                {
+                    link.handshake = if ok { "ok" } else { "failed" };
+                    link.handshake_detail = detail.clone();
+                    link.handshake_at_ms = at_ms;
+                    link.handshake_log.push(LoggedMessage {
+                        at_ms,
+                        direction: "in",
+                        message_type: "NoiseHandshake".into(),
+                        summary: if ok {
+                            "act 2: <- e, ee, s, es, certificate (verified)".into()
+                        } else {
+                            format!("act 2 failed: {detail}")
+                        },
+                    });
+                }
+                if !ok {
+                    tracing::warn!(conn, error = %detail, "Stratum V2 handshake failed");
+                }
+                self.publish_sv2(conn, None);
+            }
+            ConnEvent::Frame { conn, frame, at_us } => self.on_frame(conn, &frame, at_us),
             ConnEvent::Closed { conn, error } => {
                 let Some(c) = self.conns.get(&conn) else {
                     return;
@@ -960,6 +1127,9 @@ impl Agent {
                 let uid = c.uid;
                 let (connected, was_alive) = (c.connected, c.authorized_at.is_some());
                 tracing::info!(pool = self.index_of(uid), error = %error, "pool connection closed");
+                if matches!(c.session, PoolSession::V2(..)) {
+                    self.publish_sv2(conn, Some(&error));
+                }
                 {
                     let counters = self.counters(uid);
                     if connected {
@@ -1004,13 +1174,62 @@ impl Agent {
             return;
         };
         let uid = c.uid;
-        let events = c.session.handle(msg);
+        let PoolSession::V1(session) = &mut c.session else {
+            return;
+        };
+        let events = session.handle(msg);
         for ev in events {
             self.on_session_event(conn, uid, ev, at_us);
             if !self.conns.contains_key(&conn) {
                 return;
             }
         }
+    }
+
+    fn on_frame(&mut self, conn: ConnId, frame: &[u8], at_us: i64) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let uid = c.uid;
+        let PoolSession::V2(session, _) = &mut c.session else {
+            return;
+        };
+        let events = session.handle(frame, at_us / 1000);
+        for ev in events {
+            self.on_session_event(conn, uid, ev, at_us);
+            if !self.conns.contains_key(&conn) {
+                return;
+            }
+        }
+        self.publish_sv2(conn, None);
+    }
+
+    /// Rebuild the SV2 status from connection `conn` when it is the one to report: the mining
+    /// connection first, else the latest SV2 connection. `closed` keeps a dead connection's
+    /// final state (and why) visible.
+    fn publish_sv2(&mut self, conn: ConnId, closed: Option<&str>) {
+        let focus_alive = self
+            .sv2_focus
+            .is_some_and(|f| f != conn && self.conns.contains_key(&f));
+        let focus_mining = self.sv2_focus.is_some() && self.sv2_focus == self.epoch_conn;
+        if focus_alive && (focus_mining || self.epoch_conn != Some(conn)) {
+            return;
+        }
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let PoolSession::V2(session, link) = &c.session else {
+            return;
+        };
+        self.sv2_focus = Some(conn);
+        let snapshot = crate::v2::status::snapshot(
+            link,
+            Some(session),
+            self.index_of(c.uid),
+            self.epoch_conn == Some(conn),
+            closed,
+        );
+        self.sv2_tx.send_replace(snapshot);
     }
 
     fn on_session_event(&mut self, conn: ConnId, uid: u64, ev: SessionEvent, at_us: i64) {
@@ -1021,11 +1240,13 @@ impl Agent {
                     c.handle.send(line);
                 }
             }
+            SessionEvent::SendFrame(frame) => {
+                if let Some(c) = self.conns.get(&conn) {
+                    c.handle.send_bytes(frame);
+                }
+            }
             SessionEvent::Subscribed { resumed } => {
-                let sid = self
-                    .conns
-                    .get(&conn)
-                    .and_then(|c| c.session.session_id.clone());
+                let sid = self.conns.get(&conn).and_then(|c| c.session.session_id());
                 if let Some(s) = self.slot_mut(uid) {
                     s.session_id = sid;
                 }
@@ -1247,20 +1468,23 @@ impl Agent {
             return false;
         };
         let ticket = self.next_ticket;
-        let Some(c) = self.conns.get_mut(&conn).filter(|c| c.session.authorized) else {
+        let Some(c) = self.conns.get_mut(&conn).filter(|c| c.session.authorized()) else {
             return false;
         };
-        let line = c.session.submit(
-            ticket,
-            ShareSubmit {
-                job_id: &share.job_id,
-                extranonce2: &share.extranonce2,
-                ntime: share.ntime,
-                nonce: share.nonce,
-                version: share.version,
-            },
-        );
-        if !c.handle.send(line) {
+        let submit = ShareSubmit {
+            job_id: &share.job_id,
+            extranonce2: &share.extranonce2,
+            ntime: share.ntime,
+            nonce: share.nonce,
+            version: share.version,
+        };
+        let sent = match &mut c.session {
+            PoolSession::V1(session) => c.handle.send(session.submit(ticket, submit)),
+            PoolSession::V2(session, _) => session
+                .submit(ticket, submit, unix_ms())
+                .is_some_and(|frame| c.handle.send_bytes(frame)),
+        };
+        if !sent {
             return false;
         }
         let uid = c.uid;
@@ -1542,6 +1766,18 @@ impl Agent {
                 }
             }
         }
+        if self.sv2_focus.is_none_or(|f| !self.conns.contains_key(&f))
+            || !self.settings.stratum.sv2_enabled
+        {
+            self.sv2_focus = None;
+            let idle = sv2_idle(
+                &self.settings.stratum,
+                self.slots
+                    .iter()
+                    .map(|s| (s.cfg.enabled, s.cfg.url.as_str())),
+            );
+            self.sv2_tx.send_replace(idle);
+        }
         for i in 0..self.slots.len() {
             if !self.slots[i].cfg.enabled {
                 let uid = self.slots[i].uid;
@@ -1584,13 +1820,13 @@ impl Agent {
                     accepted_difficulty: c.accepted_difficulty,
                     rejected_difficulty: c.rejected_difficulty,
                     best_share: c.best_share,
-                    difficulty: session.map_or(0.0, |s| s.difficulty),
+                    difficulty: session.map_or(0.0, |s| s.difficulty()),
                     get_failures: c.get_failures,
                     remote_failures: c.remote_failures,
                     last_share_time: c.last_share_time_ms / 1000,
                     last_share_latency_ms: c.last_share_latency_ms,
-                    version_rolling: session.is_some_and(|s| s.version_mask.is_some()),
-                    version_mask: session.and_then(|s| s.version_mask).unwrap_or(0),
+                    version_rolling: session.is_some_and(|s| s.version_mask().is_some()),
+                    version_mask: session.and_then(|s| s.version_mask()).unwrap_or(0),
                     last_error: s.last_error.clone(),
                     reject_reasons: c.reject_reasons.clone().into_iter().collect(),
                     discarded: c.discarded,
@@ -1656,6 +1892,32 @@ impl Agent {
             active_now: self.active == Some(DONATION_UID),
         };
         self.donation_tx.send_replace(resp);
+    }
+}
+
+/// The SV2 status before any SV2 connection: gate off, or no SV2 pool tried yet.
+fn sv2_idle<'a>(
+    stratum: &StratumConfig,
+    mut pools: impl Iterator<Item = (bool, &'a str)>,
+) -> GetSv2StatusResponse {
+    let enabled = stratum.sv2_enabled;
+    let configured = pools.any(|(on, url)| on && url.starts_with("stratum2+tcp://"));
+    GetSv2StatusResponse {
+        enabled,
+        state: match (enabled, configured) {
+            (false, _) => "disabled",
+            (true, false) => "no_pool",
+            (true, true) => "connecting",
+        }
+        .to_string(),
+        handshake: "none".into(),
+        pool_index: -1,
+        last_error: if enabled {
+            String::new()
+        } else {
+            "Stratum V2 is behind the readiness gate ([stratum].sv2_enabled = false)".into()
+        },
+        ..Default::default()
     }
 }
 

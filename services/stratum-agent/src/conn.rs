@@ -27,6 +27,27 @@ pub enum ConnEvent {
         /// When it was read (unix microseconds).
         at_us: i64,
     },
+    /// Stratum V2: the Noise handshake finished (before `Connected`) or failed (before
+    /// `Closed`).
+    Sv2Handshake {
+        /// Which connection.
+        conn: ConnId,
+        /// Whether the pool proved it holds the configured authority key.
+        ok: bool,
+        /// What happened, for the status API.
+        detail: String,
+        /// When (unix milliseconds).
+        at_ms: i64,
+    },
+    /// Stratum V2: one decrypted frame (header + payload).
+    Frame {
+        /// Which connection.
+        conn: ConnId,
+        /// The plaintext frame.
+        frame: Vec<u8>,
+        /// When it was read (unix microseconds).
+        at_us: i64,
+    },
     /// The connection is gone (or never came up), with why.
     Closed {
         /// Which connection.
@@ -39,15 +60,25 @@ pub enum ConnEvent {
 /// The agent's handle on a running connection. Dropping it closes the connection.
 #[derive(Debug)]
 pub struct ConnHandle {
-    /// Lines to write.
-    tx: mpsc::Sender<String>,
+    /// Lines (V1) or plaintext frames (V2) to write.
+    tx: mpsc::Sender<Vec<u8>>,
     task: tokio::task::AbortHandle,
 }
 
 impl ConnHandle {
     /// Queue a line for writing. False when the writer is gone or hopelessly behind.
     pub fn send(&self, line: String) -> bool {
-        self.tx.try_send(line).is_ok()
+        self.tx.try_send(line.into_bytes()).is_ok()
+    }
+
+    /// Queue bytes (an SV2 frame) for writing. False as for [`Self::send`].
+    pub fn send_bytes(&self, bytes: Vec<u8>) -> bool {
+        self.tx.try_send(bytes).is_ok()
+    }
+
+    /// A handle on a connection task started elsewhere (the SV2 one).
+    pub(crate) fn new(tx: mpsc::Sender<Vec<u8>>, task: tokio::task::AbortHandle) -> Self {
+        ConnHandle { tx, task }
     }
 }
 
@@ -65,7 +96,7 @@ pub fn spawn(
     timeout: Duration,
     events: mpsc::Sender<ConnEvent>,
 ) -> ConnHandle {
-    let (tx, mut rx) = mpsc::channel::<String>(256);
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(256);
     let task = tokio::spawn(async move {
         let error = match connect(&url, &tls, timeout).await {
             Err(e) => e.to_string(),
@@ -94,7 +125,7 @@ pub fn spawn(
                         },
                         line = rx.recv() => match line {
                             Some(line) => {
-                                if let Err(e) = async { write.write_all(line.as_bytes()).await?; write.flush().await }.await {
+                                if let Err(e) = async { write.write_all(&line).await?; write.flush().await }.await {
                                     break format!("write: {e}");
                                 }
                             }

@@ -224,23 +224,9 @@ impl StratumService for StratumApi {
         &self,
         _: Request<pb::GetSv2StatusRequest>,
     ) -> Result<Response<pb::GetSv2StatusResponse>, Status> {
-        // Truthful: the native Stratum V2 stack is not implemented in this build.
-        Ok(Response::new(pb::GetSv2StatusResponse {
-            enabled: self.sv2_enabled,
-            state: if self.sv2_enabled {
-                "not_implemented"
-            } else {
-                "disabled"
-            }
-            .into(),
-            handshake: "none".into(),
-            last_error: if self.sv2_enabled {
-                "the Stratum V2 stack is not implemented in this build; stratum2+tcp pools are skipped".into()
-            } else {
-                String::new()
-            },
-            ..Default::default()
-        }))
+        // Live state from the agent; the gate is the configured one (it may change on reload).
+        let _ = self.sv2_enabled;
+        Ok(Response::new(self.views.sv2.borrow().clone()))
     }
 
     async fn reload_config(

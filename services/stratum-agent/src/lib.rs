@@ -34,8 +34,13 @@
 //! * **Test pool codec.** The SRI `sv1_api` crate is not in this machine's registry mirror, so the
 //!   test pool has its own minimal server codec ([`testpool::wire`]) and its own header assembly,
 //!   independent of the client's parser and of `svcos_work`.
-//! * **Stratum V2 is not implemented.** `GetSv2Status` reports `disabled` (gate off, the default)
-//!   or `not_implemented` (gate on), and `stratum2+tcp://` pools are skipped with that error.
+//! * **Stratum V2** ([`v2`], behind `[stratum].sv2_enabled`, off by default): a
+//!   `stratum2+tcp://host:port/<authority key>` pool is just another pool in the ordered list.
+//!   The client runs the Noise NX handshake pinned to the URL's authority key, SetupConnection,
+//!   one extended channel, and maps its jobs onto the same JobTemplate V1 produces (extranonce
+//!   prefix = extranonce1, coinbase prefix/suffix = coinb1/coinb2), so hw-agent and the share
+//!   checks do not know the difference. With the gate off such pools are skipped with an error.
+//!   The test pool's SV2 upstream ([`testpool::sv2`]) is built from the same reference crates.
 
 pub mod agent;
 pub mod conn;
@@ -48,6 +53,7 @@ pub mod state;
 pub mod testpool;
 pub mod transport;
 pub mod v1;
+pub mod v2;
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -182,7 +188,38 @@ pub async fn run_test_pool(
         .await
         .with_context(|| format!("test pool cannot listen on {addr}"))?;
     tracing::info!(%addr, difficulty = settings.difficulty, "test pool listening");
-    serve_test_pool(testpool::TestPool::new(settings), tcp, listener, shutdown).await
+    let pool = testpool::TestPool::new(settings);
+    let sv2 = if sim.pool_sv2_port != 0 {
+        let addr = std::net::SocketAddr::new(ip, sim.pool_sv2_port);
+        let tcp = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("test pool (Stratum V2) cannot listen on {addr}"))?;
+        let authority = testpool::sv2::Authority::generate();
+        // Where the sim and tests read the key to pin in stratum2+tcp://host:port/<key>.
+        let dir = ctx.layout.service_state_dir(ServiceName::TestPool);
+        std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+        let key_path = dir.join(testpool::sv2::AUTHORITY_FILE);
+        svcos_common::fsutil::atomic_write(
+            &key_path,
+            format!("{}\n", authority.public_b58()).as_bytes(),
+            0o644,
+        )
+        .with_context(|| format!("write {}", key_path.display()))?;
+        tracing::info!(%addr, authority = %authority.public_b58(), "test pool Stratum V2 upstream listening");
+        Some(tokio::spawn(testpool::sv2::serve(
+            pool.clone(),
+            tcp,
+            authority,
+            shutdown.clone(),
+        )))
+    } else {
+        None
+    };
+    let served = serve_test_pool(pool, tcp, listener, shutdown).await;
+    if let Some(task) = sv2 {
+        let _ = task.await;
+    }
+    served
 }
 
 /// Serve a test pool on a bound TCP listener plus its control socket (tests call this directly).

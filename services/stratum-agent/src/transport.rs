@@ -31,6 +31,8 @@ pub struct PoolUrl {
     pub host: String,
     /// TCP port.
     pub port: u16,
+    /// `stratum2+tcp://host:port/<key>`: the pool's authority public key (base58check).
+    pub authority_key: Option<String>,
 }
 
 /// Why a pool could not be reached.
@@ -84,7 +86,13 @@ impl PoolUrl {
         } else {
             return Err(bad());
         };
-        let authority = rest.split('/').next().unwrap_or_default();
+        let mut parts = rest.splitn(2, '/');
+        let authority = parts.next().unwrap_or_default();
+        let authority_key = parts
+            .next()
+            .map(|k| k.trim_end_matches('/'))
+            .filter(|k| !k.is_empty())
+            .map(str::to_string);
         let (host, port) = authority.rsplit_once(':').ok_or_else(bad)?;
         let host = host.trim_start_matches('[').trim_end_matches(']');
         let port: u16 = port.parse().map_err(|_| bad())?;
@@ -95,6 +103,7 @@ impl PoolUrl {
             scheme,
             host: host.to_string(),
             port,
+            authority_key,
         })
     }
 

@@ -19,6 +19,9 @@ pub struct SimConfig {
     pub pool_difficulty: f64,
     /// Seconds between clean-jobs block changes on the test pool. Default 60.
     pub pool_block_interval_s: u32,
+    /// Port of the test pool's Stratum V2 upstream on the loopback address; 0 (the default)
+    /// runs none. Its authority public key is written to `<state>/test-pool/sv2-authority.pub`.
+    pub pool_sv2_port: u16,
 }
 
 impl Default for SimConfig {
@@ -30,6 +33,7 @@ impl Default for SimConfig {
             pool_port: 3333,
             pool_difficulty: 0.00002,
             pool_block_interval_s: 60,
+            pool_sv2_port: 0,
         }
     }
 }

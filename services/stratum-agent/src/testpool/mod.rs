@@ -8,6 +8,7 @@
 //! tests). Sessions can be resumed: `mining.subscribe` with a known subscription id gets its old
 //! extranonce1 back, so a miner that reconnects keeps its work valid.
 
+pub mod sv2;
 pub mod wire;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -126,6 +127,19 @@ struct Inner {
     connections_open: u64,
     resumed_sessions: u64,
     found_blocks: u64,
+    /// The SV2 upstream's counters; `None` until it runs.
+    sv2: Sv2Counters,
+    sv2_running: bool,
+}
+
+#[derive(Debug, Default)]
+struct Sv2Counters {
+    authority: String,
+    connections: u64,
+    handshakes: u64,
+    channels: u64,
+    accepted: u64,
+    rejected: u64,
 }
 
 /// A running test pool's shared state and control handle.
@@ -152,6 +166,15 @@ fn achieved_difficulty(hash: &[u8; 32]) -> f64 {
     } else {
         diff1 / value
     }
+}
+
+/// What a share's hash must meet.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Threshold {
+    /// Stratum V1: a share difficulty (compared with a relative epsilon).
+    Difficulty(f64),
+    /// Stratum V2: an exact little-endian 256-bit target.
+    Target([u8; 32]),
 }
 
 /// A share a miner submitted, checked.
@@ -282,6 +305,14 @@ impl TestPool {
             resumed_sessions: inner.resumed_sessions,
             behavior: Some(inner.behavior),
             found_blocks: inner.found_blocks,
+            sv2: inner.sv2_running.then(|| pb::Sv2Stats {
+                authority_pubkey: inner.sv2.authority.clone(),
+                connections: inner.sv2.connections,
+                handshakes: inner.sv2.handshakes,
+                channels: inner.sv2.channels,
+                accepted: inner.sv2.accepted,
+                rejected: inner.sv2.rejected,
+            }),
         }
     }
 
@@ -293,6 +324,12 @@ impl TestPool {
     /// Rejected shares of one worker (0 if unknown).
     pub fn rejected(&self, worker: &str) -> u64 {
         self.lock().workers.get(worker).map_or(0, |w| w.rejected)
+    }
+
+    /// The SV2 upstream's counters (verified Success / Error answers).
+    pub fn sv2_counts(&self) -> (u64, u64) {
+        let inner = self.lock();
+        (inner.sv2.accepted, inner.sv2.rejected)
     }
 
     /// Verify a submit against the job list with SHA-256d.
@@ -307,7 +344,7 @@ impl TestPool {
         nonce: u32,
         version_bits: Option<u32>,
         version_mask: Option<u32>,
-        difficulty: f64,
+        threshold: Threshold,
     ) -> Verdict {
         let mut inner = self.lock();
         let verdict = (|| {
@@ -362,8 +399,12 @@ impl TestPool {
             header.extend_from_slice(&nonce.to_le_bytes());
             let hash = sha256d(&header);
             let achieved = achieved_difficulty(&hash);
-            // A relative epsilon: both sides compute the target in floating point.
-            if achieved < difficulty * (1.0 - 1e-9) {
+            let enough = match threshold {
+                // A relative epsilon: both sides compute the target in floating point.
+                Threshold::Difficulty(d) => achieved >= d * (1.0 - 1e-9),
+                Threshold::Target(t) => crate::v2::frames::meets_target(&hash, &t),
+            };
+            if !enough {
                 return Verdict::Rejected(23, "Low difficulty share");
             }
             Verdict::Accepted {
@@ -384,7 +425,10 @@ impl TestPool {
                 block,
             } => {
                 stats.accepted += 1;
-                stats.accepted_difficulty += difficulty;
+                stats.accepted_difficulty += match threshold {
+                    Threshold::Difficulty(d) => d,
+                    Threshold::Target(t) => crate::v2::frames::target_to_difficulty(&t),
+                };
                 stats.best_difficulty = stats.best_difficulty.max(*achieved);
                 if *block {
                     inner.found_blocks += 1;
@@ -651,7 +695,7 @@ fn handle_call(pool: &Arc<TestPool>, conn: &mut Conn, call: wire::Call) -> Vec<S
                 nonce,
                 version_bits,
                 conn.version_mask,
-                conn.difficulty,
+                Threshold::Difficulty(conn.difficulty),
             ) {
                 Verdict::Accepted { .. } => vec![wire::result(id, json!(true))],
                 Verdict::Rejected(code, reason) => vec![wire::error(id, code, reason)],
@@ -785,7 +829,7 @@ mod tests {
                 nonce,
                 bits,
                 c.version_mask,
-                0.001,
+                Threshold::Difficulty(0.001),
             )
         };
         assert!(matches!(v(nonce, Some(0x6000)), Verdict::Accepted { .. }));

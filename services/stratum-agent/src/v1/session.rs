@@ -62,6 +62,8 @@ enum Pending {
 pub enum SessionEvent {
     /// Write this line to the pool.
     Send(String),
+    /// Write this plaintext frame to the pool (Stratum V2 sessions).
+    SendFrame(Vec<u8>),
     /// Subscribed; `resumed` when the pool kept the previous subscription id.
     Subscribed {
         /// Whether the subscription id we asked to resume was granted.

@@ -1,0 +1,162 @@
+//! SV2 frames as plain bytes ↔ the reference crates' owned message types (`parsers_sv2`), and
+//! the 256-bit target arithmetic both roles share. Pure functions: what the fuzz target drives.
+
+use framing_sv2::framing::{EncodableFrame, MessageFrame};
+use framing_sv2::header::Header;
+use parsers_sv2::{AnyMessage, AnyMessageOwned, IsSv2Message};
+
+/// Why a frame could not be built or read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FrameError {
+    /// Not one whole frame, or a header the framing layer refuses.
+    #[error("bad frame: {0}")]
+    Framing(String),
+    /// The payload is not the message its header names.
+    #[error("bad {kind} payload: {detail}")]
+    Payload {
+        /// Message type name.
+        kind: &'static str,
+        /// The parser's error.
+        detail: String,
+    },
+}
+
+/// Encode one message as a plaintext frame (header + payload).
+pub fn encode(message: AnyMessageOwned) -> Result<Vec<u8>, FrameError> {
+    let frame = MessageFrame::<AnyMessageOwned>::try_from(message)
+        .map_err(|e| FrameError::Framing(format!("{e:?}")))?;
+    let mut buf = vec![0; frame.encoded_length()];
+    frame
+        .encode_into(&mut buf)
+        .map_err(|e| FrameError::Framing(format!("{e:?}")))?;
+    Ok(buf)
+}
+
+/// The message type byte and name of a frame, if its header is readable.
+pub fn kind(frame: &[u8]) -> Option<(u8, &'static str)> {
+    let h = Header::from_bytes(frame).ok()?;
+    Some((
+        h.msg_type(),
+        parsers_sv2::message_type_to_name(h.msg_type()),
+    ))
+}
+
+/// Decode one plaintext frame into an owned message.
+pub fn decode(frame: &[u8]) -> Result<AnyMessageOwned, FrameError> {
+    let header = Header::from_bytes(frame).map_err(|e| FrameError::Framing(format!("{e:?}")))?;
+    let len = Header::SIZE + header.payload_length();
+    if frame.len() != len {
+        return Err(FrameError::Framing(format!(
+            "frame is {} bytes, its header says {len}",
+            frame.len()
+        )));
+    }
+    let mut payload = frame[Header::SIZE..].to_vec();
+    let message = AnyMessage::try_from((header, payload.as_mut_slice())).map_err(|e| {
+        FrameError::Payload {
+            kind: parsers_sv2::message_type_to_name(header.msg_type()),
+            detail: format!("{e:?}"),
+        }
+    })?;
+    Ok(message.into_owned())
+}
+
+/// The message type name of an owned message.
+pub fn name(message: &AnyMessageOwned) -> &'static str {
+    parsers_sv2::message_type_to_name(message.message_type())
+}
+
+/// A one-line summary for the message log (the crates' own Display, capped).
+pub fn summary(message: &AnyMessageOwned) -> String {
+    let mut s = message.to_string();
+    if s.len() > 240 {
+        let mut cut = 240;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
+}
+
+/// Difficulty 1 as a number: 0xffff · 2^208.
+fn diff1() -> f64 {
+    65535.0 * 2f64.powi(208)
+}
+
+/// A little-endian 256-bit value as a float (exact enough for difficulty accounting).
+fn le_value(bytes: &[u8; 32]) -> f64 {
+    bytes
+        .iter()
+        .rev()
+        .fold(0.0f64, |acc, b| acc * 256.0 + f64::from(*b))
+}
+
+/// The share difficulty a little-endian target stands for.
+pub fn target_to_difficulty(target: &[u8; 32]) -> f64 {
+    let v = le_value(target);
+    if v == 0.0 { f64::INFINITY } else { diff1() / v }
+}
+
+/// The little-endian target of a share difficulty (rounded down; saturates at 2^256 - 1).
+pub fn difficulty_to_target(difficulty: f64) -> [u8; 32] {
+    let v = diff1() / difficulty;
+    if !v.is_finite() || v >= 2f64.powi(256) || difficulty <= 0.0 {
+        return [0xff; 32];
+    }
+    let mut out = [0u8; 32];
+    let mut rest = v.floor();
+    for i in (0..32).rev() {
+        let scale = 2f64.powi(8 * i as i32);
+        let byte = (rest / scale).floor().clamp(0.0, 255.0);
+        out[i] = byte as u8;
+        rest -= byte * scale;
+    }
+    out
+}
+
+/// Whether a little-endian hash is at or below a little-endian target (exact comparison).
+pub fn meets_target(hash: &[u8; 32], target: &[u8; 32]) -> bool {
+    hash.iter().rev().cmp(target.iter().rev()) != std::cmp::Ordering::Greater
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use common_messages_sv2::SetupConnectionSuccess;
+    use parsers_sv2::CommonMessagesOwned;
+
+    #[test]
+    fn frames_round_trip_through_the_reference_parser() {
+        let m = AnyMessageOwned::Common(CommonMessagesOwned::SetupConnectionSuccess(
+            SetupConnectionSuccess {
+                used_version: 2,
+                flags: 0b110,
+            },
+        ));
+        let bytes = encode(m.clone()).unwrap();
+        assert_eq!(kind(&bytes), Some((0x01, "SetupConnectionSuccess")));
+        assert_eq!(decode(&bytes).unwrap().to_string(), m.to_string());
+        assert!(decode(&bytes[..bytes.len() - 1]).is_err());
+        assert!(decode(&[]).is_err());
+    }
+
+    #[test]
+    fn targets_and_difficulties_agree() {
+        for d in [0.0001, 0.5, 1.0, 1024.0, 1e12] {
+            let t = difficulty_to_target(d);
+            let back = target_to_difficulty(&t);
+            assert!((back - d).abs() / d < 1e-9, "{d} -> {back}");
+        }
+        // Difficulty 1 is 0x00000000ffff0000… in big-endian terms.
+        let t = difficulty_to_target(1.0);
+        assert_eq!(&t[26..], &[0xff, 0xff, 0, 0, 0, 0]);
+        assert!(meets_target(&t, &t));
+        let mut above = t;
+        above[0] = 1;
+        assert!(!meets_target(&above, &t));
+        assert!(!meets_target(&[0xff; 32], &t));
+        assert!(meets_target(&[0; 32], &t));
+    }
+}

@@ -1,78 +1,178 @@
-//! tuner: will choose frequencies and voltages toward a power or hashrate target.
+//! tuner: chooses frequencies and voltages toward a power or hashrate target, or the best
+//! efficiency, and keeps what it found per board serial.
 //!
-//! Autotuning itself is not built yet (the REST autotuner routes answer 501). What the tuner
-//! already owns is the measurement it will tune against: it follows hw-agent's telemetry stream
-//! and reports the board's measured efficiency (J/TH) and the configured power target, so other
-//! services never compute efficiency on their own.
+//! It follows hw-agent's telemetry stream (with per-chip counters) and drives the chips only
+//! through hw-agent's `SetFrequency` and `SetVoltage`, so mining never stops while it tunes. The
+//! pieces, each without I/O where it can be:
+//!
+//! - [`search`]: the pure search step (stability from per-chip and per-chain HW error rates over
+//!   a window, frequency fit to the target, voltage walk down to the lowest stable step, chip
+//!   trims for weak silicon, efficiency levels).
+//! - [`engine`]: the state machine (disabled, idle, tuning, tuned, backoff, error) with recorded
+//!   transitions, settle and measurement windows, limits checked on every sample (temperature,
+//!   PSU power), dynamic power scaling, time-of-use targets, resume of saved profiles.
+//! - [`store`]: settings, tuned points per board serial and named profiles, written atomically.
+//! - [`service`]: the gRPC face; [`Driver`]: the loop that feeds the engine and sends commands.
+//!
+//! The clock is injected ([`svcos_common::time::Clock`]), and the hardware is a trait
+//! ([`Hardware`]), so the whole loop is tested with a manual clock and a simulated board.
+
+pub mod engine;
+pub mod model;
+pub mod search;
+pub mod service;
+pub mod store;
 
 use std::ffi::OsString;
+use std::future::Future;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use svcos_common::entry::{Flavor, ServiceContext, run_service};
+use svcos_common::time::{Clock, SystemClock};
 use svcos_common::{ServiceName, Shutdown, ipc};
 use svcos_proto::hwagent::v1::hw_agent_service_client::HwAgentServiceClient;
-use svcos_proto::hwagent::v1::{StreamTelemetryRequest, Telemetry};
-use svcos_proto::tuner::v1::tuner_service_server::{TunerService, TunerServiceServer};
-use svcos_proto::tuner::v1::{GetStateRequest, GetStateResponse};
+use svcos_proto::hwagent::v1::{
+    GetInventoryRequest, SetFrequencyRequest, SetVoltageRequest, StreamTelemetryRequest, Telemetry,
+};
+use svcos_proto::tuner::v1::tuner_service_server::TunerServiceServer;
 use tokio::net::UnixListener;
-use tokio::sync::watch;
-use tonic::{Request, Response, Status};
+use tokio::sync::{Notify, watch};
+use tonic::Status;
+use tonic::transport::Channel;
+
+use crate::engine::{Action, Engine};
+use crate::model::BoardInfo;
+use crate::store::Store;
 
 /// Joules per terahash from a power draw and a hashrate; `None` when either is unknown.
 pub fn efficiency_j_per_th(power_watt: f64, ghs: f64) -> Option<f64> {
     (power_watt > 0.0 && ghs > 0.0).then(|| power_watt / (ghs / 1000.0))
 }
 
-/// The tuner's gRPC face: answers from the latest telemetry it follows.
-#[derive(Debug)]
-pub struct Tuner {
-    telemetry: watch::Receiver<Option<Telemetry>>,
-    power_target_watt: f64,
+/// What the tuner needs from the board's owner.
+pub trait Hardware: Send + Sync + 'static {
+    /// Serial, chains and nominal figures.
+    fn inventory(&self) -> impl Future<Output = Result<BoardInfo, Status>> + Send;
+    /// Send one command.
+    fn execute(&self, action: Action) -> impl Future<Output = Result<(), Status>> + Send;
 }
 
-impl Tuner {
-    /// A tuner reading telemetry from `telemetry`.
-    pub fn new(telemetry: watch::Receiver<Option<Telemetry>>, power_target_watt: f64) -> Self {
-        Tuner {
-            telemetry,
-            power_target_watt,
-        }
+/// hw-agent over gRPC.
+#[derive(Debug, Clone)]
+pub struct HwAgent(pub HwAgentServiceClient<Channel>);
+
+impl Hardware for HwAgent {
+    async fn inventory(&self) -> Result<BoardInfo, Status> {
+        let inv = self
+            .0
+            .clone()
+            .get_inventory(GetInventoryRequest {})
+            .await?
+            .into_inner();
+        Ok(BoardInfo {
+            serial: inv.serial_number,
+            chains: inv.chains.len() as u32,
+            chips_per_chain: inv.chains.first().map_or(0, |c| c.chips_expected),
+            nominal_power_watt: inv.nominal_power_watt,
+            nominal_ths: inv.nominal_ghs / 1000.0,
+        })
     }
 
-    fn state(&self) -> GetStateResponse {
-        let t = self.telemetry.borrow();
-        let (efficiency, power_target) = match t.as_ref() {
-            Some(t) => {
-                let ghs = t.hashrate.as_ref().map(|h| h.ghs_1m).unwrap_or(0.0);
-                let target = if t.power_target_watt > 0.0 {
-                    t.power_target_watt
-                } else {
-                    self.power_target_watt
-                };
-                (
-                    efficiency_j_per_th(t.power_watt, ghs).unwrap_or(0.0),
-                    target,
-                )
+    async fn execute(&self, action: Action) -> Result<(), Status> {
+        let mut c = self.0.clone();
+        match action {
+            Action::SetVoltage(mv) => {
+                c.set_voltage(SetVoltageRequest {
+                    chain_id: None,
+                    voltage_mv: mv,
+                })
+                .await?;
             }
-            None => (0.0, self.power_target_watt),
-        };
-        GetStateResponse {
-            state: "disabled".into(),
-            profile: "stock".into(),
-            power_target_watt: power_target,
-            hashrate_target_ghs: 0.0,
-            efficiency_j_per_th: efficiency,
+            Action::SetFrequency { chain, chip, mhz } => {
+                c.set_frequency(SetFrequencyRequest {
+                    chain_id: Some(chain),
+                    chip,
+                    frequency_mhz: mhz,
+                })
+                .await?;
+            }
         }
+        Ok(())
     }
 }
 
-#[tonic::async_trait]
-impl TunerService for Tuner {
-    async fn get_state(
-        &self,
-        _request: Request<GetStateRequest>,
-    ) -> Result<Response<GetStateResponse>, Status> {
-        Ok(Response::new(self.state()))
+/// The engine shared between the loop and the gRPC handlers.
+#[derive(Debug, Clone)]
+pub struct Shared {
+    engine: Arc<Mutex<Engine>>,
+    /// Rung by a handler that changed something, so the loop acts at once.
+    pub wake: Arc<Notify>,
+    /// Wall clock.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Shared {
+    /// Share an engine.
+    pub fn new(engine: Engine, clock: Arc<dyn Clock>) -> Shared {
+        Shared {
+            engine: Arc::new(Mutex::new(engine)),
+            wake: Arc::new(Notify::new()),
+            clock,
+        }
+    }
+
+    /// Lock the engine (a panicked holder does not take the tuner down).
+    pub fn lock(&self) -> MutexGuard<'_, Engine> {
+        self.engine.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The loop: telemetry in, commands out.
+#[derive(Debug)]
+pub struct Driver<H> {
+    /// Engine and clock.
+    pub shared: Shared,
+    /// The board.
+    pub hw: H,
+    /// Latest telemetry (with chips).
+    pub telemetry: watch::Receiver<Option<Telemetry>>,
+}
+
+impl<H: Hardware> Driver<H> {
+    /// One step: learn the board if needed, tick the engine, send its commands in order (the
+    /// first refusal stops the batch and puts the engine in `error`).
+    pub async fn step(&self) {
+        let known = self.shared.lock().limits().is_some();
+        if !known && let Ok(board) = self.hw.inventory().await {
+            self.shared.lock().attach(board);
+        }
+        let telemetry = self.telemetry.borrow().clone();
+        let now = self.shared.clock.now_ms();
+        let actions = self.shared.lock().tick(telemetry.as_ref(), now);
+        for a in actions {
+            if let Err(s) = self.hw.execute(a).await {
+                tracing::warn!(action = ?a, error = %s.message(), "hw-agent refused");
+                self.shared.lock().command_failed(a, s.message(), now);
+                break;
+            }
+        }
+    }
+
+    /// Step every `interval` (or at once when woken) until `shutdown`.
+    pub async fn run(self, interval: Duration, shutdown: Shutdown) {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let wake = Arc::clone(&self.shared.wake);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = wake.notified() => {}
+                _ = shutdown.wait() => return,
+            }
+            self.step().await;
+        }
     }
 }
 
@@ -83,23 +183,35 @@ pub async fn run(
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
     let channel = ipc::channel(&ctx.layout, ServiceName::HwAgent);
+    let stream_channel = channel.clone();
     let telemetry = ipc::follow("hw-agent", shutdown.clone(), move || {
-        let mut client = HwAgentServiceClient::new(channel.clone());
+        let mut client = HwAgentServiceClient::new(stream_channel.clone());
         async move {
             client
                 .stream_telemetry(StreamTelemetryRequest {
-                    include_chips: false,
+                    include_chips: true,
                 })
                 .await
                 .map(|r| r.into_inner())
         }
     });
-    let tuner = Tuner::new(telemetry, ctx.config.hardware.power_target_watt);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let store = Store::open(&ctx.layout.service_state_dir(ServiceName::Tuner))?;
+    let interval = Duration::from_millis(ctx.config.tuner.step_interval_ms);
+    let engine = Engine::new(ctx.config.clone(), store, clock.now_ms())?;
+    let shared = Shared::new(engine, clock);
+    let driver = Driver {
+        shared: shared.clone(),
+        hw: HwAgent(HwAgentServiceClient::new(channel)),
+        telemetry,
+    };
+    let loop_task = tokio::spawn(driver.run(interval, shutdown.clone()));
     let (_reporter, health) = ipc::health().await;
     let router = ipc::server()
         .add_service(health)
-        .add_service(TunerServiceServer::new(tuner));
+        .add_service(TunerServiceServer::new(service::TunerApi::new(shared)));
     ipc::serve(router, listener, shutdown).await?;
+    let _ = loop_task.await;
     Ok(())
 }
 
@@ -115,7 +227,6 @@ pub fn entry(args: Vec<OsString>) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use svcos_proto::hwagent::v1::Hashrate;
 
     #[test]
     fn efficiency_table() {
@@ -128,24 +239,5 @@ mod tests {
         for (w, ghs, want) in cases {
             assert_eq!(efficiency_j_per_th(w, ghs), want, "{w} W at {ghs} GH/s");
         }
-    }
-
-    #[test]
-    fn state_follows_latest_telemetry() {
-        let (tx, rx) = watch::channel(None);
-        let tuner = Tuner::new(rx, 1200.0);
-        assert_eq!(tuner.state().efficiency_j_per_th, 0.0);
-        assert_eq!(tuner.state().power_target_watt, 1200.0);
-        tx.send_replace(Some(Telemetry {
-            power_watt: 1323.0,
-            hashrate: Some(Hashrate {
-                ghs_1m: 13_230.0,
-                ..Default::default()
-            }),
-            ..Default::default()
-        }));
-        let s = tuner.state();
-        assert!((s.efficiency_j_per_th - 100.0).abs() < 1e-9, "{s:?}");
-        assert_eq!(s.state, "disabled");
     }
 }

@@ -593,24 +593,6 @@ impl sup::supervisor_service_server::SupervisorService for SupSvc {
     }
 }
 
-// ---------------------------------------------------------------- tuner
-
-#[derive(Clone)]
-struct TunerSvc;
-
-#[tonic::async_trait]
-impl svcos_proto::tuner::v1::tuner_service_server::TunerService for TunerSvc {
-    async fn get_state(
-        &self,
-        _: Request<svcos_proto::tuner::v1::GetStateRequest>,
-    ) -> Result<Response<svcos_proto::tuner::v1::GetStateResponse>, Status> {
-        Ok(Response::new(svcos_proto::tuner::v1::GetStateResponse {
-            state: "idle".into(),
-            ..Default::default()
-        }))
-    }
-}
-
 // ---------------------------------------------------------------- harness
 
 /// Which fakes to start.
@@ -783,14 +765,14 @@ impl Harness {
         }
 
         {
+            // The real tuner (its production entry), driving the fake hw-agent.
             let l = ipc::bind(&layout.socket(ServiceName::Tuner)).unwrap();
-            let svc =
-                svcos_proto::tuner::v1::tuner_service_server::TunerServiceServer::new(TunerSvc);
-            tokio::spawn(ipc::serve(
-                ipc::server().add_service(svc),
-                l,
-                shutdown.clone(),
-            ));
+            let ctx = ServiceContext {
+                name: ServiceName::Tuner,
+                layout: layout.clone(),
+                config: opts.config.clone(),
+            };
+            tokio::spawn(svcos_tuner::run(ctx, l, shutdown.clone()));
         }
         let grpc = ipc::bind(&layout.socket(ServiceName::Gateway)).unwrap();
         let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -18,6 +18,7 @@ mod sim;
 mod supervisor;
 mod system;
 mod thermal;
+mod tuner;
 
 pub use api::ApiConfig;
 pub use auth::AuthConfig;
@@ -32,6 +33,7 @@ pub use sim::SimConfig;
 pub use supervisor::{RestartPolicyConfig, RestartStrategy, SupervisorConfig};
 pub use system::{Mode, SystemConfig};
 pub use thermal::ThermalConfig;
+pub use tuner::{TuneModeConfig, TunerConfig};
 
 use std::path::{Path, PathBuf};
 
@@ -65,6 +67,8 @@ pub struct Config {
     pub supervisor: SupervisorConfig,
     /// The simulated board (used only with `hardware.driver = "sim"`).
     pub sim: SimConfig,
+    /// Autotuner defaults and limits.
+    pub tuner: TunerConfig,
     /// Circuit and PSU limits, power-reading calibration.
     pub power: PowerConfig,
     /// Space-heater use: room thermostat and night mode.
@@ -166,6 +170,7 @@ impl Config {
         self.auth.validate()?;
         self.supervisor.validate()?;
         self.sim.validate()?;
+        self.tuner.validate()?;
         self.power.validate()?;
         self.home.validate()?;
         self.energy.validate()?;

@@ -1,0 +1,1160 @@
+//! The tuner's state machine, with no I/O: fed telemetry snapshots and the time, it answers with
+//! the frequency/voltage commands to send to hw-agent, and keeps the states, transitions,
+//! measurement windows, history and profiles.
+//!
+//! States: `disabled` (operator off), `idle` (waiting for the board to mine), `tuning` (a search
+//! is running), `tuned` (a point is in force and watched), `backoff` (over a limit: frequencies
+//! cut, dynamic power scaling), `error` (hw-agent refused a command; retried after a window).
+//! The chips keep mining in every state: the tuner only moves frequencies and the voltage.
+
+use std::collections::VecDeque;
+
+use svcos_common::config::Config;
+use svcos_proto::hwagent::v1::{ChainState, MiningState, Telemetry};
+use svcos_proto::tuner::v1 as pb;
+
+use crate::model::{BoardInfo, Limits, Measured, Mode, Point, Profile};
+use crate::search::{ChainStats, ChipStats, Measurement, Outcome, Search, rate, stability};
+use crate::store::{Settings, Store, StoreError};
+
+/// Transitions kept for GetState.
+const TRANSITIONS: usize = 64;
+/// Samples kept for the CSV history (an hour at 1 Hz).
+const HISTORY: usize = 3600;
+/// Dynamic power scaling gives a step back once the hottest reading is this far below the limit.
+const DPS_RELEASE_MARGIN_C: f64 = 8.0;
+/// Backoff ends once the hottest reading over a window is this far below the limit.
+const BACKOFF_HYSTERESIS_C: f64 = 2.0;
+/// A tuned point re-fits when power strays this many tolerances from the target.
+const DRIFT_TOLERANCES: f64 = 2.0;
+
+/// The tuner's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TunerState {
+    /// Operator off.
+    Disabled,
+    /// Waiting for the board.
+    Idle,
+    /// Searching.
+    Tuning,
+    /// A point is in force.
+    Tuned,
+    /// Over a limit, cutting back.
+    Backoff,
+    /// hw-agent refused a command.
+    Error,
+}
+
+impl TunerState {
+    /// Wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TunerState::Disabled => "disabled",
+            TunerState::Idle => "idle",
+            TunerState::Tuning => "tuning",
+            TunerState::Tuned => "tuned",
+            TunerState::Backoff => "backoff",
+            TunerState::Error => "error",
+        }
+    }
+}
+
+/// A command for hw-agent.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Action {
+    /// PSU voltage, mV.
+    SetVoltage(f64),
+    /// A chain (all chips) or one chip, MHz.
+    SetFrequency {
+        /// Chain.
+        chain: u32,
+        /// Chip, or the whole chain.
+        chip: Option<u32>,
+        /// Frequency.
+        mhz: f64,
+    },
+}
+
+/// Commands that take `from` to `to`. Frequencies go down before the voltage does and up after
+/// it rises, so no intermediate state runs fast chips on too few volts.
+pub fn diff(from: Option<&Point>, to: &Point) -> Vec<Action> {
+    let mut freq = Vec::new();
+    for c in &to.chains {
+        let old = from.and_then(|p| p.chains.iter().find(|o| o.chain_id == c.chain_id));
+        let base_changed = old.is_none_or(|o| (o.frequency_mhz - c.frequency_mhz).abs() > 1e-6);
+        if base_changed {
+            freq.push(Action::SetFrequency {
+                chain: c.chain_id,
+                chip: None,
+                mhz: c.frequency_mhz,
+            });
+            // A chain-wide set drops every trim: put them back.
+            for t in &c.chips {
+                freq.push(Action::SetFrequency {
+                    chain: c.chain_id,
+                    chip: Some(t.chip),
+                    mhz: t.frequency_mhz,
+                });
+            }
+        } else if let Some(o) = old {
+            let mut chips: Vec<u32> = c.chips.iter().chain(&o.chips).map(|t| t.chip).collect();
+            chips.sort_unstable();
+            chips.dedup();
+            for chip in chips {
+                let (a, b) = (o.chip_mhz(chip), c.chip_mhz(chip));
+                if (a - b).abs() > 1e-6 {
+                    freq.push(Action::SetFrequency {
+                        chain: c.chain_id,
+                        chip: Some(chip),
+                        mhz: b,
+                    });
+                }
+            }
+        }
+    }
+    let v_changed = from.is_none_or(|p| (p.voltage_mv - to.voltage_mv).abs() > 1e-6);
+    let raising = from.is_some_and(|p| to.voltage_mv > p.voltage_mv);
+    let mut out = Vec::new();
+    if v_changed && raising {
+        out.push(Action::SetVoltage(to.voltage_mv));
+    }
+    out.extend(freq);
+    if v_changed && !raising {
+        out.push(Action::SetVoltage(to.voltage_mv));
+    }
+    out
+}
+
+#[derive(Debug, Clone, Default)]
+struct Counters {
+    chains: Vec<(u32, u64, u64, Vec<(u64, u64)>)>,
+}
+
+impl Counters {
+    fn of(t: &Telemetry) -> Counters {
+        Counters {
+            chains: t
+                .chains
+                .iter()
+                .map(|c| {
+                    (
+                        c.chain_id,
+                        c.nonces,
+                        c.hw_errors,
+                        c.chips.iter().map(|x| (x.nonces, x.hw_errors)).collect(),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    fn since(&self, t: &Telemetry) -> Vec<ChainStats> {
+        t.chains
+            .iter()
+            .map(|c| {
+                let base = self.chains.iter().find(|b| b.0 == c.chain_id);
+                let (bn, be) = base.map_or((0, 0), |b| (b.1, b.2));
+                ChainStats {
+                    chain_id: c.chain_id,
+                    nonces: c.nonces.saturating_sub(bn),
+                    hw_errors: c.hw_errors.saturating_sub(be),
+                    chips: c
+                        .chips
+                        .iter()
+                        .enumerate()
+                        .map(|(i, x)| {
+                            let (cn, ce) = base.and_then(|b| b.3.get(i)).copied().unwrap_or((0, 0));
+                            ChipStats {
+                                chip: x.index,
+                                nonces: x.nonces.saturating_sub(cn),
+                                hw_errors: x.hw_errors.saturating_sub(ce),
+                                alive: x.alive,
+                            }
+                        })
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Window {
+    start_ms: i64,
+    base: Counters,
+    power_sum: f64,
+    expected_sum: f64,
+    samples: u32,
+    temp_max: f64,
+}
+
+/// One history sample.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// Telemetry time, Unix ms.
+    pub at_ms: i64,
+    /// Tuner state.
+    pub state: TunerState,
+    /// PSU power, W.
+    pub power_watt: f64,
+    /// Effective power target, W (0 outside power mode).
+    pub power_target_watt: f64,
+    /// 5 s hashrate, TH/s.
+    pub hashrate_ths: f64,
+    /// Voltage in force, mV.
+    pub voltage_mv: f64,
+    /// Mean chain frequency, MHz.
+    pub frequency_mhz: f64,
+    /// Hottest reading, C.
+    pub temp_max_c: f64,
+    /// Counters.
+    pub nonces: u64,
+    /// Counters.
+    pub hw_errors: u64,
+}
+
+/// The engine.
+#[derive(Debug)]
+pub struct Engine {
+    config: Config,
+    limits: Option<Limits>,
+    board: Option<BoardInfo>,
+    /// Files.
+    pub store: Store,
+    settings: Settings,
+    state: TunerState,
+    reason: String,
+    since_ms: i64,
+    transitions: VecDeque<pb::Transition>,
+    point: Option<Point>,
+    profile_id: String,
+    resumed: bool,
+    search: Option<Search>,
+    applied_at_ms: i64,
+    window: Option<Window>,
+    last_measured: Measured,
+    dps_reduction: f64,
+    target_in_force: Option<(Mode, f64)>,
+    replan: bool,
+    restore_stock: bool,
+    reapply: bool,
+    last_seq: u64,
+    chains_mining: bool,
+    health_base: Option<Counters>,
+    health_since_ms: i64,
+    history: VecDeque<Sample>,
+    latest: Option<Telemetry>,
+}
+
+/// Why an operator request was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// Bad argument.
+    #[error("{field}: {message}")]
+    Invalid {
+        /// Field.
+        field: &'static str,
+        /// What is allowed.
+        message: String,
+    },
+    /// Not possible now.
+    #[error("{0}")]
+    Precondition(String),
+    /// No such profile or board.
+    #[error("{0}")]
+    NotFound(String),
+    /// Disk.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl Engine {
+    /// An engine over a store, starting from saved settings or the config's defaults.
+    pub fn new(config: Config, store: Store, now_ms: i64) -> Result<Engine, StoreError> {
+        let settings = match store.load_settings()? {
+            Some(s) => s,
+            None => Settings {
+                active: config.tuner.enabled,
+                mode: Mode::from_config(config.tuner.mode),
+                power_target_watt: config.tuner.power_target_watt,
+                hashrate_target_ths: config.tuner.hashrate_target_ths,
+                fixed_profile: String::new(),
+                tou: Default::default(),
+            },
+        };
+        Ok(Engine {
+            config,
+            limits: None,
+            board: None,
+            store,
+            state: if settings.active {
+                TunerState::Idle
+            } else {
+                TunerState::Disabled
+            },
+            settings,
+            reason: "starting".into(),
+            since_ms: now_ms,
+            transitions: VecDeque::new(),
+            point: None,
+            profile_id: "stock".into(),
+            resumed: false,
+            search: None,
+            applied_at_ms: now_ms,
+            window: None,
+            last_measured: Measured::default(),
+            dps_reduction: 0.0,
+            target_in_force: None,
+            replan: true,
+            restore_stock: false,
+            reapply: false,
+            last_seq: 0,
+            chains_mining: false,
+            health_base: None,
+            health_since_ms: now_ms,
+            history: VecDeque::new(),
+            latest: None,
+        })
+    }
+
+    /// The board is known (from hw-agent's inventory); limits resolve against it.
+    pub fn attach(&mut self, board: BoardInfo) {
+        let limits = Limits::resolve(&self.config, &board);
+        if self.settings.power_target_watt <= 0.0 {
+            self.settings.power_target_watt = limits.default_power_watt;
+        }
+        if self.settings.hashrate_target_ths <= 0.0 {
+            self.settings.hashrate_target_ths = limits.default_ths;
+        }
+        self.limits = Some(limits);
+        self.board = Some(board);
+        self.replan = true;
+    }
+
+    /// Resolved limits, once the board is known.
+    pub fn limits(&self) -> Option<&Limits> {
+        self.limits.as_ref()
+    }
+
+    /// Operator settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Current state.
+    pub fn state(&self) -> TunerState {
+        self.state
+    }
+
+    /// The point in force.
+    pub fn point(&self) -> Option<&Point> {
+        self.point.as_ref()
+    }
+
+    fn serial(&self) -> String {
+        self.board
+            .as_ref()
+            .map(|b| b.serial.clone())
+            .unwrap_or_default()
+    }
+
+    fn set_state(&mut self, to: TunerState, reason: impl Into<String>, now_ms: i64) {
+        let reason = reason.into();
+        if to == self.state && reason == self.reason {
+            return;
+        }
+        tracing::info!(from = self.state.as_str(), to = to.as_str(), %reason, "tuner state");
+        self.transitions.push_back(pb::Transition {
+            at_ms: now_ms,
+            from: self.state.as_str().into(),
+            to: to.as_str().into(),
+            reason: reason.clone(),
+        });
+        while self.transitions.len() > TRANSITIONS {
+            self.transitions.pop_front();
+        }
+        if to != self.state {
+            self.since_ms = now_ms;
+        }
+        self.state = to;
+        self.reason = reason;
+    }
+
+    /// The mode and target in force after time-of-use and dynamic power scaling.
+    pub fn effective_target(&self, now_ms: i64) -> (Mode, f64) {
+        let Some(lim) = &self.limits else {
+            return (self.settings.mode, 0.0);
+        };
+        match self.settings.mode {
+            Mode::Power => {
+                let base = self
+                    .settings
+                    .tou
+                    .active(now_ms)
+                    .map_or(self.settings.power_target_watt, |w| w.power_target_watt);
+                let t = (base - self.dps_reduction)
+                    .max(lim.dps_min_watt.min(base))
+                    .min(lim.max_power_watt);
+                (Mode::Power, (t * 10.0).round() / 10.0)
+            }
+            Mode::Hashrate => (Mode::Hashrate, self.settings.hashrate_target_ths),
+            m => (m, 0.0),
+        }
+    }
+
+    /// Power the tuner never exceeds now: the PSU limit, less dynamic power scaling in the
+    /// modes that have no power target of their own.
+    fn power_cap(&self) -> f64 {
+        let Some(lim) = &self.limits else {
+            return f64::INFINITY;
+        };
+        lim.max_power_watt
+    }
+
+    fn apply(&mut self, to: Point, now_ms: i64) -> Vec<Action> {
+        let actions = diff(self.point.as_ref(), &to);
+        self.point = Some(to);
+        self.applied_at_ms = now_ms;
+        self.window = None;
+        self.health_base = self.latest.as_ref().map(Counters::of);
+        self.health_since_ms = now_ms;
+        actions
+    }
+
+    /// hw-agent refused a command.
+    pub fn command_failed(&mut self, action: Action, message: &str, now_ms: i64) {
+        self.search = None;
+        self.set_state(
+            TunerState::Error,
+            format!("hw-agent refused {action:?}: {message}"),
+            now_ms,
+        );
+    }
+
+    /// One step: the latest telemetry (or none when hw-agent is away) at `now_ms`.
+    pub fn tick(&mut self, telemetry: Option<&Telemetry>, now_ms: i64) -> Vec<Action> {
+        if let Some(t) = telemetry {
+            self.observe(t);
+        } else {
+            self.latest = None;
+        }
+        let Some(lim) = self.limits.clone() else {
+            if self.settings.active {
+                self.set_state(TunerState::Idle, "waiting for hw-agent's inventory", now_ms);
+            }
+            return Vec::new();
+        };
+        if !self.settings.active {
+            self.search = None;
+            self.set_state(TunerState::Disabled, "autotuner off", now_ms);
+            if std::mem::take(&mut self.restore_stock) && telemetry.is_some() {
+                let chains = self.board.as_ref().map_or(0, |b| b.chains);
+                self.profile_id = "stock".into();
+                self.resumed = false;
+                return self.apply(lim.stock(chains), now_ms);
+            }
+            return Vec::new();
+        }
+        let Some(t) = telemetry.cloned() else {
+            self.set_state(TunerState::Idle, "hw-agent is not reachable", now_ms);
+            return Vec::new();
+        };
+        let mining = t.state() == MiningState::Mining
+            && !t.chains.is_empty()
+            && t.chains
+                .iter()
+                .all(|c| matches!(c.state(), ChainState::Mining | ChainState::Disabled));
+        if !mining {
+            if self.chains_mining {
+                // The chains come back from a bring-up at stock: put the point back then.
+                self.reapply = true;
+            }
+            self.chains_mining = false;
+            self.window = None;
+            self.set_state(TunerState::Idle, "waiting for the chains to mine", now_ms);
+            return Vec::new();
+        }
+        self.chains_mining = true;
+        if self.point.is_none() {
+            self.point = Some(point_from_telemetry(&t));
+        }
+        if self.state == TunerState::Idle || self.state == TunerState::Disabled {
+            self.replan = true;
+        }
+        if self.state == TunerState::Error && now_ms - self.since_ms >= lim.window_ms {
+            self.replan = true;
+        }
+        let target = self.effective_target(now_ms);
+        if self.target_in_force != Some(target) {
+            self.replan = true;
+        }
+        if std::mem::take(&mut self.replan) {
+            self.reapply = false;
+            return self.begin(target, &lim, now_ms);
+        }
+        if std::mem::take(&mut self.reapply)
+            && let Some(p) = self.point.clone()
+        {
+            self.point = None;
+            return self.apply(p, now_ms);
+        }
+        if self.state == TunerState::Error {
+            return Vec::new();
+        }
+
+        // Limits, checked on every sample.
+        let settled = now_ms - self.applied_at_ms >= lim.settle_ms;
+        if t.temp_max_c > lim.max_temp_c && settled {
+            return self.backoff(&t, &lim, now_ms);
+        }
+        let cap = self.power_cap();
+        if t.power_watt > cap * (1.0 + lim.power_tolerance) && settled {
+            if let Some(p) = self.point.clone() {
+                let q = crate::search::scale_frequencies(&p, cap / t.power_watt * 0.97, &lim);
+                self.set_state(
+                    TunerState::Backoff,
+                    format!("power {:.0} W above the {cap:.0} W limit", t.power_watt),
+                    now_ms,
+                );
+                self.search = None;
+                return self.apply(q, now_ms);
+            }
+        }
+        if !settled {
+            return Vec::new();
+        }
+        let w = self.window.get_or_insert_with(|| Window {
+            start_ms: now_ms,
+            base: Counters::of(&t),
+            power_sum: 0.0,
+            expected_sum: 0.0,
+            samples: 0,
+            temp_max: f64::MIN,
+        });
+        w.power_sum += t.power_watt;
+        w.expected_sum += t.hashrate.as_ref().map_or(0.0, |h| h.ghs_expected) / 1000.0;
+        w.samples += 1;
+        w.temp_max = w.temp_max.max(t.temp_max_c);
+        if now_ms - w.start_ms < lim.window_ms {
+            return Vec::new();
+        }
+        let w = self.window.take().expect("window just filled");
+        let m = measure(&w, &t);
+        self.last_measured = m.measured;
+        self.after_window(m, target, &lim, now_ms)
+    }
+
+    fn observe(&mut self, t: &Telemetry) {
+        if t.seq < self.last_seq {
+            // hw-agent restarted: its chains may have come back at stock.
+            self.reapply = true;
+            self.health_base = None;
+        }
+        self.last_seq = t.seq;
+        if self.health_base.is_none() {
+            self.health_base = Some(Counters::of(t));
+        }
+        if self
+            .history
+            .back()
+            .is_none_or(|s| s.at_ms != t.timestamp_ms)
+        {
+            let (mode, target) = (
+                self.settings.mode,
+                self.target_in_force.map_or(0.0, |x| x.1),
+            );
+            self.history.push_back(Sample {
+                at_ms: t.timestamp_ms,
+                state: self.state,
+                power_watt: t.power_watt,
+                power_target_watt: if mode == Mode::Power { target } else { 0.0 },
+                hashrate_ths: t.hashrate.as_ref().map_or(0.0, |h| h.ghs_5s / 1000.0),
+                voltage_mv: self.point.as_ref().map_or(0.0, |p| p.voltage_mv),
+                frequency_mhz: mean_mhz(t),
+                temp_max_c: t.temp_max_c,
+                nonces: t.nonces,
+                hw_errors: t.hw_errors,
+            });
+            while self.history.len() > HISTORY {
+                self.history.pop_front();
+            }
+        }
+        self.latest = Some(t.clone());
+    }
+
+    fn begin(&mut self, target: (Mode, f64), lim: &Limits, now_ms: i64) -> Vec<Action> {
+        self.target_in_force = Some(target);
+        let serial = self.serial();
+        let chains = self.board.as_ref().map_or(0, |b| b.chains);
+        let (mode, value) = target;
+        let fixed = if mode == Mode::Fixed {
+            let name = self.settings.fixed_profile.clone();
+            self.store
+                .saved
+                .get(&name)
+                .or_else(|| self.store.tuned(&serial, &name))
+                .cloned()
+        } else {
+            self.store
+                .tuned(&serial, &Profile::tuned_id(mode, value))
+                .cloned()
+        };
+        if let Some(profile) = fixed {
+            self.search = None;
+            self.resumed = true;
+            self.profile_id = profile.id.clone();
+            self.last_measured = profile.measured;
+            let why = if mode == Mode::Fixed {
+                format!("fixed profile {}", profile.id)
+            } else {
+                format!("resumed saved profile {} without a search", profile.id)
+            };
+            self.set_state(TunerState::Tuned, why, now_ms);
+            // Re-send everything: the chips may not hold what this process last knew.
+            self.point = None;
+            return self.apply(clamp_point(&profile.point, lim), now_ms);
+        }
+        if mode == Mode::Fixed {
+            self.search = None;
+            self.set_state(
+                TunerState::Error,
+                format!("fixed profile {:?} not found", self.settings.fixed_profile),
+                now_ms,
+            );
+            return Vec::new();
+        }
+        // Start from a stable point: the tuned one in force, else stock.
+        let from_tuned = self.resumed || self.state == TunerState::Tuned;
+        let start = match (&self.point, from_tuned) {
+            (Some(p), true) => clamp_point(p, lim),
+            _ => lim.stock(chains),
+        };
+        self.search = Some(if from_tuned && mode != Mode::Efficiency {
+            Search::refit(mode, value)
+        } else {
+            Search::new(mode, value)
+        });
+        self.resumed = false;
+        self.profile_id = Profile::tuned_id(mode, value);
+        let what = match mode {
+            Mode::Power => format!("search for {} W", crate::model::fmt_num(value)),
+            Mode::Hashrate => format!("search for {} TH/s", crate::model::fmt_num(value)),
+            _ => "search for the best efficiency".into(),
+        };
+        self.set_state(TunerState::Tuning, what, now_ms);
+        self.point = None;
+        self.apply(start, now_ms)
+    }
+
+    fn backoff(&mut self, t: &Telemetry, lim: &Limits, now_ms: i64) -> Vec<Action> {
+        let Some(p) = self.point.clone() else {
+            return Vec::new();
+        };
+        if lim.dps_enabled {
+            let floor = lim.dps_min_watt;
+            let base = self.effective_target(now_ms).1 + self.dps_reduction;
+            let room = (t.power_watt.min(base) - floor).max(0.0);
+            let cut = lim.dps_step_watt.min(room);
+            self.dps_reduction += cut;
+            if self.settings.mode == Mode::Power {
+                // The lowered target is re-planned on a later tick; cut at once meanwhile.
+                self.target_in_force = Some(self.effective_target(now_ms));
+            }
+        }
+        let step = 2.0 * lim.mhz_step;
+        let k = p
+            .chains
+            .iter()
+            .map(|c| ((c.frequency_mhz - step) / c.frequency_mhz).max(0.0))
+            .fold(1.0, f64::min);
+        let q = crate::search::scale_frequencies(&p, k, lim);
+        self.search = None;
+        self.set_state(
+            TunerState::Backoff,
+            format!(
+                "chip temperature {:.1} C above the {:.1} C limit: frequency down, power target -{:.0} W",
+                t.temp_max_c, lim.max_temp_c, self.dps_reduction
+            ),
+            now_ms,
+        );
+        self.apply(q, now_ms)
+    }
+
+    fn after_window(
+        &mut self,
+        m: Measurement,
+        target: (Mode, f64),
+        lim: &Limits,
+        now_ms: i64,
+    ) -> Vec<Action> {
+        let Some(p) = self.point.clone() else {
+            return Vec::new();
+        };
+        match self.state {
+            TunerState::Tuning => {
+                let Some(search) = self.search.as_mut() else {
+                    self.replan = true;
+                    return Vec::new();
+                };
+                match search.step(&p, &m, lim) {
+                    Outcome::Apply(q, why) => {
+                        let step = search.steps;
+                        tracing::debug!(step, %why, "tuner step");
+                        self.reason = format!("step {step}: {why}");
+                        self.apply(q, now_ms)
+                    }
+                    Outcome::Done(q, measured, why) => {
+                        let profile = Profile {
+                            id: Profile::tuned_id(target.0, target.1),
+                            mode: target.0,
+                            target: target.1,
+                            point: q.clone(),
+                            measured,
+                            tuned_at_ms: now_ms,
+                            board_serial: self.serial(),
+                        };
+                        self.profile_id = profile.id.clone();
+                        self.last_measured = measured;
+                        if let Err(e) = self.store.put_tuned(profile, now_ms) {
+                            tracing::warn!(error = %e, "tuned profile not saved");
+                        }
+                        self.search = None;
+                        self.set_state(TunerState::Tuned, why, now_ms);
+                        if q != p {
+                            self.apply(q, now_ms)
+                        } else {
+                            Vec::new()
+                        }
+                    }
+                }
+            }
+            TunerState::Tuned => {
+                let st = stability(&m, lim);
+                if !st.stable() {
+                    let mut s = Search::refit(target.0, target.1);
+                    let out = s.step(&p, &m, lim);
+                    self.search = Some(s);
+                    self.set_state(TunerState::Tuning, "errors at the tuned point", now_ms);
+                    let (Outcome::Apply(q, _) | Outcome::Done(q, _, _)) = out;
+                    return self.apply(q, now_ms);
+                }
+                if self.dps_reduction > 0.0
+                    && m.measured.temp_max_c < lim.max_temp_c - DPS_RELEASE_MARGIN_C
+                {
+                    self.dps_reduction = (self.dps_reduction - lim.dps_step_watt).max(0.0);
+                    return Vec::new(); // the raised target re-plans on the next tick
+                }
+                if target.0 == Mode::Power
+                    && target.1 > 0.0
+                    && ((m.measured.power_watt - target.1) / target.1).abs()
+                        > DRIFT_TOLERANCES * lim.power_tolerance
+                {
+                    self.search = Some(Search::refit(target.0, target.1));
+                    self.resumed = false;
+                    self.set_state(
+                        TunerState::Tuning,
+                        format!(
+                            "power {:.0} W strayed from the target",
+                            m.measured.power_watt
+                        ),
+                        now_ms,
+                    );
+                }
+                Vec::new()
+            }
+            TunerState::Backoff => {
+                if m.measured.temp_max_c < lim.max_temp_c - BACKOFF_HYSTERESIS_C {
+                    self.search = Some(Search::refit(target.0, target.1));
+                    self.resumed = false;
+                    self.set_state(TunerState::Tuning, "cooled down: re-fit", now_ms);
+                }
+                Vec::new()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    // ---- operator requests ------------------------------------------------------------------
+
+    fn save(&self) -> Result<(), EngineError> {
+        self.store.save_settings(&self.settings)?;
+        Ok(())
+    }
+
+    /// Tuning on or off (off restores stock).
+    pub fn set_active(&mut self, active: bool) -> Result<(), EngineError> {
+        if self.settings.active != active {
+            self.settings.active = active;
+            self.restore_stock = !active;
+            self.replan = true;
+        }
+        self.save()
+    }
+
+    /// Mode and targets.
+    pub fn set_target(
+        &mut self,
+        mode: Mode,
+        power_watt: Option<f64>,
+        ths: Option<f64>,
+    ) -> Result<(), EngineError> {
+        if mode == Mode::Fixed {
+            return Err(EngineError::Invalid {
+                field: "mode",
+                message: "fixed mode is chosen by applying a profile".into(),
+            });
+        }
+        let max_power = self
+            .limits
+            .as_ref()
+            .map_or(f64::INFINITY, |l| l.max_power_watt);
+        if let Some(w) = power_watt {
+            if !(w.is_finite() && w > 0.0 && w <= max_power) {
+                return Err(EngineError::Invalid {
+                    field: "power_target_watt",
+                    message: format!("0 < W <= {max_power:.0} (the PSU limit)"),
+                });
+            }
+            self.settings.power_target_watt = w;
+        }
+        if let Some(t) = ths {
+            if !(t.is_finite() && t > 0.0 && t <= 10_000.0) {
+                return Err(EngineError::Invalid {
+                    field: "hashrate_target_ths",
+                    message: "0 < TH/s <= 10000".into(),
+                });
+            }
+            self.settings.hashrate_target_ths = t;
+        }
+        self.settings.mode = mode;
+        self.replan = true;
+        self.save()
+    }
+
+    /// Move a target by its step; `kind` is Power or Hashrate.
+    pub fn adjust(&mut self, power: bool, direction: i32, amount: f64) -> Result<(), EngineError> {
+        let lim = self
+            .limits
+            .clone()
+            .ok_or_else(|| EngineError::Precondition("the board is not known yet".into()))?;
+        if !(amount.is_finite() && amount >= 0.0) {
+            return Err(EngineError::Invalid {
+                field: "amount",
+                message: "a step >= 0 (0 = the configured step)".into(),
+            });
+        }
+        let sign = f64::from(direction.signum());
+        if sign == 0.0 {
+            return Err(EngineError::Invalid {
+                field: "direction",
+                message: "+1 or -1".into(),
+            });
+        }
+        if power {
+            let step = if amount > 0.0 {
+                amount
+            } else {
+                lim.power_step_watt
+            };
+            let w = (self.settings.power_target_watt + sign * step)
+                .clamp(lim.dps_min_watt.min(lim.max_power_watt), lim.max_power_watt);
+            self.set_target(Mode::Power, Some(w), None)
+        } else {
+            let step = if amount > 0.0 { amount } else { lim.ths_step };
+            let t = (self.settings.hashrate_target_ths + sign * step).max(step.min(0.1));
+            self.set_target(Mode::Hashrate, None, Some(t))
+        }
+    }
+
+    /// Back to the default target of a kind.
+    pub fn set_default(&mut self, power: bool) -> Result<(), EngineError> {
+        let lim = self
+            .limits
+            .clone()
+            .ok_or_else(|| EngineError::Precondition("the board is not known yet".into()))?;
+        if power {
+            self.set_target(Mode::Power, Some(lim.default_power_watt), None)
+        } else {
+            self.set_target(Mode::Hashrate, None, Some(lim.default_ths))
+        }
+    }
+
+    /// Save the point in force under a name.
+    pub fn save_profile(&mut self, name: &str, now_ms: i64) -> Result<Profile, EngineError> {
+        if name.is_empty()
+            || name.len() > 64
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_. ".contains(c))
+        {
+            return Err(EngineError::Invalid {
+                field: "name",
+                message: "1-64 characters: letters, digits, space, - _ .".into(),
+            });
+        }
+        let point = self
+            .point
+            .clone()
+            .ok_or_else(|| EngineError::Precondition("no point in force yet".into()))?;
+        let (mode, target) = self.target_in_force.unwrap_or((self.settings.mode, 0.0));
+        let p = Profile {
+            id: name.into(),
+            mode,
+            target,
+            point,
+            measured: self.last_measured,
+            tuned_at_ms: now_ms,
+            board_serial: self.serial(),
+        };
+        self.store.put_saved(p.clone())?;
+        Ok(p)
+    }
+
+    /// Apply a saved name or a tuned id of this board (fixed mode).
+    pub fn apply_profile(&mut self, name: &str) -> Result<(), EngineError> {
+        let serial = self.serial();
+        if !self.store.saved.contains_key(name) && self.store.tuned(&serial, name).is_none() {
+            return Err(EngineError::NotFound(format!("no profile named {name:?}")));
+        }
+        self.settings.mode = Mode::Fixed;
+        self.settings.fixed_profile = name.into();
+        self.settings.active = true;
+        self.replan = true;
+        self.save()
+    }
+
+    /// Replace the time-of-use schedule.
+    pub fn set_tou(&mut self, tou: crate::store::TouSchedule) -> Result<(), EngineError> {
+        let max = self.limits.as_ref().map_or(100_000.0, |l| l.max_power_watt);
+        tou.validate(max).map_err(|message| EngineError::Invalid {
+            field: "windows",
+            message,
+        })?;
+        self.settings.tou = tou;
+        self.save()
+    }
+
+    /// Re-read the store.
+    pub fn reload(&mut self) -> Result<usize, EngineError> {
+        let n = self.store.reload()?;
+        self.replan = true;
+        Ok(n)
+    }
+
+    /// Forget a board's tuned data.
+    pub fn delete_board(&mut self, serial: &str) -> Result<(), EngineError> {
+        if !self.store.delete_board(serial)? {
+            return Err(EngineError::NotFound(format!(
+                "no tuned data for board {serial:?}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Import a document.
+    pub fn import(&mut self, text: &str, now_ms: i64) -> Result<(u32, u32), EngineError> {
+        self.store.import(text, now_ms).map_err(|e| match e {
+            StoreError::Format { what, message } => EngineError::Invalid {
+                field: "document",
+                message: format!("{what}: {message}"),
+            },
+            other => EngineError::Store(other),
+        })
+    }
+
+    // ---- views ----------------------------------------------------------------------------
+
+    /// GetState.
+    pub fn view(&self, now_ms: i64) -> pb::GetStateResponse {
+        let (mode, target) = self
+            .target_in_force
+            .unwrap_or_else(|| self.effective_target(now_ms));
+        let efficiency = self
+            .latest
+            .as_ref()
+            .and_then(|t| {
+                let ghs = t.hashrate.as_ref().map_or(0.0, |h| h.ghs_1m);
+                crate::efficiency_j_per_th(t.power_watt, ghs)
+            })
+            .unwrap_or(0.0);
+        let power_target = if mode == Mode::Power {
+            target
+        } else {
+            self.settings.power_target_watt
+        };
+        pb::GetStateResponse {
+            state: self.state.as_str().into(),
+            profile: self.profile_id.clone(),
+            power_target_watt: power_target,
+            hashrate_target_ghs: self.settings.hashrate_target_ths * 1000.0,
+            hashrate_target_ths: self.settings.hashrate_target_ths,
+            efficiency_j_per_th: efficiency,
+            active: self.settings.active,
+            mode: self.settings.mode.to_pb() as i32,
+            reason: self.reason.clone(),
+            since_ms: self.since_ms,
+            transitions: self.transitions.iter().cloned().collect(),
+            voltage_mv: self.point.as_ref().map_or(0.0, |p| p.voltage_mv),
+            chains: self
+                .point
+                .as_ref()
+                .map(Point::chains_pb)
+                .unwrap_or_default(),
+            board_serial: self.serial(),
+            resumed: self.resumed,
+            configured_power_target_watt: self.settings.power_target_watt,
+            dps_reduction_watt: self.dps_reduction,
+            tou_window: self
+                .settings
+                .tou
+                .active(now_ms)
+                .map(|w| w.describe())
+                .unwrap_or_default(),
+            measured: Some(self.last_measured.to_pb()),
+            steps: self.search.as_ref().map_or(0, |s| s.steps),
+        }
+    }
+
+    /// History samples, oldest first (the last `limit`, 0 = all).
+    pub fn history(&self, limit: usize) -> Vec<Sample> {
+        let skip = if limit == 0 {
+            0
+        } else {
+            self.history.len().saturating_sub(limit)
+        };
+        self.history.iter().skip(skip).cloned().collect()
+    }
+
+    /// Per-chip health since the last point change.
+    pub fn chip_health(&self) -> (Vec<pb::ChipHealth>, i64) {
+        let (Some(t), Some(base), Some(lim)) = (&self.latest, &self.health_base, &self.limits)
+        else {
+            return (Vec::new(), self.health_since_ms);
+        };
+        let mut out = Vec::new();
+        for c in base.since(t) {
+            let tc = t.chains.iter().find(|x| x.chain_id == c.chain_id);
+            let cp = self
+                .point
+                .as_ref()
+                .and_then(|p| p.chains.iter().find(|x| x.chain_id == c.chain_id));
+            for s in &c.chips {
+                let tchip = tc.and_then(|x| x.chips.iter().find(|y| y.index == s.chip));
+                let trim = cp.map_or(0.0, |p| p.chip_mhz(s.chip) - p.frequency_mhz);
+                let r = s.error_rate();
+                let verdict = if !s.alive {
+                    "dead"
+                } else if trim < 0.0 || (s.hw_errors >= 3 && r > lim.max_chip_error) {
+                    "weak"
+                } else {
+                    "ok"
+                };
+                out.push(pb::ChipHealth {
+                    chain_id: c.chain_id,
+                    chip: s.chip,
+                    frequency_mhz: tchip.map_or(0.0, |x| x.frequency_mhz),
+                    trim_mhz: trim,
+                    nonces: s.nonces,
+                    hw_errors: s.hw_errors,
+                    hw_error_rate: r,
+                    temp_c: tchip.map_or(0.0, |x| x.temp_c),
+                    alive: s.alive,
+                    verdict: verdict.into(),
+                });
+            }
+        }
+        (out, self.health_since_ms)
+    }
+
+    /// Profiles for ListProfiles: (tuned of this board, saved).
+    pub fn profiles(&self) -> (Vec<Profile>, Vec<Profile>, i64) {
+        let serial = self.serial();
+        let board = self.store.boards.get(&serial);
+        (
+            board.map(|b| b.profiles.clone()).unwrap_or_default(),
+            self.store.saved.values().cloned().collect(),
+            board.map_or(0, |b| b.updated_at_ms),
+        )
+    }
+
+    /// Serial of this board.
+    pub fn board_serial(&self) -> String {
+        self.serial()
+    }
+}
+
+fn mean_mhz(t: &Telemetry) -> f64 {
+    let live: Vec<f64> = t
+        .chains
+        .iter()
+        .filter(|c| c.frequency_mhz > 0.0)
+        .map(|c| c.frequency_mhz)
+        .collect();
+    if live.is_empty() {
+        0.0
+    } else {
+        live.iter().sum::<f64>() / live.len() as f64
+    }
+}
+
+fn clamp_point(p: &Point, lim: &Limits) -> Point {
+    let mut q = crate::search::scale_frequencies(p, 1.0, lim);
+    q.voltage_mv = p.voltage_mv.clamp(lim.min_mv, lim.max_mv);
+    q
+}
+
+/// What hw-agent runs now, as a point (the tuner's start before it sets anything).
+pub fn point_from_telemetry(t: &Telemetry) -> Point {
+    let voltage = t
+        .psu
+        .as_ref()
+        .map(|p| p.voltage_setpoint_v * 1000.0)
+        .filter(|v| *v > 0.0)
+        .or_else(|| t.chains.first().map(|c| c.voltage_mv))
+        .unwrap_or(0.0);
+    Point {
+        voltage_mv: voltage,
+        chains: t
+            .chains
+            .iter()
+            .map(|c| crate::model::ChainPoint {
+                chain_id: c.chain_id,
+                frequency_mhz: c.frequency_mhz,
+                chips: Vec::new(),
+            })
+            .collect(),
+    }
+}
+
+fn measure(w: &Window, t: &Telemetry) -> Measurement {
+    let chains = w.base.since(t);
+    let n: u64 = chains.iter().map(|c| c.nonces).sum();
+    let e: u64 = chains.iter().map(|c| c.hw_errors).sum();
+    let samples = f64::from(w.samples.max(1));
+    let power = w.power_sum / samples;
+    let expected = w.expected_sum / samples;
+    let err = rate(n, e);
+    let ths = expected * (1.0 - err);
+    Measurement {
+        measured: Measured {
+            power_watt: power,
+            hashrate_ths: ths,
+            efficiency_j_per_th: if ths > 0.0 { power / ths } else { 0.0 },
+            hw_error_rate: err,
+            temp_max_c: w.temp_max,
+        },
+        expected_ths: expected,
+        chains,
+    }
+}
+
+/// Bridge for tests and the service: the set of chains a telemetry snapshot mines with.
+pub fn mining_chains(t: &Telemetry) -> usize {
+    t.chains
+        .iter()
+        .filter(|c| c.state() == ChainState::Mining)
+        .count()
+}
+
+#[cfg(test)]
+mod tests;

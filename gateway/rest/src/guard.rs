@@ -40,11 +40,23 @@ pub async fn guard(State(g): State<GuardCtx>, req: Request, next: Next) -> Respo
         return payload_too_large(max_body).into_response();
     }
 
-    let needs_bearer = match g.meta.auth {
+    let mut needs_bearer = match g.meta.auth {
         AuthClass::Open => false,
         AuthClass::Bearer => true,
         AuthClass::Metrics => config.api.metrics_require_auth,
     };
+    // First boot: the wizard's first steps are reachable without a token while no password
+    // exists (nobody can hold one yet); fails closed when auth cannot say.
+    if needs_bearer
+        && !req.headers().contains_key(header::AUTHORIZATION)
+        && crate::handlers::operations::setup::first_boot_open(g.meta.path)
+    {
+        let mut auth = g.state.peers.auth.clone();
+        let status = auth
+            .get_status(svcos_proto::auth::v1::GetStatusRequest {})
+            .await;
+        needs_bearer = !matches!(status, Ok(r) if !r.get_ref().password_set);
+    }
     let mut req = req;
     let mut session_id = None;
     if needs_bearer {

@@ -162,6 +162,8 @@ pub struct Inner {
     pub history: Arc<Mutex<crate::handlers::history::History>>,
     /// Stops background tasks (and /ws streams) on shutdown.
     pub shutdown: Shutdown,
+    /// Setup wizard, power governor (thermostat, night mode, solar/off-grid), fleet scans.
+    pub ops: Arc<crate::handlers::operations::OpsState>,
 }
 
 /// The state every handler gets.
@@ -192,7 +194,8 @@ impl Inner {
             snapshots.pools.clone(),
             shutdown.clone(),
         );
-        Arc::new(Inner {
+        let ops = Arc::new(crate::handlers::operations::OpsState::load(&layout));
+        let state = Arc::new(Inner {
             layout,
             config: RwLock::new(Arc::new(config)),
             config_gen: std::sync::atomic::AtomicU64::new(1),
@@ -206,7 +209,10 @@ impl Inner {
             audit: Mutex::new(VecDeque::with_capacity(AUDIT_CAP)),
             history,
             shutdown,
-        })
+            ops,
+        });
+        crate::handlers::operations::governor::spawn(state.clone());
+        state
     }
 
     /// The current config.
@@ -223,7 +229,11 @@ impl Inner {
 
     /// The latest telemetry, if hw-agent is up.
     pub fn telemetry(&self) -> Option<Telemetry> {
-        self.snapshots.telemetry.borrow().clone()
+        let mut t = self.snapshots.telemetry.borrow().clone();
+        if let Some(t) = t.as_mut() {
+            calibrate(&self.config(), t);
+        }
+        t
     }
 
     /// The latest pool snapshot, if stratum-agent is up.
@@ -241,7 +251,10 @@ impl Inner {
         if let (false, Some(body)) = (changed, &cache.body) {
             return body.clone();
         }
-        let telemetry = cache.telemetry.borrow_and_update().clone();
+        let mut telemetry = cache.telemetry.borrow_and_update().clone();
+        if let Some(t) = telemetry.as_mut() {
+            calibrate(&self.config(), t);
+        }
         let pools = cache.pools.borrow_and_update().clone();
         let config = self.config();
         let body = crate::handlers::status::render_status(
@@ -273,5 +286,17 @@ impl Inner {
             .iter()
             .cloned()
             .collect()
+    }
+}
+
+/// Apply the operator's PSU power-reading correction (`[power].calibration_*`) to a snapshot.
+fn calibrate(config: &Config, t: &mut Telemetry) {
+    let p = &config.power;
+    if p.calibration_factor == 1.0 && p.calibration_offset_watt == 0.0 {
+        return;
+    }
+    t.power_watt = p.calibrated_watt(t.power_watt);
+    if let Some(psu) = t.psu.as_mut() {
+        psu.power_watt = p.calibrated_watt(psu.power_watt);
     }
 }

@@ -6,7 +6,6 @@ use std::net::{IpAddr, SocketAddr};
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::Response;
 use serde::Deserialize;
 use serde_json::json;
 use svcos_proto::auth::v1::{
@@ -29,7 +28,7 @@ pub fn routes() -> Vec<Route> {
         route!(POST "/api/auth/setup", Open, P, Auth, Full, "Set the first-boot password (3 attempts per 60 s per IP)", setup),
         route!(GET "/api/auth/status", Open, P, Auth, Full, "Whether a password has been set", auth_status),
         route!(POST "/api/auth/ws-ticket", Bearer, P, Auth, Full, "One-time /ws ticket (when [api].websocket_tickets)", ws_ticket),
-        route!(GET "/api/setup/status", Open, P, Auth, Full, "Setup wizard state", setup_status),
+        route!(GET "/api/setup/status", Open, P, Auth, Full, "Setup wizard state", super::operations::setup::status),
     ]
 }
 
@@ -214,28 +213,4 @@ async fn ws_ticket(State(state): State<AppState>, headers: HeaderMap) -> ApiResu
         "expires_at": r.expires_at_unix,
         "usage": "connect to /ws?ticket=<ticket> on the API port; a ticket works once",
     })))
-}
-
-async fn setup_status(State(state): State<AppState>) -> Response {
-    let mut auth = state.peers.auth.clone();
-    let password_set = auth
-        .get_status(GetStatusRequest {})
-        .await
-        .ok()
-        .map(|r| r.into_inner().password_set);
-    let config = state.config();
-    let pools_configured = config.pools.iter().any(|p| p.enabled);
-    json(json!({
-        "schema": "svcos.api.setup.status.v1",
-        "password_set": password_set,
-        "auth_reachable": password_set.is_some(),
-        "pools_configured": pools_configured,
-        "mode": config.system.mode.as_str(),
-        "complete": password_set == Some(true) && pools_configured,
-        "steps": [
-            {"step": "password", "done": password_set == Some(true), "how": "POST /api/auth/setup"},
-            {"step": "mode", "done": true, "how": "POST /api/setup/step4-mode"},
-            {"step": "pool", "done": pools_configured, "how": "POST /api/setup/step5-pool"},
-        ],
-    }))
 }

@@ -116,6 +116,8 @@ fn key_effect(key: &str) -> (&'static str, bool) {
         "auth" => ("auth", true),
         "supervisor" => ("supervisor", true),
         "sim" => ("hw-sim", true),
+        // Read by the gateway's power governor every second.
+        "power" | "home" | "energy" => ("gateway", false),
         _ => ("gateway", true),
     }
 }
@@ -484,6 +486,11 @@ async fn donation_info(State(state): State<AppState>) -> Response {
 }
 
 async fn safety_warnings(State(state): State<AppState>) -> Response {
+    json(safety_warnings_body(&state))
+}
+
+/// The current safety warnings (also what the setup wizard records as acknowledged).
+pub fn safety_warnings_body(state: &AppState) -> Value {
     let config = state.config();
     let mut warnings = Vec::new();
     let mut warn = |id: &str, severity: &str, message: String| {
@@ -541,11 +548,11 @@ async fn safety_warnings(State(state): State<AppState>) -> Response {
             }
         }
     }
-    json(json!({
+    json!({
         "schema": "svcos.api.safety.warnings.v1",
         "count": warnings.len(),
         "warnings": warnings,
-    }))
+    })
 }
 
 async fn audit_log(State(state): State<AppState>) -> Response {

@@ -1,48 +1,72 @@
-//! Setup wizard steps, safety acknowledgement, extra config sections, fleet and swarm, off-grid, solar and home control.
-//! Operations still marked `planned!` answer 501 with the envelope until their feature lands.
+//! Setup wizard steps, safety acknowledgement, extra config sections, fleet and swarm, off-grid,
+//! solar and home control.
+//!
+//! The power-related features (circuit cap, PSU override, night mode, thermostat, solar and
+//! off-grid following) do not talk to hw-agent themselves: they feed the power governor
+//! ([`governor`]), which arbitrates them into one power target and sleep state. Operations
+//! still marked `planned!` answer 501 with the envelope until their feature lands.
+
+pub mod config_sections;
+pub mod energy;
+pub mod energy_api;
+pub mod fleet;
+pub mod governor;
+pub mod home;
+pub mod setup;
+pub mod thermostat;
+
+use std::sync::Mutex;
+
+use svcos_common::config::Config;
+use svcos_common::{Layout, ServiceName};
 
 use crate::planned;
 use crate::registry::Route;
 
+/// Runtime state of these features, owned by the gateway's shared state.
+#[derive(Debug)]
+pub struct OpsState {
+    /// Power governor (thermostat, energy follower, applied effects).
+    pub governor: governor::Governor,
+    /// Serialises setup-wizard read-modify-write of its state file.
+    pub wizard: tokio::sync::Mutex<()>,
+    /// The last fleet discovery.
+    pub fleet: Mutex<Option<fleet::Scan>>,
+    /// One discovery at a time.
+    pub fleet_scan: tokio::sync::Mutex<()>,
+}
+
+impl OpsState {
+    /// Load persisted state from the gateway's state directory.
+    pub fn load(layout: &Layout) -> Self {
+        let dir = layout.service_state_dir(ServiceName::Gateway);
+        OpsState {
+            fleet: Mutex::new(governor::read_json(&dir.join("fleet-scan.json"))),
+            governor: governor::Governor::load(dir),
+            wizard: tokio::sync::Mutex::new(()),
+            fleet_scan: tokio::sync::Mutex::new(()),
+        }
+    }
+}
+
+/// Reported power after the operator's calibration (`[power].calibration_*`).
+pub fn calibrated_power(config: &Config, raw_watt: f64) -> f64 {
+    config.power.calibrated_watt(raw_watt)
+}
+
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route> {
-    vec![
-        planned!(POST "/api/setup/complete", P, Auth, "setup wizard"),
-        planned!(POST "/api/setup/quiet-hours", P, Auth, "setup wizard quiet hours"),
-        planned!(POST "/api/setup/skip-password", P, Auth, "setup wizard"),
-        planned!(POST "/api/setup/skip-safety", P, Auth, "setup wizard"),
-        planned!(POST "/api/setup/step-economics", P, Auth, "setup wizard economics"),
-        planned!(POST "/api/setup/step1-safety", P, Auth, "setup wizard safety step"),
-        planned!(POST "/api/setup/step2-circuit", P, Auth, "setup wizard circuit step"),
-        planned!(POST "/api/setup/step3-password", P, Auth, "setup wizard password step"),
-        planned!(GET "/api/config/power-calibration", P, Config, "power calibration"),
-        planned!(POST "/api/config/power-calibration", P, Config, "power calibration"),
-        planned!(GET "/api/config/psu-override", P, Config, "PSU override"),
-        planned!(POST "/api/config/psu-override", P, Config, "PSU override"),
-        planned!(GET "/api/config/shared", P, Config, "shared configuration"),
-        planned!(POST "/api/config/shared", P, Config, "shared configuration"),
-        planned!(POST "/api/safety/acknowledge", P, Config, "safety acknowledgement"),
-        planned!(POST "/api/fleet/discover", P, Fleet, "fleet discovery"),
-        planned!(GET "/api/fleet/miners", P, Fleet, "fleet discovery"),
-        planned!(GET "/api/fleet/pool-stats", P, Fleet, "fleet pool statistics"),
-        planned!(GET "/api/network/block", P, Fleet, "network block information"),
-        planned!(GET "/api/network/config_schema", P, Fleet, "network configuration"),
+    let mut rows = Vec::with_capacity(40);
+    rows.extend(setup::routes());
+    rows.extend(config_sections::routes());
+    rows.extend(fleet::routes());
+    rows.extend(energy_api::routes());
+    rows.extend(home::routes());
+    rows.extend([
+        // A swarm would share room temperatures between svcOS peers; peers accept writes only
+        // with their own owner's bearer token, which this miner does not hold.
         planned!(GET "/api/swarm", P, Fleet, "swarm"),
         planned!(POST "/api/swarm/room-temp", P, Fleet, "swarm room temperature"),
-        planned!(GET "/api/offgrid/config", P, OffGrid, "off-grid control"),
-        planned!(POST "/api/offgrid/config", P, OffGrid, "off-grid control"),
-        planned!(GET "/api/offgrid/presets", P, OffGrid, "off-grid control"),
-        planned!(GET "/api/offgrid/status", P, OffGrid, "off-grid control"),
-        planned!(POST "/api/offgrid/test", P, OffGrid, "off-grid control"),
-        planned!(GET "/api/solar/config", P, OffGrid, "solar control"),
-        planned!(POST "/api/solar/config", P, OffGrid, "solar control"),
-        planned!(GET "/api/solar/status", P, OffGrid, "solar control"),
-        planned!(POST "/api/solar/test", P, OffGrid, "solar control"),
-        planned!(GET "/api/solar/verification-history", P, OffGrid, "solar verification history"),
-        planned!(GET "/api/home/night-mode", P, Integrations, "home night mode"),
-        planned!(POST "/api/home/night-mode", P, Integrations, "home night mode"),
-        planned!(GET "/api/home/presets", P, Integrations, "home presets"),
-        planned!(POST "/api/home/room-temp", P, Integrations, "home room temperature"),
-        planned!(POST "/api/home/target", P, Integrations, "home target"),
-    ]
+    ]);
+    rows
 }

@@ -1,0 +1,242 @@
+//! `/api/config/power-calibration`, `/api/config/psu-override` and `/api/config/shared`: thin
+//! views of typed config sections, written through the one config write path
+//! ([`crate::handlers::config::apply`]: validate, atomic save, in-memory swap, owner reload).
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use svcos_common::config::{Config, ConfigError};
+
+use crate::envelope::{ApiError, ErrorCode};
+use crate::handlers::config::{
+    apply, config_from_json, masked, merge, unmask_pools, validation_error,
+};
+use crate::handlers::pools::parse_pool_list;
+use crate::handlers::{ApiResult, json, parse_body, round};
+use crate::registry::Route;
+use crate::{AppState, route};
+
+/// This module's rows of the registry.
+pub fn routes() -> Vec<Route> {
+    vec![
+        route!(GET "/api/config/power-calibration", Bearer, P, Config, Full, "PSU power-reading correction (factor, offset)", get_calibration),
+        route!(POST "/api/config/power-calibration", Bearer, P, Config, Full, "Set the PSU power-reading correction", post_calibration),
+        route!(GET "/api/config/psu-override", Bearer, P, Config, Full, "Operator-declared PSU model and limits", get_psu_override),
+        route!(POST "/api/config/psu-override", Bearer, P, Config, Full, "Declare the PSU (its rating becomes a power limit)", post_psu_override),
+        route!(GET "/api/config/shared", Bearer, P, Config, Full, "The fleet-shareable config subset: pools, power target, fan limits", get_shared),
+        route!(POST "/api/config/shared", Bearer, P, Config, Full, "Apply a fleet-shared config subset atomically", post_shared),
+    ]
+}
+
+/// Merge a JSON patch over the current config, validate and apply it (400
+/// `config_validation` naming the field on a bad value).
+pub async fn patch_config(state: &AppState, patch: Value) -> ApiResult<Value> {
+    let old = state.config();
+    let mut merged = serde_json::to_value(&*old).unwrap_or(Value::Null);
+    merge(&mut merged, &patch);
+    let mut new = config_from_json(&merged, &patch)
+        .map_err(|e| validation_error(ErrorCode::ConfigValidation, &e))?;
+    unmask_pools(&mut new.pools, &old);
+    apply(state, new)
+        .await
+        .map_err(|e| e.into_api(ErrorCode::ConfigValidation, None))
+}
+
+/// Only these members may be posted to a section view.
+fn only_members(body: &Value, section: &str, allowed: &[&str]) -> ApiResult<Map<String, Value>> {
+    let Value::Object(m) = body else {
+        return Err(
+            ApiError::bad_request("expected a JSON object").code(ErrorCode::ConfigValidation)
+        );
+    };
+    if let Some(k) = m.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(validation_error(
+            ErrorCode::ConfigValidation,
+            &ConfigError::invalid(
+                format!("{section}.{k}"),
+                format!("unknown member; allowed: {}", allowed.join(", ")),
+            ),
+        ));
+    }
+    Ok(m.clone())
+}
+
+fn calibration_body(state: &AppState, report: Option<Value>) -> Value {
+    let config = state.config();
+    let p = &config.power;
+    let raw = state.telemetry().map(|t| t.power_watt);
+    json!({
+        "schema": "svcos.api.config.power_calibration.v1",
+        "factor": p.calibration_factor,
+        "offset_watt": p.calibration_offset_watt,
+        "formula": "reported_watt = raw_watt x factor + offset_watt",
+        "bounds": {"factor": [0.5, 1.5], "offset_watt": [-500.0, 500.0]},
+        "raw_power_watt": raw.map(|w| round(w, 1)),
+        "reported_power_watt": raw.map(|w| round(p.calibrated_watt(w), 1)),
+        "write": report,
+    })
+}
+
+async fn get_calibration(State(state): State<AppState>) -> Response {
+    json(calibration_body(&state, None))
+}
+
+async fn post_calibration(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult {
+    let b: Value = parse_body(&headers, &body)?;
+    let m = only_members(&b, "power", &["factor", "offset_watt", "reset"])?;
+    let mut patch = Map::new();
+    if m.get("reset").and_then(Value::as_bool) == Some(true) {
+        patch.insert("calibration_factor".into(), json!(1.0));
+        patch.insert("calibration_offset_watt".into(), json!(0.0));
+    }
+    if let Some(v) = m.get("factor") {
+        patch.insert("calibration_factor".into(), v.clone());
+    }
+    if let Some(v) = m.get("offset_watt") {
+        patch.insert("calibration_offset_watt".into(), v.clone());
+    }
+    if patch.is_empty() {
+        return Err(
+            ApiError::bad_request("send factor and/or offset_watt (or reset: true)")
+                .code(ErrorCode::ConfigValidation),
+        );
+    }
+    let report = patch_config(&state, json!({"power": patch})).await?;
+    Ok(json(calibration_body(&state, Some(report))))
+}
+
+fn psu_body(state: &AppState, report: Option<Value>) -> Value {
+    let config = state.config();
+    let t = state.telemetry();
+    json!({
+        "schema": "svcos.api.config.psu_override.v1",
+        "override": config.power.psu_override,
+        "bounds": {"max_watt": [100.0, 5000.0], "voltage_v": [8.0, 24.0], "model_max_chars": 64},
+        "detected_model": t.as_ref().and_then(|t| t.psu.as_ref()).map(|p| p.model.clone()),
+        "effective_psu_limit_watt": config.power.psu_override.enabled.then_some(config.power.psu_override.max_watt),
+        "note": "when enabled, max_watt is one of the limits the power governor takes the minimum of",
+        "write": report,
+    })
+}
+
+async fn get_psu_override(State(state): State<AppState>) -> Response {
+    json(psu_body(&state, None))
+}
+
+async fn post_psu_override(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult {
+    let b: Value = parse_body(&headers, &body)?;
+    let m = only_members(
+        &b,
+        "power.psu_override",
+        &[
+            "enabled",
+            "model",
+            "max_watt",
+            "voltage_min_v",
+            "voltage_max_v",
+        ],
+    )?;
+    let report = patch_config(&state, json!({"power": {"psu_override": m}})).await?;
+    Ok(json(psu_body(&state, Some(report))))
+}
+
+/// The members of the shared subset, as (wire name, config path).
+pub const SHARED_MEMBERS: &[(&str, &str)] = &[
+    ("pools", "pools"),
+    ("power_target_watt", "hardware.power_target_watt"),
+    ("fan_min_percent", "thermal.fan_min_percent"),
+    ("fan_max_percent", "thermal.fan_max_percent"),
+    ("target_temp_c", "thermal.target_temp_c"),
+];
+
+/// The shared subset of a config (pool passwords masked).
+pub fn shared_of(config: &Config) -> Value {
+    json!({
+        "pools": masked(config)["pools"],
+        "power_target_watt": config.hardware.power_target_watt,
+        "fan_min_percent": config.thermal.fan_min_percent,
+        "fan_max_percent": config.thermal.fan_max_percent,
+        "target_temp_c": config.thermal.target_temp_c,
+    })
+}
+
+/// SHA-256 over the canonical shared subset, including pool passwords, so a fleet tool can
+/// tell which miners differ without reading any secret.
+pub fn shared_fingerprint(config: &Config) -> String {
+    let mut v = shared_of(config);
+    v["pools"] = serde_json::to_value(&config.pools).unwrap_or_default();
+    hex::encode(Sha256::digest(v.to_string().as_bytes()))
+}
+
+fn shared_body(config: &Config, report: Option<Value>) -> Value {
+    json!({
+        "schema": "svcos.api.config.shared.v1",
+        "shared": shared_of(config),
+        "members": SHARED_MEMBERS.iter().map(|(k, path)| json!({"name": k, "config": path})).collect::<Vec<_>>(),
+        "fingerprint": shared_fingerprint(config),
+        "secret_mask": crate::handlers::config::SECRET_MASK,
+        "write": report,
+    })
+}
+
+async fn get_shared(State(state): State<AppState>) -> Response {
+    json(shared_body(&state.config(), None))
+}
+
+async fn post_shared(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
+    let b: Value = parse_body(&headers, &body)?;
+    // Accept the GET shape back ({"shared": {...}}) as well as the bare subset.
+    let b = match b.get("shared") {
+        Some(inner) => inner.clone(),
+        None => b,
+    };
+    let allowed: Vec<&str> = SHARED_MEMBERS.iter().map(|(k, _)| *k).collect();
+    let m = only_members(&b, "shared", &allowed)?;
+    if m.is_empty() {
+        return Err(ApiError::bad_request("nothing to apply")
+            .code(ErrorCode::ConfigValidation)
+            .suggestion(format!("send any of: {}", allowed.join(", "))));
+    }
+    let old = state.config();
+    let mut patch = json!({});
+    for (k, v) in &m {
+        let path = SHARED_MEMBERS
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, p)| *p)
+            .unwrap_or_default();
+        if let Some((section, field)) = path.split_once('.') {
+            patch[section][field] = v.clone();
+        }
+    }
+    let mut merged = serde_json::to_value(&*old).unwrap_or(Value::Null);
+    merge(&mut merged, &patch);
+    let mut new = config_from_json(&merged, &patch)
+        .map_err(|e| validation_error(ErrorCode::ConfigValidation, &e))?;
+    if let Some(pools) = m.get("pools") {
+        // The same parser and rules as POST /api/pools.
+        let mut pools = parse_pool_list(&json!({"pools": pools}))
+            .map_err(|e| validation_error(ErrorCode::PoolValidation, &e))?;
+        unmask_pools(&mut pools, &old);
+        new.pools = pools;
+    }
+    // One write for the whole subset: either everything applies or nothing does.
+    let report = apply(&state, new).await.map_err(|e| {
+        e.into_api(
+            ErrorCode::ConfigValidation,
+            Some(ErrorCode::PoolConfigWriteFailed),
+        )
+    })?;
+    Ok(json(shared_body(&state.config(), Some(report))))
+}

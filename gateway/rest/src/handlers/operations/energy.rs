@@ -1,0 +1,672 @@
+//! Solar-surplus and off-grid following: read a LAN JSON endpoint, decide run-at-N-watts or
+//! sleep, and hand the decision to the power governor.
+//!
+//! The decision core ([`decide`]) is pure and time-injected. Hysteresis comes from two
+//! thresholds (a sleeping miner needs `min_watt + wake_margin_watt` of solar surplus, or
+//! `resume_soc_percent` of battery, to wake) plus a minimum dwell time between sleep/wake
+//! changes. Two things override the dwell, because they protect equipment: a battery at its
+//! stop threshold, and a source that failed [`FAIL_SAFE_ERRORS`] times in a row (we cannot know
+//! what we are drawing, so we stop drawing).
+
+use std::collections::VecDeque;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use svcos_common::config::{Config, OffgridConfig, SolarConfig};
+
+use super::governor::{read_json, write_json};
+use crate::AppState;
+
+/// Consecutive failed readings after which the follower sleeps the miner.
+pub const FAIL_SAFE_ERRORS: u32 = 3;
+/// Decisions kept in the verification history.
+pub const HISTORY_CAP: usize = 500;
+/// Deadline of one source reading (connect, request, body).
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(3);
+/// Largest source body read, bytes.
+const MAX_BODY: usize = 64 * 1024;
+
+/// Which follower is running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FollowerMode {
+    /// `[energy.solar]`.
+    Solar,
+    /// `[energy.offgrid]`.
+    Offgrid,
+}
+
+impl FollowerMode {
+    /// Wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FollowerMode::Solar => "solar",
+            FollowerMode::Offgrid => "offgrid",
+        }
+    }
+
+    /// The enabled follower of a config.
+    pub fn enabled(config: &Config) -> Option<Self> {
+        if config.energy.solar.enabled {
+            Some(FollowerMode::Solar)
+        } else if config.energy.offgrid.enabled {
+            Some(FollowerMode::Offgrid)
+        } else {
+            None
+        }
+    }
+}
+
+/// One reading of the energy source.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Reading {
+    /// Spare power for the miner, W.
+    pub surplus_watt: Option<f64>,
+    /// Battery state of charge, percent.
+    pub soc_percent: Option<f64>,
+    /// Battery voltage, V.
+    pub voltage_v: Option<f64>,
+}
+
+/// The thresholds of one follower, whichever section they come from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Params {
+    /// Which follower.
+    pub mode: FollowerMode,
+    /// Sleep below this much spare power, W.
+    pub min_watt: f64,
+    /// Highest target, W (`f64::INFINITY` = none).
+    pub max_watt: f64,
+    /// Extra spare power needed to wake, W.
+    pub wake_margin_watt: f64,
+    /// Kept back for the house, W.
+    pub reserve_watt: f64,
+    /// Least time between sleep/wake changes, ms.
+    pub min_dwell_ms: i64,
+    /// Off-grid battery gates: (stop soc, resume soc, stop V, resume V); `None` for solar.
+    pub battery: Option<(f64, f64, f64, f64)>,
+    /// Source URL.
+    pub url: String,
+    /// Pointers: surplus, soc, voltage (empty = not read).
+    pub pointers: [String; 3],
+    /// Seconds between readings.
+    pub poll_interval_s: u32,
+}
+
+impl Params {
+    /// Thresholds of `[energy.solar]`.
+    pub fn solar(s: &SolarConfig) -> Self {
+        Params {
+            mode: FollowerMode::Solar,
+            min_watt: s.min_watt,
+            max_watt: if s.max_watt > 0.0 {
+                s.max_watt
+            } else {
+                f64::INFINITY
+            },
+            wake_margin_watt: s.wake_margin_watt,
+            reserve_watt: s.reserve_watt,
+            min_dwell_ms: i64::from(s.min_dwell_s) * 1000,
+            battery: None,
+            url: s.source_url.clone(),
+            pointers: [s.surplus_watt_pointer.clone(), String::new(), String::new()],
+            poll_interval_s: s.poll_interval_s,
+        }
+    }
+
+    /// Thresholds of `[energy.offgrid]`.
+    pub fn offgrid(o: &OffgridConfig) -> Self {
+        Params {
+            mode: FollowerMode::Offgrid,
+            min_watt: o.min_watt,
+            max_watt: o.max_watt,
+            wake_margin_watt: 0.0,
+            reserve_watt: 0.0,
+            min_dwell_ms: i64::from(o.min_dwell_s) * 1000,
+            battery: Some((
+                o.stop_soc_percent,
+                o.resume_soc_percent,
+                o.stop_voltage_v,
+                o.resume_voltage_v,
+            )),
+            url: o.source_url.clone(),
+            pointers: [
+                o.surplus_watt_pointer.clone(),
+                o.soc_pointer.clone(),
+                o.voltage_pointer.clone(),
+            ],
+            poll_interval_s: o.poll_interval_s,
+        }
+    }
+
+    /// Thresholds of a mode in a config.
+    pub fn of(config: &Config, mode: FollowerMode) -> Self {
+        match mode {
+            FollowerMode::Solar => Params::solar(&config.energy.solar),
+            FollowerMode::Offgrid => Params::offgrid(&config.energy.offgrid),
+        }
+    }
+}
+
+/// The follower's memory between readings.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FollowerState {
+    /// The mode this state belongs to (a mode change starts afresh).
+    pub mode: Option<FollowerMode>,
+    /// Whether the follower wants the miner asleep.
+    pub sleeping: bool,
+    /// Target while running, W.
+    pub target_watt: Option<f64>,
+    /// Last sleep/wake change, Unix ms (`None` = no decision yet).
+    pub last_change_ms: Option<i64>,
+    /// Last reading attempt, Unix ms.
+    pub last_poll_ms: i64,
+    /// Last good reading.
+    pub last_reading: Option<Reading>,
+    /// Last error reading the source.
+    pub last_error: Option<String>,
+    /// Failed readings in a row.
+    pub consecutive_errors: u32,
+}
+
+/// The outcome of one reading.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Step {
+    /// Sleep the miner.
+    pub sleep: bool,
+    /// Target while running, W.
+    pub target_watt: Option<f64>,
+    /// Why, for the history and status.
+    pub reason: String,
+    /// A wanted sleep/wake change waits for the dwell time.
+    pub held_by_dwell: bool,
+}
+
+/// Decide what to do with a reading (or a failed one). Pure.
+pub fn decide(
+    p: &Params,
+    st: &FollowerState,
+    reading: Result<&Reading, &str>,
+    now_ms: i64,
+) -> Step {
+    let cap = |w: f64| w.clamp(p.min_watt, p.max_watt.max(p.min_watt));
+    let reading = match reading {
+        Ok(r) => r,
+        Err(e) => {
+            let errors = st.consecutive_errors + 1;
+            return if errors >= FAIL_SAFE_ERRORS {
+                Step {
+                    sleep: true,
+                    target_watt: None,
+                    reason: format!("source failed {errors} times in a row ({e}): fail-safe sleep"),
+                    held_by_dwell: false,
+                }
+            } else {
+                Step {
+                    sleep: st.sleeping,
+                    target_watt: st.target_watt,
+                    reason: format!("source failed ({e}): holding the last decision"),
+                    held_by_dwell: false,
+                }
+            };
+        }
+    };
+    let available = match reading.surplus_watt {
+        Some(s) => (s - p.reserve_watt).min(p.max_watt),
+        None => p.max_watt,
+    };
+    // Battery gates (off-grid): below stop = must sleep now; resume = may wake.
+    let (battery_stop, battery_resume) = match p.battery {
+        None => (false, true),
+        Some((stop_soc, resume_soc, stop_v, resume_v)) => {
+            let soc = reading.soc_percent;
+            let v = reading.voltage_v;
+            let stop = soc.is_some_and(|s| s <= stop_soc)
+                || (stop_v > 0.0 && v.is_some_and(|v| v <= stop_v));
+            let resume = soc.is_none_or(|s| s >= resume_soc)
+                && (stop_v <= 0.0 || v.is_none_or(|v| v >= resume_v));
+            (stop, resume)
+        }
+    };
+    if battery_stop {
+        return Step {
+            sleep: true,
+            target_watt: None,
+            reason: "battery at its stop threshold: sleep".into(),
+            held_by_dwell: false,
+        };
+    }
+    let want_run = if st.sleeping || st.last_change_ms.is_none() {
+        let wake_at = p.min_watt
+            + if st.last_change_ms.is_none() {
+                0.0
+            } else {
+                p.wake_margin_watt
+            };
+        available >= wake_at && battery_resume
+    } else {
+        available >= p.min_watt
+    };
+    let running_now = st.last_change_ms.is_some() && !st.sleeping;
+    let dwell_left = st
+        .last_change_ms
+        .map_or(0, |t| (t + p.min_dwell_ms - now_ms).max(0));
+    if st.last_change_ms.is_some() && want_run != running_now && dwell_left > 0 {
+        return Step {
+            sleep: st.sleeping,
+            target_watt: if st.sleeping {
+                None
+            } else {
+                Some(cap(available))
+            },
+            reason: format!(
+                "wants to {} but holds for the minimum dwell ({} s left)",
+                if want_run { "wake" } else { "sleep" },
+                (dwell_left + 999) / 1000
+            ),
+            held_by_dwell: true,
+        };
+    }
+    if want_run {
+        Step {
+            sleep: false,
+            target_watt: Some(cap(available)),
+            reason: format!("{available:.0} W available: run at {:.0} W", cap(available)),
+            held_by_dwell: false,
+        }
+    } else {
+        Step {
+            sleep: true,
+            target_watt: None,
+            reason: if st.sleeping {
+                format!(
+                    "{available:.0} W available, waking needs {:.0} W: stay asleep",
+                    p.min_watt + p.wake_margin_watt
+                )
+            } else {
+                format!(
+                    "{available:.0} W available, below {:.0} W: sleep",
+                    p.min_watt
+                )
+            },
+            held_by_dwell: false,
+        }
+    }
+}
+
+/// Apply a step to the state (records sleep/wake changes for the dwell).
+pub fn advance(st: &mut FollowerState, step: &Step, reading: Result<&Reading, &str>, now_ms: i64) {
+    let changed = st.last_change_ms.is_none() || step.sleep != st.sleeping;
+    if changed {
+        st.last_change_ms = Some(now_ms);
+    }
+    st.sleeping = step.sleep;
+    st.target_watt = step.target_watt;
+    st.last_poll_ms = now_ms;
+    match reading {
+        Ok(r) => {
+            st.last_reading = Some(r.clone());
+            st.last_error = None;
+            st.consecutive_errors = 0;
+        }
+        Err(e) => {
+            st.last_error = Some(e.to_string());
+            st.consecutive_errors += 1;
+        }
+    }
+}
+
+/// One entry of the verification history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    /// Unix ms.
+    pub t_ms: i64,
+    /// Which follower decided.
+    pub mode: FollowerMode,
+    /// The reading, when it succeeded.
+    pub reading: Option<Reading>,
+    /// The source error, when it failed.
+    pub error: Option<String>,
+    /// "run" or "sleep".
+    pub decision: String,
+    /// Chosen target, W.
+    pub target_watt: Option<f64>,
+    /// Why.
+    pub reason: String,
+    /// Input power measured when the decision was made (calibrated), W.
+    pub actual_power_watt: Option<f64>,
+    /// hw-agent's power target when the decision was made, W.
+    pub hw_power_target_watt: Option<f64>,
+    /// hw-agent's state when the decision was made.
+    pub hw_state: Option<String>,
+}
+
+/// What the follower hands the governor.
+#[derive(Debug, Clone)]
+pub struct FollowerOutput {
+    /// Which follower.
+    pub mode: FollowerMode,
+    /// Target while running.
+    pub watt: Option<f64>,
+    /// Sleep.
+    pub sleep: bool,
+}
+
+/// Runtime state: follower memory and the verification history (both persisted).
+#[derive(Debug)]
+pub struct EnergyRuntime {
+    dir: PathBuf,
+    /// Follower memory.
+    pub state: Mutex<FollowerState>,
+    /// Recent decisions, oldest first.
+    pub history: Mutex<VecDeque<HistoryEntry>>,
+}
+
+impl EnergyRuntime {
+    /// Load from the gateway state dir.
+    pub fn load(dir: PathBuf) -> Self {
+        let state = read_json(&dir.join("energy-follower.json")).unwrap_or_default();
+        let history: VecDeque<HistoryEntry> =
+            read_json(&dir.join("energy-history.json")).unwrap_or_default();
+        EnergyRuntime {
+            dir,
+            state: Mutex::new(state),
+            history: Mutex::new(history),
+        }
+    }
+
+    /// The governor's input: only for the enabled mode, only after a first decision.
+    pub fn output(&self, config: &Config) -> Option<FollowerOutput> {
+        let mode = FollowerMode::enabled(config)?;
+        let st = self.state.lock().expect("follower lock");
+        if st.mode != Some(mode) || st.last_change_ms.is_none() {
+            return None;
+        }
+        Some(FollowerOutput {
+            mode,
+            watt: if st.sleeping { None } else { st.target_watt },
+            sleep: st.sleeping,
+        })
+    }
+
+    fn record(&self, entry: HistoryEntry, st: &FollowerState) {
+        let snapshot: Vec<HistoryEntry> = {
+            let mut h = self.history.lock().expect("history lock");
+            if h.len() == HISTORY_CAP {
+                h.pop_front();
+            }
+            h.push_back(entry);
+            h.iter().cloned().collect()
+        };
+        write_json(&self.dir.join("energy-history.json"), &snapshot);
+        write_json(&self.dir.join("energy-follower.json"), st);
+    }
+}
+
+/// Whether an address is on the LAN (private, loopback, link-local, unique-local): the only
+/// places svcOS talks to.
+pub fn is_lan(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_private() || v4.is_loopback() || v4.is_link_local(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback()
+                || (v6.segments()[0] & 0xfe00) == 0xfc00
+                || (v6.segments()[0] & 0xffc0) == 0xfe80
+                || v6.to_ipv4_mapped().is_some_and(|v4| is_lan(IpAddr::V4(v4)))
+        }
+    }
+}
+
+/// GET a JSON document from a LAN `http://` URL (the host must resolve to a LAN address).
+pub async fn fetch_json(url: &str) -> Result<Value, String> {
+    tokio::time::timeout(FETCH_TIMEOUT, fetch_inner(url))
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {} s", FETCH_TIMEOUT.as_secs())))
+}
+
+async fn fetch_inner(url: &str) -> Result<Value, String> {
+    let uri: http::Uri = url.parse().map_err(|e| format!("bad URL: {e}"))?;
+    if uri.scheme_str() != Some("http") {
+        return Err("only http:// sources on the LAN are read".into());
+    }
+    let authority = uri.authority().ok_or("URL has no host")?.clone();
+    let port = authority.port_u16().unwrap_or(80);
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .collect();
+    let addr = addrs
+        .iter()
+        .copied()
+        .find(|a| is_lan(a.ip()))
+        .ok_or_else(|| format!("{host} is not a LAN address; svcOS reads local sources only"))?;
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(|e| format!("HTTP handshake with {addr}: {e}"))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    let req = http::Request::get(path)
+        .header(http::header::HOST, authority.as_str())
+        .header(http::header::ACCEPT, "application/json")
+        .header(http::header::USER_AGENT, "svcOS-energy-follower")
+        .body(http_body_util::Empty::<Bytes>::new())
+        .map_err(|e| e.to_string())?;
+    let resp = sender
+        .send_request(req)
+        .await
+        .map_err(|e| format!("request to {addr}: {e}"))?;
+    if !resp.status().is_success() {
+        return Err(format!("source answered HTTP {}", resp.status().as_u16()));
+    }
+    let body = http_body_util::Limited::new(resp.into_body(), MAX_BODY)
+        .collect()
+        .await
+        .map_err(|e| format!("reading the body: {e}"))?
+        .to_bytes();
+    serde_json::from_slice(&body).map_err(|e| format!("source did not answer JSON: {e}"))
+}
+
+/// Pick the configured values out of a source document.
+pub fn extract(doc: &Value, pointers: &[String; 3]) -> Result<Reading, String> {
+    let get = |p: &String| -> Result<Option<f64>, String> {
+        if p.is_empty() {
+            return Ok(None);
+        }
+        let v = doc
+            .pointer(p)
+            .ok_or_else(|| format!("the source has nothing at {p}"))?;
+        let n = match v {
+            Value::Number(n) => n.as_f64(),
+            Value::String(s) => s.trim().parse::<f64>().ok(),
+            _ => None,
+        };
+        n.filter(|n| n.is_finite())
+            .map(Some)
+            .ok_or_else(|| format!("{p} is not a number ({v})"))
+    };
+    Ok(Reading {
+        surplus_watt: get(&pointers[0])?,
+        soc_percent: get(&pointers[1])?,
+        voltage_v: get(&pointers[2])?,
+    })
+}
+
+/// Read the source of `p` once.
+pub async fn read_source(p: &Params) -> Result<Reading, String> {
+    let doc = fetch_json(&p.url).await?;
+    extract(&doc, &p.pointers)
+}
+
+/// Poll the enabled follower's source when its interval has passed, decide, record.
+pub async fn poll_if_due(state: &AppState) {
+    let config = state.config();
+    let Some(mode) = FollowerMode::enabled(&config) else {
+        return;
+    };
+    let rt = &state.ops.governor.energy;
+    let now_ms = state.clock.now_ms();
+    let p = Params::of(&config, mode);
+    {
+        let mut st = rt.state.lock().expect("follower lock");
+        if st.mode != Some(mode) {
+            *st = FollowerState {
+                mode: Some(mode),
+                ..Default::default()
+            };
+        } else if st.last_poll_ms != 0
+            && now_ms - st.last_poll_ms < i64::from(p.poll_interval_s) * 1000
+        {
+            return;
+        }
+    }
+    let reading = read_source(&p).await;
+    let now_ms = state.clock.now_ms();
+    let t = state.telemetry();
+    let mut st = rt.state.lock().expect("follower lock").clone();
+    let r = reading.as_ref().map_err(String::as_str);
+    let step = decide(&p, &st, r, now_ms);
+    advance(&mut st, &step, r, now_ms);
+    *rt.state.lock().expect("follower lock") = st.clone();
+    let entry = HistoryEntry {
+        t_ms: now_ms,
+        mode,
+        reading: reading.as_ref().ok().cloned(),
+        error: reading.as_ref().err().cloned(),
+        decision: if step.sleep { "sleep" } else { "run" }.into(),
+        target_watt: step.target_watt,
+        reason: step.reason,
+        actual_power_watt: t
+            .as_ref()
+            .map(|t| super::calibrated_power(&config, t.power_watt)),
+        hw_power_target_watt: t.as_ref().map(|t| t.power_target_watt),
+        hw_state: t.as_ref().map(|t| t.state().as_str_name().to_string()),
+    };
+    rt.record(entry, &st);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn solar() -> Params {
+        Params::solar(&SolarConfig {
+            enabled: true,
+            min_watt: 300.0,
+            max_watt: 1200.0,
+            wake_margin_watt: 200.0,
+            min_dwell_s: 60,
+            ..Default::default()
+        })
+    }
+
+    fn run(p: &Params, st: &mut FollowerState, r: Result<Reading, &str>, t: i64) -> Step {
+        let step = decide(p, st, r.as_ref().map_err(|e| *e), t);
+        advance(st, &step, r.as_ref().map_err(|e| *e), t);
+        step
+    }
+
+    fn surplus(w: f64) -> Result<Reading, &'static str> {
+        Ok(Reading {
+            surplus_watt: Some(w),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn solar_follows_with_hysteresis_and_dwell() {
+        let p = solar();
+        let mut st = FollowerState::default();
+        let s = run(&p, &mut st, surplus(800.0), 0);
+        assert_eq!((s.sleep, s.target_watt), (false, Some(800.0)));
+        let s = run(&p, &mut st, surplus(5000.0), 1_000);
+        assert_eq!(s.target_watt, Some(1200.0), "clamped to max");
+        // Too little, but inside the dwell: hold running at the floor.
+        let s = run(&p, &mut st, surplus(100.0), 2_000);
+        assert!(!s.sleep && s.held_by_dwell, "{s:?}");
+        assert_eq!(s.target_watt, Some(300.0));
+        let s = run(&p, &mut st, surplus(100.0), 61_000);
+        assert!(s.sleep, "{s:?}");
+        // After the dwell, 400 W is above min but below min + margin: stay asleep.
+        let s = run(&p, &mut st, surplus(400.0), 200_000);
+        assert!(s.sleep, "{s:?}");
+        let s = run(&p, &mut st, surplus(600.0), 201_000);
+        assert_eq!((s.sleep, s.target_watt), (false, Some(600.0)));
+    }
+
+    #[test]
+    fn offgrid_battery_gates_and_fail_safe() {
+        let p = Params::offgrid(&OffgridConfig {
+            enabled: true,
+            source_url: "http://10.0.0.2/".into(),
+            min_dwell_s: 600,
+            ..Default::default()
+        });
+        let soc = |s: f64| {
+            Ok(Reading {
+                soc_percent: Some(s),
+                ..Default::default()
+            })
+        };
+        let mut st = FollowerState::default();
+        assert_eq!(run(&p, &mut st, soc(90.0), 0).target_watt, Some(1000.0));
+        // Battery protection overrides the dwell.
+        assert!(run(&p, &mut st, soc(35.0), 1_000).sleep);
+        assert!(
+            run(&p, &mut st, soc(60.0), 700_000).sleep,
+            "between stop and resume"
+        );
+        assert!(!run(&p, &mut st, soc(85.0), 800_000).sleep);
+        assert!(!run(&p, &mut st, Err("down"), 801_000).sleep);
+        assert!(!run(&p, &mut st, Err("down"), 802_000).sleep);
+        assert!(run(&p, &mut st, Err("down"), 803_000).sleep, "fail-safe");
+    }
+
+    #[test]
+    fn extract_reads_pointers_and_names_what_is_missing() {
+        let doc = serde_json::json!({"pv": {"spare": "812.5"}, "bat": {"soc": 77}});
+        let r = extract(
+            &doc,
+            &["/pv/spare".into(), "/bat/soc".into(), String::new()],
+        )
+        .unwrap();
+        assert_eq!(r.surplus_watt, Some(812.5));
+        assert_eq!(r.soc_percent, Some(77.0));
+        let e = extract(&doc, &["/nope".into(), String::new(), String::new()]).unwrap_err();
+        assert!(e.contains("/nope"), "{e}");
+    }
+
+    #[test]
+    fn lan_addresses() {
+        for ok in [
+            "10.1.2.3",
+            "192.168.1.1",
+            "172.16.0.1",
+            "127.0.0.5",
+            "169.254.1.1",
+            "fd00::1",
+            "::1",
+        ] {
+            assert!(is_lan(ok.parse().unwrap()), "{ok}");
+        }
+        for bad in ["8.8.8.8", "1.1.1.1", "2001:db8::1"] {
+            assert!(!is_lan(bad.parse().unwrap()), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! `/api/home/*` writes and presets: the room thermostat and night mode of a space-heater
+//! miner. Both feed the power governor; nothing here calls hw-agent directly.
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::config_sections::patch_config;
+use super::thermostat::ThermostatAction;
+use crate::envelope::{ApiError, ErrorCode};
+use crate::handlers::{ApiResult, json, parse_body};
+use crate::registry::Route;
+use crate::{AppState, route};
+
+/// This module's rows of the registry.
+pub fn routes() -> Vec<Route> {
+    vec![
+        route!(GET "/api/home/night-mode", Bearer, P, Integrations, Full, "Night (quiet) hours: window, power and fan caps", get_night_mode),
+        route!(POST "/api/home/night-mode", Bearer, P, Integrations, Full, "Set night (quiet) hours", post_night_mode),
+        route!(GET "/api/home/presets", Bearer, P, Integrations, Full, "Thermostat presets (constants)", presets),
+        route!(POST "/api/home/room-temp", Bearer, P, Integrations, Full, "Post the room temperature; the thermostat moves the power target", room_temp),
+        route!(POST "/api/home/target", Bearer, P, Integrations, Full, "Set the room-temperature target (and thermostat limits)", target),
+    ]
+}
+
+/// (name, target room C, min W, max W, step W, description).
+pub const PRESETS: &[(&str, f64, f64, f64, f64, &str)] = &[
+    (
+        "eco",
+        19.0,
+        300.0,
+        800.0,
+        100.0,
+        "Cool room, low power, quiet",
+    ),
+    ("comfort", 21.0, 300.0, 1200.0, 100.0, "Living-room comfort"),
+    (
+        "warm",
+        23.0,
+        400.0,
+        1400.0,
+        150.0,
+        "Warm room, more heat and hashrate",
+    ),
+    ("boost", 24.0, 600.0, 2000.0, 200.0, "Heat a cold room fast"),
+];
+
+fn invalid(field: &str, message: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        format!("invalid value for {field}"),
+    )
+    .code(ErrorCode::ConfigValidation)
+    .detail(message.to_string())
+    .with("field", field)
+}
+
+fn night_body(state: &AppState, report: Option<Value>) -> Value {
+    let config = state.config();
+    let n = &config.home.night_mode;
+    let applied = state
+        .ops
+        .governor
+        .applied
+        .lock()
+        .expect("applied lock")
+        .clone();
+    json!({
+        "schema": "svcos.api.home.night_mode.v1",
+        "night_mode": n,
+        "active_now": n.active_at(state.clock.now_ms()),
+        "fan_capped_now": applied.fan_capped,
+        "note": "inside the window the power cap joins the governor's limits and fans are held at fan_max_percent; hw-agent's overheat protection still applies",
+        "write": report,
+    })
+}
+
+async fn get_night_mode(State(state): State<AppState>) -> Response {
+    json(night_body(&state, None))
+}
+
+async fn post_night_mode(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult {
+    let b: Value = parse_body(&headers, &body)?;
+    let Value::Object(m) = &b else {
+        return Err(
+            ApiError::bad_request("expected a JSON object").code(ErrorCode::ConfigValidation)
+        );
+    };
+    // Unknown members are caught by the typed section (deny_unknown_fields) and named.
+    let report = patch_config(&state, json!({"home": {"night_mode": m}})).await?;
+    super::governor::reconcile(&state).await;
+    Ok(json(night_body(&state, Some(report))))
+}
+
+async fn presets(State(_state): State<AppState>) -> Response {
+    let list: Vec<Value> = PRESETS
+        .iter()
+        .map(|(name, t, min, max, step, what)| {
+            json!({"name": name, "target_room_c": t, "min_watt": min, "max_watt": max,
+                   "step_watt": step, "description": what})
+        })
+        .collect();
+    json(json!({
+        "schema": "svcos.api.home.presets.v1",
+        "presets": list,
+        "apply": "POST /api/home/target with {\"preset\": \"<name>\"}",
+    }))
+}
+
+fn thermostat_body(state: &AppState, action: Option<ThermostatAction>) -> Value {
+    let config = state.config();
+    let t = state
+        .ops
+        .governor
+        .thermostat
+        .lock()
+        .expect("thermostat lock")
+        .clone();
+    let now = state.clock.now_ms();
+    json!({
+        "schema": "svcos.api.home.thermostat.v1",
+        "enabled": config.home.thermostat_enabled,
+        "target_room_c": config.home.target_room_c,
+        "hysteresis_c": config.home.hysteresis_c,
+        "room_c": t.room_c,
+        "reading_at_ms": (t.reading_at_ms > 0).then_some(t.reading_at_ms),
+        "reading_fresh": t.fresh(&config.home, now),
+        "source": t.source,
+        "action": action,
+        "level_watt": t.level_watt,
+        "sleeping": t.sleeping,
+        "limits": {"min_watt": config.home.min_watt, "max_watt": config.home.max_watt, "step_watt": config.home.step_watt},
+        "governor": state.ops.governor.last_json(),
+    })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RoomBody {
+    room_c: f64,
+    #[serde(default)]
+    source: Option<String>,
+}
+
+async fn room_temp(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
+    let b: RoomBody = parse_body(&headers, &body)?;
+    if !b.room_c.is_finite() || !(-40.0..=60.0).contains(&b.room_c) {
+        return Err(invalid("room_c", "-40 to 60 C"));
+    }
+    let source: String = b
+        .source
+        .unwrap_or_else(|| "api".into())
+        .chars()
+        .take(64)
+        .collect();
+    let config = state.config();
+    let now = state.clock.now_ms();
+    // A first reading starts from what the miner draws now.
+    let start = state
+        .telemetry()
+        .map(|t| super::calibrated_power(&config, t.power_watt))
+        .filter(|w| *w > 0.0)
+        .unwrap_or(config.home.max_watt);
+    let action = {
+        let mut t = state
+            .ops
+            .governor
+            .thermostat
+            .lock()
+            .expect("thermostat lock");
+        t.source = source;
+        if config.home.thermostat_enabled {
+            Some(t.on_reading(&config.home, b.room_c, now, start))
+        } else {
+            t.room_c = Some(b.room_c);
+            t.reading_at_ms = now;
+            None
+        }
+    };
+    state.ops.governor.save_thermostat();
+    super::governor::reconcile(&state).await;
+    Ok(json(thermostat_body(&state, action)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TargetBody {
+    #[serde(default)]
+    target_room_c: Option<f64>,
+    #[serde(default)]
+    preset: Option<String>,
+    #[serde(default)]
+    enabled: Option<bool>,
+    #[serde(default)]
+    hysteresis_c: Option<f64>,
+    #[serde(default)]
+    min_watt: Option<f64>,
+    #[serde(default)]
+    max_watt: Option<f64>,
+    #[serde(default)]
+    step_watt: Option<f64>,
+}
+
+async fn target(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
+    let b: TargetBody = parse_body(&headers, &body)?;
+    let mut home = json!({"thermostat_enabled": b.enabled.unwrap_or(true)});
+    if let Some(name) = &b.preset {
+        let Some(p) = PRESETS.iter().find(|p| p.0 == name) else {
+            return Err(invalid(
+                "preset",
+                "one of eco, comfort, warm, boost (GET /api/home/presets)",
+            ));
+        };
+        home["target_room_c"] = json!(p.1);
+        home["min_watt"] = json!(p.2);
+        home["max_watt"] = json!(p.3);
+        home["step_watt"] = json!(p.4);
+    } else if b.target_room_c.is_none() && b.enabled.is_none() {
+        return Err(invalid(
+            "target_room_c",
+            "send target_room_c (5-30 C), a preset, or enabled",
+        ));
+    }
+    for (k, v) in [
+        ("target_room_c", b.target_room_c),
+        ("hysteresis_c", b.hysteresis_c),
+        ("min_watt", b.min_watt),
+        ("max_watt", b.max_watt),
+        ("step_watt", b.step_watt),
+    ] {
+        if let Some(v) = v {
+            home[k] = json!(v);
+        }
+    }
+    let report = patch_config(&state, json!({"home": home})).await?;
+    super::governor::reconcile(&state).await;
+    let mut body = thermostat_body(&state, None);
+    body["write"] = report;
+    Ok(json(body))
+}

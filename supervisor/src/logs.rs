@@ -101,8 +101,59 @@ impl LineSplitter {
     }
 }
 
-/// Read a service's FIFO forever, writing each line to our stderr tagged `<service>: `.
-pub async fn forward(service: ServiceName, fd: OwnedFd) {
+/// Size at which a service's recent-log file is rotated to `<service>.log.1`.
+pub const RECENT_LOG_BYTES: u64 = 256 * 1024;
+
+/// The recent-log file of a service: the last lines it wrote (between [`RECENT_LOG_BYTES`]
+/// and twice that, with the `.1` file), for the debug log and log backup of the API. On tmpfs
+/// in production, so it costs no flash writes and is gone after a reboot, as the FIFOs are.
+pub fn recent_path(runtime_dir: &Path, service: ServiceName) -> PathBuf {
+    runtime_dir.join("logs").join(format!("{service}.log"))
+}
+
+/// Appends lines to a recent-log file, rotating it once at [`RECENT_LOG_BYTES`].
+struct RecentLog {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+    size: u64,
+}
+
+impl RecentLog {
+    fn new(path: PathBuf) -> Self {
+        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        RecentLog {
+            path,
+            file: None,
+            size,
+        }
+    }
+
+    fn append(&mut self, line: &str) {
+        if self.size > RECENT_LOG_BYTES {
+            self.file = None;
+            let _ = std::fs::rename(&self.path, self.path.with_extension("log.1"));
+            self.size = 0;
+        }
+        if self.file.is_none() {
+            self.file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.path)
+                .ok();
+        }
+        // Best effort: a full disk must not stop the FIFO being drained.
+        if let Some(f) = self.file.as_mut()
+            && writeln!(f, "{line}").is_ok()
+        {
+            self.size += line.len() as u64 + 1;
+        }
+    }
+}
+
+/// Read a service's FIFO forever, writing each line to our stderr tagged `<service>: ` and to
+/// the service's recent-log file `recent` ([`recent_path`]).
+pub async fn forward(service: ServiceName, fd: OwnedFd, recent: PathBuf) {
+    let mut recent = RecentLog::new(recent);
     // SAFETY: the AsyncFd owns the OwnedFd, so the descriptor stays open and unchanged for its
     // whole life.
     let afd = match unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) } {
@@ -129,6 +180,7 @@ pub async fn forward(service: ServiceName, fd: OwnedFd) {
                     for line in lines {
                         // A closed stderr must not stop the reading: the FIFO would fill.
                         let _ = writeln!(err, "{service}: {line}");
+                        recent.append(&line);
                     }
                 }
             }

@@ -419,7 +419,9 @@ impl Manager {
                 Ok(fd) => {
                     match fd.try_clone() {
                         Ok(reader) => {
-                            tokio::spawn(logs::forward(slot.service, reader));
+                            let recent =
+                                logs::recent_path(&self.settings.layout.runtime_dir, slot.service);
+                            tokio::spawn(logs::forward(slot.service, reader, recent));
                         }
                         Err(e) => {
                             tracing::warn!(service = %slot.service, error = %e, "cannot read log fifo")

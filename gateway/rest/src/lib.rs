@@ -25,6 +25,7 @@ pub mod authn;
 pub mod envelope;
 pub mod guard;
 pub mod handlers;
+pub mod mcp;
 pub mod openapi;
 pub mod registry;
 pub mod state;

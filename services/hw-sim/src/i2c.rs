@@ -69,7 +69,7 @@ pub fn transfer(
     write: &[u8],
     read_len: usize,
 ) -> Result<Vec<u8>, SimError> {
-    if bus != board.spec.i2c_bus {
+    if bus != board.spec.i2c_bus || board.i2c_missing.contains(&address) {
         return Err(SimError::NoI2cDevice { bus, address });
     }
     if address == PSU_ADDRESS {

@@ -188,7 +188,7 @@ impl pb::hw_sim_service_server::HwSimService for HwSimApi {
         request: Request<pb::InjectFaultRequest>,
     ) -> Result<Response<pb::InjectFaultResponse>, Status> {
         let r = request.into_inner();
-        let fault = Fault::parse(&r.kind, r.chain_id, r.chip, r.fan_id, r.value)?;
+        let fault = Fault::parse(&r.kind, r.chain_id, r.chip, r.fan_id, r.value, r.address)?;
         self.shared.lock().inject(fault)?;
         Ok(Response::new(pb::InjectFaultResponse {}))
     }

@@ -139,6 +139,8 @@ pub struct Chip {
     pub hw_errors_sent: u64,
     /// A dead_chip fault is active.
     pub dead: bool,
+    /// A weak_chip fault's bad-nonce probability (0 = none); the error rate is at least this.
+    pub forced_error_rate: f64,
 }
 
 impl Chip {
@@ -162,6 +164,7 @@ impl Chip {
             hashes_done: 0,
             hw_errors_sent: 0,
             dead: false,
+            forced_error_rate: 0.0,
         };
         chip.power_on_reset();
         chip
@@ -439,6 +442,8 @@ pub struct BoardState {
     pub button_until: Option<Instant>,
     /// Active faults, human-readable, in injection order.
     pub faults: Vec<String>,
+    /// I2C addresses an i2c_missing fault made silent.
+    pub i2c_missing: std::collections::BTreeSet<u32>,
     /// Nonce responses sent (good and bad).
     pub nonces_sent: u64,
     /// TMP75 state per I2C address: (pointer, config, t_low, t_high).
@@ -545,6 +550,7 @@ impl BoardState {
             led_green: false,
             button_until: None,
             faults: Vec::new(),
+            i2c_missing: Default::default(),
             nonces_sent: 0,
             sensor_registers: BTreeMap::new(),
             psu_pointer: 0,
@@ -673,7 +679,8 @@ impl BoardState {
                 } else {
                     -1.0
                 };
-                chip.error_rate = 0.5 / (1.0 + (margin / ERROR_MARGIN_WIDTH).exp());
+                chip.error_rate =
+                    (0.5 / (1.0 + (margin / ERROR_MARGIN_WIDTH).exp())).max(chip.forced_error_rate);
             }
             let t = chain.board_model_temp_c;
             chain.board_model_temp_c =
@@ -800,6 +807,24 @@ impl BoardState {
                 self.chain_mut(chain)?.unplugged = true;
                 self.settle_power();
             }
+            Fault::WeakChip {
+                chain,
+                chip,
+                error_rate,
+            } => {
+                if !(0.0..=1.0).contains(&error_rate) {
+                    return Err(SimError::BadFaultValue(
+                        "weak_chip error probability must be 0..=1",
+                    ));
+                }
+                self.chip_mut(chain, chip)?.forced_error_rate = error_rate;
+            }
+            Fault::I2cMissing { address } => {
+                if address > 0x7f {
+                    return Err(SimError::BadFaultValue("i2c_missing needs a 7-bit address"));
+                }
+                self.i2c_missing.insert(address);
+            }
         }
         tracing::warn!(fault = %fault, "fault injected");
         self.faults.push(fault.to_string());
@@ -816,12 +841,14 @@ impl BoardState {
             chain.overheat_c = 0.0;
             for chip in &mut chain.chips {
                 chip.dead = false;
+                chip.forced_error_rate = 0.0;
             }
         }
         for fan in &mut self.fans {
             fan.stalled = false;
         }
         self.psu.fault = false;
+        self.i2c_missing.clear();
         self.settle_power();
         if !self.faults.is_empty() {
             tracing::warn!(faults = ?self.faults, "faults cleared");
@@ -884,6 +911,20 @@ pub enum Fault {
         /// Chain.
         chain: u32,
     },
+    /// A chip keeps hashing but reports bad nonces with a probability.
+    WeakChip {
+        /// Chain.
+        chain: u32,
+        /// Chip index.
+        chip: u32,
+        /// Probability each reported nonce is bad.
+        error_rate: f64,
+    },
+    /// An I2C device stops acknowledging (removed or broken).
+    I2cMissing {
+        /// 7-bit address.
+        address: u32,
+    },
 }
 
 impl Fault {
@@ -894,6 +935,7 @@ impl Fault {
         chip: u32,
         fan: u32,
         value: f64,
+        address: u32,
     ) -> Result<Fault, SimError> {
         Ok(match kind {
             "dead_chip" => Fault::DeadChip { chain, chip },
@@ -908,6 +950,12 @@ impl Fault {
                 degrees: value,
             },
             "chain_unplugged" => Fault::ChainUnplugged { chain },
+            "weak_chip" => Fault::WeakChip {
+                chain,
+                chip,
+                error_rate: value,
+            },
+            "i2c_missing" => Fault::I2cMissing { address },
             other => return Err(SimError::UnknownFault(other.to_string())),
         })
     }
@@ -924,6 +972,12 @@ impl std::fmt::Display for Fault {
             Fault::PsuFault => write!(f, "psu_fault"),
             Fault::Overheat { chain, degrees } => write!(f, "overheat chain {chain} +{degrees} C"),
             Fault::ChainUnplugged { chain } => write!(f, "chain_unplugged chain {chain}"),
+            Fault::WeakChip {
+                chain,
+                chip,
+                error_rate,
+            } => write!(f, "weak_chip chain {chain} chip {chip} p={error_rate}"),
+            Fault::I2cMissing { address } => write!(f, "i2c_missing {address:#04x}"),
         }
     }
 }

@@ -1,10 +1,11 @@
-//! The MCP endpoint.
-//! Operations still marked `planned!` answer 501 with the envelope until their feature lands.
+//! The MCP endpoint: one registry row; the server itself lives in [`crate::mcp`].
 
-use crate::planned;
 use crate::registry::Route;
+use crate::route;
 
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route> {
-    vec![planned!(POST "/mcp", P, Integrations, "the MCP endpoint")]
+    vec![
+        route!(POST "/mcp", Bearer, P, Integrations, Full, "MCP server: read-only monitoring tools for any agent, control tools for the owner session", crate::mcp::handle),
+    ]
 }

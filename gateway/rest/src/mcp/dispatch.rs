@@ -1,0 +1,99 @@
+//! In-process calls of registry routes on behalf of an MCP tool.
+//!
+//! A tool does not rebuild what a REST handler already answers: it runs the handler of one fixed
+//! registry row, behind that row's own guard, with the caller's `Authorization` header. So the
+//! tool gets the route's bearer check, its mode gating, its request validation, its audit record
+//! and its error envelope, and an answer that cannot drift from the REST one.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use axum::body::Body;
+use axum::http::{HeaderValue, Method, Request, header};
+use axum::routing::MethodRouter;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use crate::AppState;
+use crate::envelope::{self, ApiError};
+use crate::guard::{self, GuardCtx};
+use crate::registry;
+
+/// Largest REST answer a tool reads back (the status body is a few KiB; chips a few hundred).
+const MAX_ANSWER_BYTES: usize = 4 << 20;
+
+/// The handler of every registry row, built once (handlers are state-generic, so one table
+/// serves every gateway instance in the process).
+fn handlers() -> &'static HashMap<(Method, &'static str), MethodRouter<AppState>> {
+    static HANDLERS: OnceLock<HashMap<(Method, &'static str), MethodRouter<AppState>>> =
+        OnceLock::new();
+    HANDLERS.get_or_init(|| {
+        registry::all()
+            .into_iter()
+            .map(|r| ((r.meta.method.clone(), r.meta.path), r.handler))
+            .collect()
+    })
+}
+
+/// A REST answer as a tool sees it: the JSON body of a 2xx, or the error envelope of anything
+/// else.
+pub type RestAnswer = Result<Value, Value>;
+
+/// Run `method path` (a registry row) in process with `authorization` and an optional JSON
+/// body; the answer is the route's own JSON or its error envelope.
+pub async fn call(
+    state: &AppState,
+    authorization: Option<&HeaderValue>,
+    method: Method,
+    path: &'static str,
+    body: Option<&Value>,
+) -> RestAnswer {
+    let (Some(meta), Some(handler)) = (
+        registry::find(&method, path),
+        handlers().get(&(method.clone(), path)),
+    ) else {
+        // Only reachable through a typo in a tool table; the tests list every tool's route.
+        return Err(json!({"error": format!("no route {method} {path} is registered")}));
+    };
+    let ctx = GuardCtx {
+        state: state.clone(),
+        meta,
+    };
+    let service = handler
+        .clone()
+        .route_layer(axum::middleware::from_fn_with_state(ctx, guard::guard))
+        .with_state(state.clone());
+    let bytes = body.map(|b| serde_json::to_vec(b).expect("JSON values serialise"));
+    let mut req = Request::builder().method(method).uri(path);
+    if let Some(auth) = authorization {
+        req = req.header(header::AUTHORIZATION, auth.clone());
+    }
+    if let Some(b) = &bytes {
+        req = req
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::CONTENT_LENGTH, b.len());
+    }
+    let req = req
+        .body(Body::from(bytes.unwrap_or_default()))
+        .expect("a request of a registered path and method is valid");
+    let Ok(resp) = service.oneshot(req).await;
+    let resp = envelope::normalise(resp).await;
+    let status = resp.status();
+    let body = axum::body::to_bytes(resp.into_body(), MAX_ANSWER_BYTES)
+        .await
+        .map_err(|e| json!({"error": format!("reading the answer of {path}: {e}")}))?;
+    let value: Value = serde_json::from_slice(&body).unwrap_or_else(|_| {
+        // Non-JSON success bodies (CSV, TOML) are not offered as tools; say so if one slips in.
+        json!({"error": format!("{path} did not answer JSON"), "status": status.as_u16()})
+    });
+    if status.is_success() {
+        Ok(value)
+    } else {
+        Err(value)
+    }
+}
+
+/// The envelope of an [`ApiError`] raised by a tool itself (same shape as a route's).
+pub fn envelope_of(err: &ApiError) -> Value {
+    err.body()
+}

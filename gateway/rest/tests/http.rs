@@ -193,7 +193,13 @@ async fn every_registered_operation_is_routed_and_planned_ones_answer_501() {
                 &json!({"confirm": true}),
             )
             .await;
-        assert_ne!(r.status, 404, "{} {} is not routed", m.method, m.path);
+        // A handler may answer 404 for an unknown :id; only the router's own 404 means unrouted.
+        assert!(
+            r.status != 404 || r.json()["error"] != "no such route",
+            "{} {} is not routed",
+            m.method,
+            m.path
+        );
         assert_ne!(r.status, 405, "{} {} is not routed", m.method, m.path);
         if !(200..300).contains(&r.status) {
             r.envelope();

@@ -1,0 +1,542 @@
+//! The autotuner routes over real HTTP, backed by the real tuner service (its production entry)
+//! driving the fake hw-agent: shapes, state changes, persistence round trips and the envelope on
+//! bad input.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{GOOD, Harness, Options};
+use serde_json::{Value, json};
+
+async fn until_ok(h: &Harness, method: &str, path: &str, body: &Value) -> Value {
+    for _ in 0..500 {
+        let r = h.send_json(method, path, Some(GOOD), body).await;
+        if r.status == 200 {
+            return r.json();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{method} {path} never answered 200");
+}
+
+fn assert_error(r: &common::Reply, status: u16, what: &str) -> Value {
+    assert_eq!(
+        r.status,
+        status,
+        "{what}: {}",
+        String::from_utf8_lossy(&r.body)
+    );
+    r.envelope()
+}
+
+#[tokio::test]
+async fn active_and_targets_change_the_tuner_and_bad_input_gets_the_envelope() {
+    let h = Harness::start(Options::default()).await;
+    let v = h
+        .send_json(
+            "PUT",
+            "/api/autotuner/active",
+            Some(GOOD),
+            &json!({"active": true}),
+        )
+        .await;
+    assert_eq!(v.status, 200);
+    let v = v.json();
+    assert_eq!(v["schema"], "svcos.api.autotuner.run_state.v1");
+    assert_eq!(v["active"], true);
+
+    // The board is learnt asynchronously: the first step may answer 409 until then.
+    let before = until_ok(
+        &h,
+        "POST",
+        "/api/autotuner/increment_power_target",
+        &json!({}),
+    )
+    .await;
+    let w0 = before["configured_power_target_watt"].as_f64().unwrap();
+    let after = h
+        .send_json(
+            "POST",
+            "/api/autotuner/decrement_power_target",
+            Some(GOOD),
+            &json!({"amount": 100}),
+        )
+        .await
+        .json();
+    assert_eq!(
+        after["configured_power_target_watt"].as_f64().unwrap(),
+        w0 - 100.0
+    );
+    assert_eq!(after["mode"], "power");
+    let r = h
+        .send_json(
+            "POST",
+            "/api/autotuner/increment_hashrate_target",
+            Some(GOOD),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["mode"], "hashrate");
+    let r = h
+        .send_json(
+            "POST",
+            "/api/autotuner/set_default_hashrate_target",
+            Some(GOOD),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+
+    let e = assert_error(
+        &h.send_json(
+            "POST",
+            "/api/autotuner/increment_power_target",
+            Some(GOOD),
+            &json!({"amount": -5}),
+        )
+        .await,
+        400,
+        "negative step",
+    );
+    assert_eq!(e["field"], "amount");
+    assert_error(
+        &h.send_json(
+            "PUT",
+            "/api/autotuner/active",
+            Some(GOOD),
+            &json!({"active": "yes"}),
+        )
+        .await,
+        422,
+        "mistyped active",
+    );
+    assert_error(
+        &h.request(
+            "PUT",
+            "/api/autotuner/active",
+            Some(GOOD),
+            Some("application/json"),
+            "",
+        )
+        .await,
+        400,
+        "no body",
+    );
+    assert_error(
+        &h.request(
+            "PUT",
+            "/api/autotuner/active",
+            Some(GOOD),
+            Some("application/json"),
+            "{",
+        )
+        .await,
+        400,
+        "malformed",
+    );
+
+    // Off: the state says so.
+    let v = h
+        .send_json(
+            "PUT",
+            "/api/autotuner/active",
+            Some(GOOD),
+            &json!({"active": false}),
+        )
+        .await
+        .json();
+    assert_eq!(v["active"], false);
+    let s = h.get("/api/autotuner/saved-status", Some(GOOD)).await;
+    assert_eq!(s.status, 200);
+    assert_eq!(s.json()["schema"], "svcos.api.autotuner.saved_status.v1");
+}
+
+#[tokio::test]
+async fn time_of_use_schedule_round_trips_and_rejects_bad_windows() {
+    let h = Harness::start(Options::default()).await;
+    let body = json!({"enabled": true, "windows": [
+        {"start": "17:00", "end": "21:00", "power_target_watt": 900, "label": "peak"},
+        {"start": "23:00", "end": "06:00", "power_target_watt": 1200},
+    ]});
+    let v = until_ok(&h, "POST", "/api/tou/schedule", &body).await;
+    assert_eq!(v["schema"], "svcos.api.tou.schedule.v1");
+    let g = h.get("/api/tou/schedule", Some(GOOD)).await.json();
+    assert_eq!(g["enabled"], true);
+    assert_eq!(g["windows"][0]["start"], "17:00");
+    assert_eq!(g["windows"][1]["end"], "06:00");
+    assert_eq!(g["windows"][0]["label"], "peak");
+
+    let overlap = json!({"enabled": true, "windows": [
+        {"start": "17:00", "end": "21:00", "power_target_watt": 900},
+        {"start": "20:00", "end": "22:00", "power_target_watt": 900},
+    ]});
+    let e = assert_error(
+        &h.send_json("POST", "/api/tou/schedule", Some(GOOD), &overlap)
+            .await,
+        400,
+        "overlap",
+    );
+    assert!(e["error"].as_str().unwrap().contains("overlaps"), "{e}");
+    let e = assert_error(
+        &h.send_json(
+            "POST",
+            "/api/tou/schedule",
+            Some(GOOD),
+            &json!({"enabled": true, "windows": [{"start": "25:00", "end": "26:00", "power_target_watt": 1}]}),
+        )
+        .await,
+        400,
+        "bad time",
+    );
+    assert_eq!(e["field"], "windows[0].start");
+    assert_error(
+        &h.send_json(
+            "POST",
+            "/api/tou/schedule",
+            Some(GOOD),
+            &json!({"enabled": true, "windows": [{"start": "01:00", "end": "02:00", "power_target_watt": -3}]}),
+        )
+        .await,
+        400,
+        "negative target",
+    );
+    assert_error(
+        &h.send_json(
+            "POST",
+            "/api/tou/schedule",
+            Some(GOOD),
+            &json!({"enabled": 1}),
+        )
+        .await,
+        422,
+        "mistyped",
+    );
+    // Above the PSU limit (125 % of nominal).
+    assert_error(
+        &h.send_json(
+            "POST",
+            "/api/tou/schedule",
+            Some(GOOD),
+            &json!({"enabled": true, "windows": [{"start": "01:00", "end": "02:00", "power_target_watt": 5000}]}),
+        )
+        .await,
+        400,
+        "above the PSU limit",
+    );
+    // Nothing bad was stored.
+
+    let g = h.get("/api/tou/schedule", Some(GOOD)).await.json();
+    assert_eq!(g["windows"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn profiles_save_apply_export_import_and_silicon_views() {
+    let h = Harness::start(Options::default()).await;
+    h.send_json(
+        "PUT",
+        "/api/autotuner/active",
+        Some(GOOD),
+        &json!({"active": true}),
+    )
+    .await;
+    // Saving needs a point in force, which the tuner has once it has seen the board mine.
+    let saved = until_ok(&h, "POST", "/api/profiles", &json!({"name": "quiet night"})).await;
+    assert_eq!(saved["profile"]["id"], "quiet night");
+    let list = h.get("/api/profiles", Some(GOOD)).await.json();
+    assert_eq!(list["schema"], "svcos.api.profiles.v1");
+    assert!(
+        list["saved"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["id"] == "quiet night"),
+        "{list}"
+    );
+    let e = assert_error(
+        &h.send_json(
+            "POST",
+            "/api/profiles",
+            Some(GOOD),
+            &json!({"name": "../etc"}),
+        )
+        .await,
+        400,
+        "bad name",
+    );
+    assert!(e["error"].as_str().unwrap().contains("name"), "{e}");
+    assert_error(
+        &h.send_json(
+            "POST",
+            "/api/profiles",
+            Some(GOOD),
+            &json!({"name": "nope", "action": "apply"}),
+        )
+        .await,
+        404,
+        "unknown profile",
+    );
+    assert_error(
+        &h.send_json(
+            "POST",
+            "/api/profiles",
+            Some(GOOD),
+            &json!({"name": "x", "action": "burn"}),
+        )
+        .await,
+        400,
+        "bad action",
+    );
+    let applied = h
+        .send_json(
+            "POST",
+            "/api/profiles",
+            Some(GOOD),
+            &json!({"name": "quiet night", "action": "apply"}),
+        )
+        .await;
+    assert_eq!(applied.status, 200);
+    assert_eq!(applied.json()["mode"], "fixed");
+
+    // Export, then import into the same tuner: the document is accepted as is.
+    let d = h.get("/api/profile/download", Some(GOOD)).await;
+    assert_eq!(d.status, 200);
+    assert!(
+        d.headers["content-disposition"]
+            .to_str()
+            .unwrap()
+            .contains("attachment")
+    );
+    let doc = d.json();
+    assert_eq!(doc["schema"], "svcos.tuner.export.v1");
+    let fleet = h
+        .send_json(
+            "POST",
+            "/api/autotuner/fleet-profile/export",
+            Some(GOOD),
+            &json!({}),
+        )
+        .await
+        .json();
+    assert_eq!(fleet["saved"], doc["saved"]);
+    let up = h
+        .send_json("POST", "/api/profile/upload", Some(GOOD), &doc)
+        .await;
+    assert_eq!(up.status, 200, "{}", String::from_utf8_lossy(&up.body));
+    assert_eq!(up.json()["profiles"], 1);
+    let wrapped = h
+        .send_json(
+            "POST",
+            "/api/profiles/silicon/import-json",
+            Some(GOOD),
+            &json!({"document": doc}),
+        )
+        .await;
+    assert_eq!(wrapped.status, 200);
+    assert_error(
+        &h.send_json(
+            "POST",
+            "/api/profile/upload",
+            Some(GOOD),
+            &json!({"schema": "other"}),
+        )
+        .await,
+        400,
+        "foreign document",
+    );
+    assert_error(
+        &h.send_json(
+            "POST",
+            "/api/profiles/silicon/import-json",
+            Some(GOOD),
+            &json!({"document": 5}),
+        )
+        .await,
+        400,
+        "not a document",
+    );
+
+    // A board file imported by hand shows in the silicon views and can be removed.
+    let board = json!({"schema": "svcos.tuner.board.v1", "board_serial": "OTHER-7", "updated_at_ms": 1,
+        "profiles": [{"id": "power-900", "mode": "power", "target": 900.0,
+            "point": {"voltage_mv": 8400.0, "chains": [{"chain_id": 0, "frequency_mhz": 575.0, "chips": [{"chip": 3, "frequency_mhz": 550.0}]}]},
+            "measured": {"power_watt": 901.0, "hashrate_ths": 9.1, "efficiency_j_per_th": 99.0, "hw_error_rate": 0.001, "temp_max_c": 70.0},
+            "tuned_at_ms": 1, "board_serial": "OTHER-7"}]});
+    let r = h
+        .send_json("POST", "/api/profiles/silicon/import", Some(GOOD), &board)
+        .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let boards = h.get("/api/profiles/silicon", Some(GOOD)).await.json();
+    assert!(
+        boards["boards"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|b| b["id"] == "OTHER-7"),
+        "{boards}"
+    );
+    let table = h
+        .get("/api/profiles/silicon-table", Some(GOOD))
+        .await
+        .json();
+    let row = table["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["board_serial"] == "OTHER-7")
+        .cloned()
+        .unwrap();
+    assert_eq!(row["trimmed_chips"], 1);
+    let one = h
+        .get("/api/profiles/silicon/OTHER-7", Some(GOOD))
+        .await
+        .json();
+    assert_eq!(one["profiles"][0]["id"], "power-900");
+    let reload = h
+        .send_json(
+            "POST",
+            "/api/profiles/silicon/reload",
+            Some(GOOD),
+            &json!({}),
+        )
+        .await
+        .json();
+    assert!(reload["boards"].as_u64().unwrap() >= 1);
+    // Not this board's point: cannot be made active here.
+    assert_error(
+        &h.send_json(
+            "PUT",
+            "/api/profiles/silicon/active",
+            Some(GOOD),
+            &json!({"profile_id": "power-900"}),
+        )
+        .await,
+        404,
+        "other board's profile",
+    );
+    let del = h
+        .request(
+            "DELETE",
+            "/api/profiles/silicon/OTHER-7",
+            Some(GOOD),
+            None,
+            "",
+        )
+        .await;
+    assert_eq!(del.status, 200);
+    assert_error(
+        &h.get("/api/profiles/silicon/OTHER-7", Some(GOOD)).await,
+        404,
+        "deleted board",
+    );
+    assert_error(
+        &h.request(
+            "DELETE",
+            "/api/profiles/silicon/OTHER-7",
+            Some(GOOD),
+            None,
+            "",
+        )
+        .await,
+        404,
+        "deleted twice",
+    );
+    // A bad frequency in an imported file is refused.
+    let mut bad = board.clone();
+    bad["profiles"][0]["point"]["chains"][0]["frequency_mhz"] = json!(5000.0);
+    assert_error(
+        &h.send_json("POST", "/api/profiles/silicon/import", Some(GOOD), &bad)
+            .await,
+        400,
+        "bad frequency",
+    );
+}
+
+#[tokio::test]
+async fn read_views_csv_chip_health_dps_and_profitability() {
+    let h = Harness::start(Options::default()).await;
+    h.send_json(
+        "PUT",
+        "/api/autotuner/active",
+        Some(GOOD),
+        &json!({"active": true}),
+    )
+    .await;
+    // The CSV has a header row, then one row per telemetry sample the tuner took.
+    let mut rows = 0;
+    for _ in 0..500 {
+        let r = h.get("/api/autotuner/telemetry/csv", Some(GOOD)).await;
+        assert_eq!(r.status, 200);
+        assert!(
+            r.headers["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/csv")
+        );
+        let text = String::from_utf8(r.body.to_vec()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("at_ms,state,power_watt,"), "{text}");
+        rows = lines.len() - 1;
+        if rows > 0 {
+            assert!(lines[1].contains(",1320,"), "{text}");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(rows > 0);
+    let c = h.get("/api/autotuner/chip-health", Some(GOOD)).await;
+    assert_eq!(c.status, 200);
+    assert_eq!(c.json()["schema"], "svcos.api.autotuner.chip_health.v1");
+    let s = h.get("/api/autotuner/silicon-report", Some(GOOD)).await;
+    assert_eq!(s.status, 200);
+    let tp = h.get("/api/autotuner/tuned_profiles", Some(GOOD)).await;
+    assert_eq!(tp.status, 200);
+    assert!(tp.json()["profiles"].is_array());
+    let d = h.get("/api/power/dps", Some(GOOD)).await.json();
+    assert_eq!(d["schema"], "svcos.api.power.dps.v1");
+    assert_eq!(d["enabled"], true);
+    assert_eq!(d["reduction_watt"], 0.0);
+
+    let p = h
+        .send_json(
+            "POST",
+            "/api/autotuner/profitability",
+            Some(GOOD),
+            &json!({"btc_price": 100000, "network_difficulty": 1.0e14, "electricity_price_per_kwh": 0.1}),
+        )
+        .await;
+    assert_eq!(p.status, 200);
+    let p = p.json();
+    // 13.4 TH/s for a day at difficulty 1e14: 13.4e12 * 86400 / (1e14 * 2^32) blocks.
+    let blocks = 13.4e12 * 86_400.0 / (1.0e14 * 4_294_967_296.0);
+    let btc = p["btc_per_day"].as_f64().unwrap();
+    assert!((btc - blocks * 3.125).abs() < 1e-12, "{p}");
+    assert!(
+        (p["cost_per_day"].as_f64().unwrap() - 1.32 * 24.0 * 0.1).abs() < 1e-3,
+        "{p}"
+    );
+    let e = assert_error(
+        &h.send_json(
+            "POST",
+            "/api/autotuner/profitability",
+            Some(GOOD),
+            &json!({"btc_price": 1, "network_difficulty": 0}),
+        )
+        .await,
+        400,
+        "zero difficulty",
+    );
+    assert_eq!(e["field"], "network_difficulty");
+    assert_error(
+        &h.send_json(
+            "POST",
+            "/api/autotuner/profitability",
+            Some(GOOD),
+            &json!({}),
+        )
+        .await,
+        422,
+        "missing prices",
+    );
+}

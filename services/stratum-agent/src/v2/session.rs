@@ -482,3 +482,176 @@ pub fn extended_job(
 pub fn target_field(difficulty: f64) -> U256Owned {
     U256Owned::from(difficulty_to_target(difficulty))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use common_messages_sv2::SetupConnectionSuccess;
+    use mining_sv2::{
+        OpenExtendedMiningChannelSuccessOwned, SetNewPrevHashOwned, SubmitSharesErrorOwned,
+        SubmitSharesSuccess,
+    };
+
+    fn session() -> Sv2Session {
+        Sv2Session::new(Sv2Params {
+            user: "w".into(),
+            version_rolling: true,
+            endpoint_host: "pool".into(),
+            endpoint_port: 3336,
+            device_id: String::new(),
+        })
+    }
+
+    fn feed(s: &mut Sv2Session, m: AnyMessageOwned) -> Vec<SessionEvent> {
+        s.handle(&frames::encode(m).unwrap(), 0)
+    }
+
+    fn sent(events: &[SessionEvent]) -> Vec<&'static str> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                SessionEvent::SendFrame(f) => frames::kind(f).map(|k| k.1),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn setup_channel_jobs_and_share_answers() {
+        let mut s = session();
+        assert_eq!(sent(&s.start(0)), ["SetupConnection"]);
+        let ev = feed(
+            &mut s,
+            AnyMessageOwned::Common(CommonMessagesOwned::SetupConnectionSuccess(
+                SetupConnectionSuccess {
+                    used_version: 2,
+                    flags: 0,
+                },
+            )),
+        );
+        assert_eq!(sent(&ev), ["OpenExtendedMiningChannel"]);
+        let ev = feed(
+            &mut s,
+            AnyMessageOwned::Mining(MiningOwned::OpenExtendedMiningChannelSuccess(
+                OpenExtendedMiningChannelSuccessOwned {
+                    request_id: OPEN_REQUEST_ID,
+                    channel_id: 5,
+                    target: target_field(2.0),
+                    extranonce_size: 4,
+                    extranonce_prefix: B032Owned::new(vec![1, 2, 3, 4]).unwrap(),
+                    group_channel_id: 0,
+                },
+            )),
+        );
+        assert!(matches!(ev[0], SessionEvent::Difficulty(d) if (d - 2.0).abs() < 1e-9));
+        assert!(matches!(ev[1], SessionEvent::Authorized));
+        assert_eq!(
+            (s.extranonce1.as_slice(), s.extranonce2_size),
+            (&[1, 2, 3, 4][..], 4)
+        );
+
+        // A future job waits for its SetNewPrevHash, which makes it a clean job.
+        let job = extended_job(5, 9, None, 0x2000_0000, &[[7; 32]], b"pre", b"suf").unwrap();
+        assert!(feed(&mut s, job).is_empty());
+        let ev = feed(
+            &mut s,
+            AnyMessageOwned::Mining(MiningOwned::SetNewPrevHash(SetNewPrevHashOwned {
+                channel_id: 5,
+                job_id: 9,
+                prev_hash: U256Owned::from([3; 32]),
+                min_ntime: 1000,
+                nbits: 0x1d00_ffff,
+            })),
+        );
+        assert!(matches!(
+            ev[0],
+            SessionEvent::VersionMask(Some(SV2_VERSION_MASK))
+        ));
+        let SessionEvent::Job(n) = &ev[1] else {
+            panic!("{ev:?}")
+        };
+        assert_eq!(
+            (n.job_id.as_str(), n.prev_hash, n.ntime, n.clean_jobs),
+            ("9", [3; 32], 1000, true)
+        );
+        assert_eq!(
+            (n.coinb1.as_slice(), n.coinb2.as_slice()),
+            (&b"pre"[..], &b"suf"[..])
+        );
+        // A job with min_ntime applies to the current previous hash at once, not clean.
+        let job = extended_job(5, 10, Some(1001), 0x2000_0000, &[], b"p", b"s").unwrap();
+        let ev = feed(&mut s, job);
+        assert!(matches!(&ev[0], SessionEvent::Job(n) if n.job_id == "10" && !n.clean_jobs));
+
+        let share = |job_id| ShareSubmit {
+            job_id,
+            extranonce2: &[0, 0, 0, 1],
+            ntime: 1000,
+            nonce: 42,
+            version: 0x2000_0000,
+        };
+        assert!(s.submit(100, share("9"), 0).is_some());
+        assert!(s.submit(101, share("10"), 0).is_some());
+        let ev = feed(
+            &mut s,
+            AnyMessageOwned::Mining(MiningOwned::SubmitSharesError(SubmitSharesErrorOwned {
+                channel_id: 5,
+                sequence_number: 1,
+                error_code: Str0255Owned::try_from("difficulty-too-low").unwrap(),
+            })),
+        );
+        assert!(
+            matches!(&ev[0], SessionEvent::ShareResult { ticket: 101, accepted: false, reason: Some(r) } if r.message == "difficulty-too-low")
+        );
+        let ev = feed(
+            &mut s,
+            AnyMessageOwned::Mining(MiningOwned::SubmitSharesSuccess(SubmitSharesSuccess {
+                channel_id: 5,
+                last_sequence_number: 1,
+                new_submits_accepted_count: 1,
+                new_shares_sum: 1,
+            })),
+        );
+        assert!(matches!(
+            &ev[..],
+            [SessionEvent::ShareResult {
+                ticket: 100,
+                accepted: true,
+                ..
+            }]
+        ));
+        assert_eq!((s.accepted, s.rejected), (1, 1));
+        assert!(
+            s.log
+                .iter()
+                .any(|m| m.message_type == "SubmitSharesExtended")
+        );
+    }
+
+    #[test]
+    fn refusals_and_garbage() {
+        let mut s = session();
+        let ev = feed(
+            &mut s,
+            AnyMessageOwned::Mining(MiningOwned::OpenMiningChannelError(
+                mining_sv2::OpenMiningChannelErrorOwned {
+                    request_id: OPEN_REQUEST_ID,
+                    error_code: Str0255Owned::try_from("unknown-user").unwrap(),
+                },
+            )),
+        );
+        assert!(matches!(&ev[..], [SessionEvent::Refused(r)] if r.contains("unknown-user")));
+        // Garbage frames never panic and are logged as unreadable.
+        let mut x: u32 = 1;
+        for len in 0..200 {
+            let frame: Vec<u8> = (0..len)
+                .map(|_| {
+                    x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                    (x >> 16) as u8
+                })
+                .collect();
+            let _ = s.handle(&frame, 0);
+        }
+        assert!(s.log.len() <= LOG_LEN);
+    }
+}

@@ -164,6 +164,8 @@ pub struct Inner {
     pub shutdown: Shutdown,
     /// Setup wizard, power governor (thermostat, night mode, solar/off-grid), fleet scans.
     pub ops: Arc<crate::handlers::operations::OpsState>,
+    /// MQTT and webhook publishers (background tasks; handlers only read their status).
+    pub integrations: svcos_integrations::Integrations,
 }
 
 /// The state every handler gets.
@@ -195,6 +197,16 @@ impl Inner {
             shutdown.clone(),
         );
         let ops = Arc::new(crate::handlers::operations::OpsState::load(&layout));
+        let integrations = svcos_integrations::Integrations::start(
+            &config,
+            svcos_integrations::Sources {
+                telemetry: snapshots.telemetry.clone(),
+                pools: snapshots.pools.clone(),
+                supervisor: peers.supervisor.clone(),
+            },
+            clock.clone(),
+            shutdown.clone(),
+        );
         let state = Arc::new(Inner {
             layout,
             config: RwLock::new(Arc::new(config)),
@@ -210,6 +222,7 @@ impl Inner {
             history,
             shutdown,
             ops,
+            integrations,
         });
         crate::handlers::operations::governor::spawn(state.clone());
         state
@@ -222,6 +235,7 @@ impl Inner {
 
     /// Replace the in-memory config (after it was saved).
     pub fn set_config(&self, config: Config) {
+        self.integrations.apply(&config);
         *self.config.write().expect("config lock") = Arc::new(config);
         self.config_gen
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);

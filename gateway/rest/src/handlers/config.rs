@@ -116,6 +116,8 @@ fn key_effect(key: &str) -> (&'static str, bool) {
         "auth" => ("auth", true),
         "supervisor" => ("supervisor", true),
         "sim" => ("hw-sim", true),
+        // The gateway's own integration tasks re-read these at once.
+        "mqtt" | "webhook" => ("gateway", false),
         // Read by the gateway's power governor every second.
         "power" | "home" | "energy" => ("gateway", false),
         _ => ("gateway", true),
@@ -233,6 +235,7 @@ pub fn masked(config: &Config) -> Value {
             }
         }
     }
+    super::integrations::mask_secrets(&mut v);
     v
 }
 
@@ -335,6 +338,7 @@ async fn patch_and_apply(state: &AppState, patch: Value, invalid: ErrorCode) -> 
     merge(&mut merged, &patch);
     let mut new = config_from_json(&merged, &patch).map_err(|e| validation_error(invalid, &e))?;
     unmask_pools(&mut new.pools, &old);
+    super::integrations::unmask_secrets(&mut new, &old);
     let report = apply(state, new)
         .await
         .map_err(|e| e.into_api(invalid, None))?;
@@ -420,7 +424,7 @@ async fn backup_manifest(State(state): State<AppState>) -> ApiResult {
     Ok(json(json!({
         "schema": "svcos.api.config.backup_manifest.v1",
         "files": [file],
-        "contains_secrets": ["pools[].password"],
+        "contains_secrets": ["pools[].password", "mqtt.password", "webhook.hooks[].secret"],
         "excluded": ["the auth record (password hash and sessions) is never exported"],
         "export": "GET /api/config/export",
         "restore": "POST /api/config/import with {\"toml\": \"<exported text>\"}",

@@ -1,18 +1,329 @@
-//! MQTT and webhook integrations.
-//! Operations still marked `planned!` answer 501 with the envelope until their feature lands.
+//! MQTT and webhook integrations: config (secrets masked), live status and connection tests.
+//! The publishing itself runs in `svcos-integrations` tasks started with the gateway; these
+//! handlers only save settings (which the tasks pick up at once) or read status snapshots.
 
-use crate::planned;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde_json::{Value, json};
+use svcos_common::config::{Config, ConfigError, EVENT_NAMES, check_webhook_url};
+use svcos_integrations::payload::{self, Topics};
+use svcos_integrations::webhook::Target;
+
+use super::config::{SECRET_MASK, apply, config_from_json, merge, validation_error};
+use super::{ApiResult, json, parse_body};
+use crate::envelope::{ApiError, ErrorCode};
 use crate::registry::Route;
+use crate::{AppState, route};
 
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route> {
     vec![
-        planned!(GET "/api/config/mqtt", P, Config, "MQTT"),
-        planned!(POST "/api/config/mqtt", P, Config, "MQTT"),
-        planned!(POST "/api/config/mqtt/test", P, Config, "MQTT"),
-        planned!(GET "/api/config/webhook", P, Config, "webhooks"),
-        planned!(POST "/api/config/webhook", P, Config, "webhooks"),
-        planned!(POST "/api/config/webhook/test", P, Config, "webhooks"),
-        planned!(GET "/api/mqtt/status", P, Integrations, "MQTT"),
+        route!(GET "/api/config/mqtt", Bearer, P, Config, Full, "MQTT settings (password masked), topics and connection status", get_mqtt),
+        route!(POST "/api/config/mqtt", Bearer, P, Config, Full, "Change MQTT settings; validated, saved atomically, applied live", post_mqtt),
+        route!(POST "/api/config/mqtt/test", Bearer, P, Config, Full, "Connect to a broker, publish a test message, report each step", test_mqtt),
+        route!(GET "/api/config/webhook", Bearer, P, Config, Full, "Webhook settings (secrets masked) and last delivery per hook", get_webhook),
+        route!(POST "/api/config/webhook", Bearer, P, Config, Full, "Change webhook settings; validated, saved atomically, applied live", post_webhook),
+        route!(POST "/api/config/webhook/test", Bearer, P, Config, Full, "Send a signed test event, report status code and latency", test_webhook),
+        route!(GET "/api/mqtt/status", Bearer, P, Integrations, Full, "MQTT connection, last error, messages published", mqtt_status),
     ]
+}
+
+/// Replace `mqtt.password` and `webhook.hooks[].secret` by the mask in a JSON config.
+pub fn mask_secrets(v: &mut Value) {
+    let mask = |s: &mut Value| {
+        if s.as_str().is_some_and(|s| !s.is_empty()) {
+            *s = Value::String(SECRET_MASK.into());
+        }
+    };
+    if let Some(pw) = v.pointer_mut("/mqtt/password") {
+        mask(pw);
+    }
+    if let Some(hooks) = v
+        .pointer_mut("/webhook/hooks")
+        .and_then(Value::as_array_mut)
+    {
+        for h in hooks {
+            if let Some(s) = h.get_mut("secret") {
+                mask(s);
+            }
+        }
+    }
+}
+
+/// The stored secret for a hook: same URL first, else the same position.
+fn stored_secret(old: &Config, url: &str, index: usize) -> String {
+    let hooks = &old.webhook.hooks;
+    hooks
+        .iter()
+        .find(|h| h.url == url)
+        .or_else(|| hooks.get(index))
+        .map(|h| h.secret.clone())
+        .unwrap_or_default()
+}
+
+/// Put stored secrets back where a client echoed the mask.
+pub fn unmask_secrets(new: &mut Config, old: &Config) {
+    if new.mqtt.password == SECRET_MASK {
+        new.mqtt.password = old.mqtt.password.clone();
+    }
+    for (i, h) in new.webhook.hooks.iter_mut().enumerate() {
+        if h.secret == SECRET_MASK {
+            h.secret = stored_secret(old, &h.url, i);
+        }
+    }
+}
+
+/// `{"mqtt": {...}}` or the bare section.
+fn section_body(body: Value, name: &str) -> ApiResult<serde_json::Map<String, Value>> {
+    let body = match body {
+        Value::Object(mut o) if o.len() == 1 && o.get(name).is_some_and(Value::is_object) => {
+            o.remove(name).unwrap_or_default()
+        }
+        other => other,
+    };
+    match body {
+        Value::Object(o) => Ok(o),
+        _ => Err(
+            ApiError::bad_request(format!("expected a JSON object with [{name}] settings"))
+                .code(ErrorCode::ConfigValidation),
+        ),
+    }
+}
+
+/// Merge a patch over the current config, restore echoed secrets, validate, save, apply.
+async fn apply_patch(state: &AppState, patch: Value) -> ApiResult {
+    let old = state.config();
+    let mut merged = serde_json::to_value(&*old).unwrap_or(Value::Null);
+    merge(&mut merged, &patch);
+    let mut new = config_from_json(&merged, &patch)
+        .map_err(|e| validation_error(ErrorCode::ConfigValidation, &e))?;
+    unmask_secrets(&mut new, &old);
+    let report = apply(state, new)
+        .await
+        .map_err(|e| e.into_api(ErrorCode::ConfigValidation, None))?;
+    Ok(json(report))
+}
+
+fn topics_json(config: &Config) -> Value {
+    let t = Topics::new(&config.mqtt, &config.system.hostname);
+    json!({
+        "base": t.base,
+        "availability": t.availability,
+        "state": t.state,
+        "event": t.event,
+        "test": t.test,
+        "discovery": t.discovery("<object_id>"),
+    })
+}
+
+async fn get_mqtt(State(state): State<AppState>) -> Response {
+    let config = state.config();
+    let mut section = json!({ "mqtt": config.mqtt });
+    mask_secrets(&mut section);
+    let topics = Topics::new(&config.mqtt, &config.system.hostname);
+    json(json!({
+        "schema": "svcos.api.config.mqtt.v1",
+        "config": section["mqtt"],
+        "password_set": !config.mqtt.password.is_empty(),
+        "secret_mask": SECRET_MASK,
+        "client_id": payload::client_id(&config.mqtt, &topics),
+        "topics": topics_json(&config),
+        "status": state.integrations.mqtt_status(),
+    }))
+}
+
+async fn post_mqtt(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
+    let mut patch = section_body(parse_body(&headers, &body)?, "mqtt")?;
+    // Sending back what GET showed keeps the stored password.
+    if patch.get("password").and_then(Value::as_str) == Some(SECRET_MASK) {
+        patch.remove("password");
+    }
+    patch.remove("password_set");
+    apply_patch(&state, json!({ "mqtt": patch })).await
+}
+
+async fn test_mqtt(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
+    let mut patch = section_body(parse_body(&headers, &body)?, "mqtt")?;
+    let saved = state.config();
+    // The stored password goes only to the stored broker (and user): a test against another
+    // host must bring its own credentials.
+    let same_broker = patch
+        .get("host")
+        .is_none_or(|h| h.as_str() == Some(saved.mqtt.host.as_str()))
+        && patch
+            .get("username")
+            .is_none_or(|u| u.as_str() == Some(saved.mqtt.username.as_str()));
+    let keep_password = match patch.get("password").and_then(Value::as_str) {
+        None => same_broker,
+        Some(p) => p == SECRET_MASK && same_broker,
+    };
+    if keep_password {
+        patch.remove("password");
+    } else if patch.get("password").and_then(Value::as_str) == Some(SECRET_MASK)
+        || !patch.contains_key("password")
+    {
+        patch.insert("password".into(), Value::String(String::new()));
+    }
+    // A test is always of an enabled connection, so an empty host is reported as missing.
+    patch.insert("enabled".into(), Value::Bool(true));
+    let patch = json!({ "mqtt": patch });
+    let mut merged = serde_json::to_value(&*saved).unwrap_or(Value::Null);
+    merge(&mut merged, &patch);
+    let candidate = config_from_json(&merged, &patch)
+        .and_then(|c| c.validate().map(|()| c))
+        .map_err(|e| validation_error(ErrorCode::ConfigValidation, &e))?;
+    Ok(json(state.integrations.test_mqtt(&candidate.mqtt).await))
+}
+
+async fn mqtt_status(State(state): State<AppState>) -> Response {
+    let mut v = serde_json::to_value(state.integrations.mqtt_status()).unwrap_or(Value::Null);
+    if let Some(o) = v.as_object_mut() {
+        o.insert("schema".into(), "svcos.api.mqtt.status.v1".into());
+    }
+    json(v)
+}
+
+async fn get_webhook(State(state): State<AppState>) -> Response {
+    let config = state.config();
+    let mut section = json!({ "webhook": config.webhook });
+    mask_secrets(&mut section);
+    let mut cfg = section["webhook"].take();
+    if let Some(hooks) = cfg.get_mut("hooks").and_then(Value::as_array_mut) {
+        for (h, stored) in hooks.iter_mut().zip(&config.webhook.hooks) {
+            h["secret_set"] = Value::Bool(!stored.secret.is_empty());
+        }
+    }
+    json(json!({
+        "schema": "svcos.api.config.webhook.v1",
+        "config": cfg,
+        "secret_mask": SECRET_MASK,
+        "events_available": EVENT_NAMES,
+        "signature": {
+            "header": "X-Svcos-Signature",
+            "format": "sha256=<hex HMAC-SHA256(secret, raw request body)>",
+            "timestamp_header": "X-Svcos-Timestamp",
+            "timestamp_in_body": "sent_at",
+            "delivery_header": "X-Svcos-Delivery",
+            "event_header": "X-Svcos-Event",
+        },
+        "hooks": state.integrations.webhook_status(),
+    }))
+}
+
+async fn post_webhook(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
+    let mut patch = section_body(parse_body(&headers, &body)?, "webhook")?;
+    if let Some(hooks) = patch.get_mut("hooks").and_then(Value::as_array_mut) {
+        for h in hooks.iter_mut().filter_map(Value::as_object_mut) {
+            // Read-only member of the GET shape.
+            h.remove("secret_set");
+            // An omitted secret keeps the stored one (matched by URL, else position).
+            if !h.contains_key("secret") {
+                h.insert("secret".into(), Value::String(SECRET_MASK.into()));
+            }
+        }
+    }
+    apply_patch(&state, json!({ "webhook": patch })).await
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WebhookTestBody {
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    secret: Option<String>,
+    #[serde(default)]
+    index: Option<usize>,
+}
+
+fn test_field_error(field: &str, message: &str) -> ApiError {
+    validation_error(
+        ErrorCode::ConfigValidation,
+        &ConfigError::invalid(field, message),
+    )
+}
+
+async fn test_webhook(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
+    let b: WebhookTestBody = parse_body(&headers, &body)?;
+    let config = state.config();
+    let hooks = &config.webhook.hooks;
+    let targets: Vec<Target> = match (b.url, b.index) {
+        (Some(_), Some(_)) => {
+            return Err(test_field_error(
+                "url",
+                "send either url or index, not both",
+            ));
+        }
+        (Some(url), None) => {
+            check_webhook_url(&url).map_err(|m| test_field_error("url", m))?;
+            let secret = match b.secret {
+                Some(s) if s != SECRET_MASK => s,
+                // The stored secret only for the URL it belongs to.
+                _ => hooks
+                    .iter()
+                    .find(|h| h.url == url)
+                    .map(|h| h.secret.clone())
+                    .unwrap_or_default(),
+            };
+            vec![Target { url, secret }]
+        }
+        (None, Some(i)) => {
+            let h = hooks.get(i).ok_or_else(|| {
+                test_field_error("index", &format!("{} hook(s) are configured", hooks.len()))
+            })?;
+            vec![Target {
+                url: h.url.clone(),
+                secret: h.secret.clone(),
+            }]
+        }
+        (None, None) => {
+            if hooks.is_empty() {
+                return Err(test_field_error(
+                    "url",
+                    "no hooks are configured; send {\"url\": \"http://…\"} to test one",
+                ));
+            }
+            hooks
+                .iter()
+                .map(|h| Target {
+                    url: h.url.clone(),
+                    secret: h.secret.clone(),
+                })
+                .collect()
+        }
+    };
+    let timeout = Duration::from_millis(u64::from(config.webhook.timeout_ms));
+    Ok(json(
+        state.integrations.test_webhook(&targets, timeout).await,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use svcos_common::config::WebhookHook;
+
+    use super::*;
+
+    #[test]
+    fn secrets_masked_and_restored() {
+        let mut old = Config::default();
+        old.mqtt.password = "pw".into();
+        old.webhook.hooks = vec![WebhookHook {
+            url: "http://10.0.0.1/a".into(),
+            secret: "s1".into(),
+            ..Default::default()
+        }];
+        let mut v = serde_json::to_value(&old).unwrap();
+        mask_secrets(&mut v);
+        assert_eq!(v["mqtt"]["password"], SECRET_MASK);
+        assert_eq!(v["webhook"]["hooks"][0]["secret"], SECRET_MASK);
+        assert!(!v.to_string().contains("s1\""));
+        let mut back: Config = serde_json::from_value(v).unwrap();
+        unmask_secrets(&mut back, &old);
+        assert_eq!(back, old);
+    }
 }

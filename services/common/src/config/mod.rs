@@ -12,6 +12,7 @@ mod energy;
 mod hardware;
 mod home;
 mod legacy;
+mod mqtt;
 mod pools;
 mod power;
 mod sim;
@@ -19,6 +20,7 @@ mod supervisor;
 mod system;
 mod thermal;
 mod tuner;
+mod webhook;
 
 pub use api::ApiConfig;
 pub use auth::AuthConfig;
@@ -27,6 +29,7 @@ pub use energy::{EnergyConfig, OffgridConfig, SolarConfig};
 pub use hardware::{Board, HardwareConfig, HardwareDriver};
 pub use home::{HomeConfig, NightModeConfig, parse_hhmm};
 pub use legacy::LegacyConfig;
+pub use mqtt::{MqttConfig, is_valid_host};
 pub use pools::{PoolConfig, StratumConfig};
 pub use power::{MAX_WATT, PowerConfig, PsuOverrideConfig};
 pub use sim::SimConfig;
@@ -34,6 +37,10 @@ pub use supervisor::{RestartPolicyConfig, RestartStrategy, SupervisorConfig};
 pub use system::{Mode, SystemConfig};
 pub use thermal::ThermalConfig;
 pub use tuner::{TuneModeConfig, TunerConfig};
+pub use webhook::{
+    EVENT_NAMES, MAX_HOOKS, WebhookConfig, WebhookHook, check_webhook_url, event_matches,
+    is_valid_event_filter,
+};
 
 use std::path::{Path, PathBuf};
 
@@ -75,6 +82,10 @@ pub struct Config {
     pub home: HomeConfig,
     /// Solar-surplus and off-grid following.
     pub energy: EnergyConfig,
+    /// MQTT publishing and Home Assistant discovery (default off).
+    pub mqtt: MqttConfig,
+    /// Signed webhook deliveries of events (default off).
+    pub webhook: WebhookConfig,
 }
 
 /// Why a config could not be used.
@@ -174,6 +185,8 @@ impl Config {
         self.power.validate()?;
         self.home.validate()?;
         self.energy.validate()?;
+        self.mqtt.validate()?;
+        self.webhook.validate()?;
         Ok(())
     }
 

@@ -1,0 +1,393 @@
+//! MQTT payloads: the periodic state message, Home Assistant discovery configs and topic names.
+//! Pure functions of the snapshots, so tests can check them without a broker.
+
+use serde_json::{Value, json};
+use svcos_common::config::MqttConfig;
+use svcos_proto::hwagent::v1::Telemetry;
+use svcos_proto::stratum::v1::GetPoolsResponse;
+
+/// Schema tag of the state message.
+pub const STATE_SCHEMA: &str = "svcos.mqtt.state.v1";
+
+/// Round as `/api/status` does, so the two agree digit for digit.
+fn round(x: f64, digits: i32) -> f64 {
+    let p = 10f64.powi(digits);
+    (x * p).round() / p
+}
+
+/// Home Assistant's node-id alphabet: letters, digits, `_` and `-`.
+pub fn sanitise_node_id(s: &str) -> String {
+    let id: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if id.is_empty() { "svcos".into() } else { id }
+}
+
+/// The topics of one miner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topics {
+    /// Node id (second level, Home Assistant node id).
+    pub node_id: String,
+    /// `<prefix>/<node>`.
+    pub base: String,
+    /// Retained `online` / `offline`; the Last Will sets `offline`.
+    pub availability: String,
+    /// The periodic state message.
+    pub state: String,
+    /// Events, not retained.
+    pub event: String,
+    /// Where the test endpoint publishes.
+    pub test: String,
+    /// `<discovery_prefix>`.
+    pub discovery_prefix: String,
+    /// Home Assistant's birth message topic (`<discovery_prefix>/status`).
+    pub ha_status: String,
+}
+
+impl Topics {
+    /// Topics for a config and hostname.
+    pub fn new(cfg: &MqttConfig, hostname: &str) -> Self {
+        let node_id = if cfg.node_id.is_empty() {
+            sanitise_node_id(hostname)
+        } else {
+            cfg.node_id.clone()
+        };
+        let base = format!("{}/{}", cfg.topic_prefix, node_id);
+        Topics {
+            availability: format!("{base}/availability"),
+            state: format!("{base}/state"),
+            event: format!("{base}/event"),
+            test: format!("{base}/test"),
+            discovery_prefix: cfg.discovery_prefix.clone(),
+            ha_status: format!("{}/status", cfg.discovery_prefix),
+            node_id,
+            base,
+        }
+    }
+
+    /// `<discovery_prefix>/sensor/<node>/<object>/config`.
+    pub fn discovery(&self, object_id: &str) -> String {
+        format!(
+            "{}/sensor/{}/{}/config",
+            self.discovery_prefix, self.node_id, object_id
+        )
+    }
+}
+
+/// The client id used when the config leaves it empty.
+pub fn client_id(cfg: &MqttConfig, topics: &Topics) -> String {
+    if cfg.client_id.is_empty() {
+        format!("svcos-{}", topics.node_id)
+    } else {
+        cfg.client_id.clone()
+    }
+}
+
+/// The state message (`svcos.mqtt.state.v1`). Numbers are rounded like `/api/status`.
+pub fn state(
+    hostname: &str,
+    now_ms: i64,
+    t: Option<&Telemetry>,
+    p: Option<&GetPoolsResponse>,
+) -> Value {
+    let active = p.and_then(|p| {
+        p.pools
+            .iter()
+            .find(|x| p.active_index >= 0 && x.index == p.active_index as u32)
+    });
+    let hr = t.and_then(|t| t.hashrate.clone()).unwrap_or_default();
+    let efficiency = t.and_then(|t| {
+        (hr.ghs_1m > 0.0 && t.power_watt > 0.0)
+            .then(|| round(t.power_watt / (hr.ghs_1m / 1000.0), 2))
+    });
+    json!({
+        "schema": STATE_SCHEMA,
+        "hostname": hostname,
+        "timestamp_ms": now_ms,
+        "hw_agent_up": t.is_some(),
+        "stratum_agent_up": p.is_some(),
+        "telemetry_seq": t.map(|t| t.seq),
+        "state": t.map(|t| t.state().as_str_name().trim_start_matches("MINING_STATE_").to_ascii_lowercase()),
+        "state_reason": t.map(|t| t.state_reason.clone()),
+        "model": t.map(|t| t.model.clone()),
+        "uptime_s": t.map(|t| t.mining_uptime_s),
+        "hashrate_ghs": t.map(|_| round(hr.ghs_1m, 3)),
+        "hashrate_ghs_5s": t.map(|_| round(hr.ghs_5s, 3)),
+        "hashrate_ghs_15m": t.map(|_| round(hr.ghs_15m, 3)),
+        "hashrate_ghs_expected": t.map(|_| round(hr.ghs_expected, 3)),
+        "temp_max_c": t.map(|t| round(t.temp_max_c, 1)),
+        "temp_target_c": t.map(|t| round(t.temp_target_c, 1)),
+        "power_watt": t.map(|t| round(t.power_watt, 1)),
+        "power_target_watt": t.map(|t| round(t.power_target_watt, 1)),
+        "efficiency_j_per_th": efficiency,
+        "chains": t.map(|t| t.chains.iter().map(|c| json!({
+            "chain_id": c.chain_id,
+            "state": c.state().as_str_name().trim_start_matches("CHAIN_STATE_").to_ascii_lowercase(),
+            "hashrate_ghs": round(c.hashrate.as_ref().map_or(0.0, |h| h.ghs_1m), 3),
+            "temp_chip_c": round(c.temp_chip_c, 1),
+            "temp_board_c": round(c.temp_board_c, 1),
+            "power_watt": round(c.power_watt, 1),
+            "chips_detected": c.chips_detected,
+            "chips_expected": c.chips_expected,
+        })).collect::<Vec<_>>()),
+        "fans": t.map(|t| t.fans.iter().map(|f| json!({
+            "fan_id": f.fan_id, "rpm": f.rpm, "pwm_percent": f.pwm_percent, "stalled": f.stalled,
+        })).collect::<Vec<_>>()),
+        "pool": active.map(|a| json!({
+            "index": a.index,
+            "url": a.url,
+            "user": a.user,
+            "state": a.state().as_str_name().trim_start_matches("POOL_STATE_").to_ascii_lowercase(),
+        })),
+        "shares": p.map(|p| json!({
+            "accepted": p.accepted, "rejected": p.rejected, "stale": p.stale,
+            "best_share": p.best_share,
+        })),
+    })
+}
+
+/// One discovery sensor: object id and its config body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sensor {
+    /// Object id (last-but-one topic level, part of `unique_id`).
+    pub object_id: String,
+    /// The retained config message.
+    pub config: Value,
+}
+
+struct Spec<'a> {
+    object: String,
+    name: String,
+    template: String,
+    unit: Option<&'a str>,
+    device_class: Option<&'a str>,
+    state_class: Option<&'a str>,
+    icon: Option<&'a str>,
+}
+
+/// Home Assistant discovery configs for the sensors this telemetry has (chains and fans vary
+/// by board, so the set is rebuilt when they change).
+pub fn discovery(
+    topics: &Topics,
+    hostname: &str,
+    version: &str,
+    t: Option<&Telemetry>,
+) -> Vec<Sensor> {
+    let spec = |object: &str, name: &str, template: &str| Spec {
+        object: object.into(),
+        name: name.into(),
+        template: template.into(),
+        unit: None,
+        device_class: None,
+        state_class: None,
+        icon: None,
+    };
+    let mut specs = vec![
+        Spec {
+            icon: Some("mdi:state-machine"),
+            ..spec("state", "State", "{{ value_json.state }}")
+        },
+        Spec {
+            unit: Some("GH/s"),
+            state_class: Some("measurement"),
+            icon: Some("mdi:pickaxe"),
+            ..spec("hashrate", "Hashrate", "{{ value_json.hashrate_ghs }}")
+        },
+        Spec {
+            unit: Some("°C"),
+            device_class: Some("temperature"),
+            state_class: Some("measurement"),
+            ..spec("temp_max", "Hottest chip", "{{ value_json.temp_max_c }}")
+        },
+        Spec {
+            unit: Some("W"),
+            device_class: Some("power"),
+            state_class: Some("measurement"),
+            ..spec("power", "Power", "{{ value_json.power_watt }}")
+        },
+        Spec {
+            unit: Some("J/TH"),
+            state_class: Some("measurement"),
+            icon: Some("mdi:flash"),
+            ..spec(
+                "efficiency",
+                "Efficiency",
+                "{{ value_json.efficiency_j_per_th }}",
+            )
+        },
+        Spec {
+            icon: Some("mdi:server-network"),
+            ..spec(
+                "pool",
+                "Active pool",
+                "{{ value_json.pool.url if value_json.pool else 'none' }}",
+            )
+        },
+        Spec {
+            state_class: Some("total_increasing"),
+            icon: Some("mdi:check-circle"),
+            ..spec(
+                "shares_accepted",
+                "Accepted shares",
+                "{{ value_json.shares.accepted if value_json.shares else 0 }}",
+            )
+        },
+        Spec {
+            state_class: Some("total_increasing"),
+            icon: Some("mdi:close-circle"),
+            ..spec(
+                "shares_rejected",
+                "Rejected shares",
+                "{{ value_json.shares.rejected if value_json.shares else 0 }}",
+            )
+        },
+    ];
+    if let Some(t) = t {
+        for (i, c) in t.chains.iter().enumerate() {
+            let id = c.chain_id;
+            specs.push(Spec {
+                unit: Some("°C"),
+                device_class: Some("temperature"),
+                state_class: Some("measurement"),
+                ..spec(
+                    &format!("chain_{id}_temp"),
+                    &format!("Chain {id} chip temperature"),
+                    &format!("{{{{ value_json.chains[{i}].temp_chip_c }}}}"),
+                )
+            });
+            specs.push(Spec {
+                unit: Some("GH/s"),
+                state_class: Some("measurement"),
+                icon: Some("mdi:pickaxe"),
+                ..spec(
+                    &format!("chain_{id}_hashrate"),
+                    &format!("Chain {id} hashrate"),
+                    &format!("{{{{ value_json.chains[{i}].hashrate_ghs }}}}"),
+                )
+            });
+        }
+        for (i, f) in t.fans.iter().enumerate() {
+            let id = f.fan_id;
+            specs.push(Spec {
+                unit: Some("RPM"),
+                state_class: Some("measurement"),
+                icon: Some("mdi:fan"),
+                ..spec(
+                    &format!("fan_{id}_rpm"),
+                    &format!("Fan {id}"),
+                    &format!("{{{{ value_json.fans[{i}].rpm }}}}"),
+                )
+            });
+        }
+    }
+    let device = json!({
+        "identifiers": [format!("svcos_{}", topics.node_id)],
+        "name": hostname,
+        "manufacturer": "svcOS",
+        "model": t.map_or("ASIC miner", |t| t.model.as_str()),
+        "sw_version": version,
+    });
+    specs
+        .into_iter()
+        .map(|s| {
+            let mut config = json!({
+                "name": s.name,
+                "unique_id": format!("svcos_{}_{}", topics.node_id, s.object),
+                "object_id": format!("{}_{}", topics.node_id, s.object),
+                "state_topic": topics.state,
+                "value_template": s.template,
+                "availability_topic": topics.availability,
+                "payload_available": "online",
+                "payload_not_available": "offline",
+                "device": device,
+            });
+            let obj = config.as_object_mut().expect("object");
+            for (k, v) in [
+                ("unit_of_measurement", s.unit),
+                ("device_class", s.device_class),
+                ("state_class", s.state_class),
+                ("icon", s.icon),
+            ] {
+                if let Some(v) = v {
+                    obj.insert(k.into(), v.into());
+                }
+            }
+            Sensor {
+                object_id: s.object,
+                config,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use svcos_proto::hwagent::v1::{ChainTelemetry, FanTelemetry, Hashrate};
+
+    use super::*;
+
+    #[test]
+    fn topics_and_discovery() {
+        let cfg = MqttConfig::default();
+        let topics = Topics::new(&cfg, "Rig 7.local");
+        assert_eq!(topics.node_id, "rig_7_local");
+        assert_eq!(topics.availability, "svcos/rig_7_local/availability");
+        assert_eq!(client_id(&cfg, &topics), "svcos-rig_7_local");
+        let t = Telemetry {
+            chains: vec![ChainTelemetry {
+                chain_id: 3,
+                ..Default::default()
+            }],
+            fans: vec![FanTelemetry {
+                fan_id: 1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let sensors = discovery(&topics, "Rig 7.local", "0.1.0", Some(&t));
+        let ids: Vec<&str> = sensors.iter().map(|s| s.object_id.as_str()).collect();
+        assert!(
+            ids.contains(&"chain_3_temp") && ids.contains(&"fan_1_rpm"),
+            "{ids:?}"
+        );
+        let temp = sensors
+            .iter()
+            .find(|s| s.object_id == "chain_3_temp")
+            .unwrap();
+        assert_eq!(
+            temp.config["value_template"],
+            "{{ value_json.chains[0].temp_chip_c }}"
+        );
+        assert_eq!(temp.config["device_class"], "temperature");
+        assert_eq!(
+            topics.discovery("hashrate"),
+            "homeassistant/sensor/rig_7_local/hashrate/config"
+        );
+    }
+
+    #[test]
+    fn state_rounds_like_status() {
+        let t = Telemetry {
+            hashrate: Some(Hashrate {
+                ghs_1m: 13_500.123_456,
+                ..Default::default()
+            }),
+            temp_max_c: 71.26,
+            power_watt: 1350.0,
+            ..Default::default()
+        };
+        let v = state("h", 1, Some(&t), None);
+        assert_eq!(v["hashrate_ghs"], 13_500.123);
+        assert_eq!(v["temp_max_c"], 71.3);
+        assert_eq!(v["efficiency_j_per_th"], 100.0);
+        assert_eq!(v["stratum_agent_up"], false);
+        assert!(v["pool"].is_null());
+    }
+}

@@ -110,6 +110,7 @@ def test_tools_list_has_read_and_control_tools_with_schemas(sim, token):
         assert read_only is (name in READ_TOOLS), (name, hints)
     fan = field(tools["set_fan"], "input_schema", "inputSchema")
     assert "mode" in fan["required"], fan
+    assert fan.get("additionalProperties") is False, fan
     assert {"mode", "pwm_percent", "target_temp_c"} <= set(fan["properties"]), fan
     pool = field(tools["set_pool_enabled"], "input_schema", "inputSchema")
     assert set(pool["required"]) == {"index", "enabled"}, pool
@@ -250,10 +251,38 @@ def test_no_token_gets_401_envelope_and_no_mcp_answer(sim):
         assert "jsonrpc" not in body and "result" not in body
 
 
-def test_mcp_sdk_without_token_cannot_initialize(sim):
-    async def main():
-        async with mcp_session(sim, "wrong") as _:
-            pass
+def test_a_ws_ticket_is_not_a_session_at_mcp(sim, token):
+    """A /ws ticket is single-use and only for /ws: at /mcp it is no bearer session."""
+    status, _, before = http("GET", f"{sim.api_url}/api/auth/status")
+    assert status == 200, before
+    enabled = before["websocket_tickets"]
+    try:
+        if not enabled:
+            status, _, body = http(
+                "POST", f"{sim.api_url}/api/config", token, {"api": {"websocket_tickets": True}}
+            )
+            assert status == 200, body
+        status, _, body = http("POST", f"{sim.api_url}/api/auth/ws-ticket", token)
+        assert status == 200, body
+        status, _, body = http("POST", f"{sim.api_url}/mcp", body["ticket"], {"jsonrpc": "2.0"})
+        assert status == 401, body
+        assert "jsonrpc" not in body
+    finally:
+        if not enabled:
+            status, _, body = http(
+                "POST", f"{sim.api_url}/api/config", token, {"api": {"websocket_tickets": False}}
+            )
+            assert status == 200, body
 
-    with pytest.raises(BaseException):  # noqa: B017 - the SDK wraps the 401 in its own group
+
+def test_mcp_sdk_without_a_valid_token_cannot_initialize(sim):
+    async def main():
+        with anyio.fail_after(60):
+            async with mcp_session(sim, "wrong") as _:
+                pass
+
+    with pytest.raises(BaseException) as caught:  # noqa: B017 - the SDK wraps the 401 in groups
         anyio.run(main)
+    assert not isinstance(caught.value, TimeoutError), caught.value
+    # The SDK surfaces the HTTP 401 as its own MCP error ("Server returned an error response").
+    assert "mcperror" in repr(caught.value).lower(), caught.value

@@ -162,12 +162,13 @@ async fn room_temp(State(state): State<AppState>, headers: HeaderMap, body: Byte
         .collect();
     let config = state.config();
     let now = state.clock.now_ms();
-    // A first reading starts from what the miner draws now.
+    // A first reading starts like a heater switched on: at the top of the thermostat's range,
+    // or at the power target already in force when that is lower.
     let start = state
         .telemetry()
-        .map(|t| super::calibrated_power(&config, t.power_watt))
+        .map(|t| t.power_target_watt)
         .filter(|w| *w > 0.0)
-        .unwrap_or(config.home.max_watt);
+        .map_or(config.home.max_watt, |w| w.min(config.home.max_watt));
     let action = {
         let mut t = state
             .ops

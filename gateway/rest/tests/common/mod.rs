@@ -441,7 +441,25 @@ impl st::stratum_service_server::StratumService for StratumSvc {
         &self,
         _: Request<st::StreamJobsRequest>,
     ) -> Result<Response<Self::StreamJobsStream>, Status> {
-        Err(Status::unimplemented("jobs"))
+        // One current job, as stratum-agent's watch stream starts with: a coinbase with a BIP34
+        // height push of 840000 and block 840000's compact bits.
+        let mut coinb1 = vec![1, 0, 0, 0, 1];
+        coinb1.extend([0; 32]);
+        coinb1.extend([0xff; 4]);
+        coinb1.extend([20, 3, 0x40, 0xd1, 0x0c]);
+        let job = st::JobTemplate {
+            job_id: "1a".into(),
+            prev_hash: (0u8..32).collect(),
+            coinb1,
+            nbits: 0x1703_4219,
+            version: 0x2000_0000,
+            ntime: 1_713_571_767,
+            share_difficulty: 512.0,
+            ..Default::default()
+        };
+        let s =
+            tokio_stream::StreamExt::chain(tokio_stream::iter([Ok(job)]), tokio_stream::pending());
+        Ok(Response::new(Box::pin(s)))
     }
     async fn submit_share(
         &self,

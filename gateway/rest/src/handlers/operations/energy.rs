@@ -517,10 +517,15 @@ pub async fn read_source(p: &Params) -> Result<Reading, String> {
 /// Poll the enabled follower's source when its interval has passed, decide, record.
 pub async fn poll_if_due(state: &AppState) {
     let config = state.config();
+    let rt = &state.ops.governor.energy;
     let Some(mode) = FollowerMode::enabled(&config) else {
+        // Switched off: forget the old decision, so re-enabling starts from a fresh reading.
+        let mut st = rt.state.lock().expect("follower lock");
+        if st.mode.is_some() {
+            *st = FollowerState::default();
+        }
         return;
     };
-    let rt = &state.ops.governor.energy;
     let now_ms = state.clock.now_ms();
     let p = Params::of(&config, mode);
     {

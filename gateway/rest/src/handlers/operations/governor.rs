@@ -139,6 +139,8 @@ pub struct Governor {
     pub thermostat: Mutex<ThermostatState>,
     /// Solar / off-grid follower.
     pub energy: EnergyRuntime,
+    /// One reconciliation at a time (the loop and handlers that want an immediate effect).
+    reconciling: tokio::sync::Mutex<()>,
 }
 
 impl Governor {
@@ -152,6 +154,7 @@ impl Governor {
             last: Mutex::new(None),
             thermostat: Mutex::new(thermostat),
             energy: EnergyRuntime::load(state_dir.clone()),
+            reconciling: tokio::sync::Mutex::new(()),
             path,
         }
     }
@@ -223,6 +226,7 @@ pub fn inputs(state: &AppState, config: &Config, now_ms: i64) -> Inputs {
 /// One reconciliation: arbitrate and bring hw-agent in line. Errors are logged and retried on
 /// the next tick.
 pub async fn reconcile(state: &AppState) {
+    let _one = state.ops.governor.reconciling.lock().await;
     let config = state.config();
     let now_ms = state.clock.now_ms();
     let decision = arbitrate(&config, now_ms, &inputs(state, &config, now_ms));

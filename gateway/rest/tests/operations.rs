@@ -1,0 +1,74 @@
+//! The setup wizard's auth rules and the network block data, against the gateway with fake
+//! peers (the auth fake reports a password as set, so the first-boot window is closed).
+
+mod common;
+
+use common::{GOOD, Harness, Options};
+use serde_json::json;
+
+#[tokio::test]
+async fn network_block_is_derived_from_the_current_job() {
+    let h = Harness::start(Options::default()).await;
+    let r = h.get("/api/network/block", Some(GOOD)).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let b = r.json();
+    assert_eq!(b["height"], 840_000);
+    assert_eq!(b["nbits"], "17034219");
+    let d = b["network_difficulty"].as_f64().unwrap();
+    assert!((d / 86_388_558_925_171.02 - 1.0).abs() < 1e-9, "{d}");
+    // Header order 00 01 .. 1f is displayed reversed.
+    assert!(
+        b["previous_block_hash"]
+            .as_str()
+            .unwrap()
+            .starts_with("1f1e1d")
+    );
+}
+
+#[tokio::test]
+async fn wizard_writes_need_a_bearer_once_a_password_exists() {
+    let h = Harness::start(Options::default()).await;
+    let r = h
+        .send_json(
+            "POST",
+            "/api/setup/step1-safety",
+            None,
+            &json!({"accept": true}),
+        )
+        .await;
+    assert_eq!(r.status, 401);
+    let r = h
+        .send_json(
+            "POST",
+            "/api/setup/step2-circuit",
+            Some(GOOD),
+            &json!({"voltage_v": 230, "breaker_a": 16}),
+        )
+        .await;
+    assert_eq!(r.status, 409, "safety first");
+    assert_eq!(r.envelope()["missing_step"], "safety");
+    let r = h
+        .send_json(
+            "POST",
+            "/api/setup/step1-safety",
+            Some(GOOD),
+            &json!({"accept": true}),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let r = h
+        .send_json(
+            "POST",
+            "/api/setup/step2-circuit",
+            Some(GOOD),
+            &json!({"voltage_v": 230, "breaker_a": 16}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["circuit_limit_watt"], 2944.0);
+    let r = h.get("/api/setup/status", None).await;
+    assert_eq!(r.status, 200);
+    let b = r.json();
+    assert_eq!(b["first_boot"], false);
+    assert_eq!(b["can_complete"], true, "{b}");
+}

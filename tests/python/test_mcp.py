@@ -77,7 +77,7 @@ def run(sim, token, body):
 
 def structured(result) -> dict:
     assert not field(result, "is_error", "isError"), result
-    content = field(result, "structured_content", "structuredContent")
+    content = getattr(result, "structured_content", getattr(result, "structuredContent", None))
     if content is None:
         content = json.loads(result.content[0].text)
     return content

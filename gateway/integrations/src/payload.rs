@@ -102,7 +102,7 @@ pub fn state(
             .iter()
             .find(|x| p.active_index >= 0 && x.index == p.active_index as u32)
     });
-    let hr = t.and_then(|t| t.hashrate.clone()).unwrap_or_default();
+    let hr = t.and_then(|t| t.hashrate).unwrap_or_default();
     let efficiency = t.and_then(|t| {
         (hr.ghs_1m > 0.0 && t.power_watt > 0.0)
             .then(|| round(t.power_watt / (hr.ghs_1m / 1000.0), 2))

@@ -44,6 +44,11 @@ NOT_FUZZED = {
     ("POST", "/api/setup/step5-pool"),
     ("POST", "/api/network/hostname"),
     ("POST", "/api/fan"),
+    # Integrations: saved settings and connection tests reach out to brokers and receivers.
+    ("POST", "/api/config/mqtt"),
+    ("POST", "/api/config/mqtt/test"),
+    ("POST", "/api/config/webhook"),
+    ("POST", "/api/config/webhook/test"),
     ("DELETE", "/api/auth/session/current"),
 }
 

@@ -248,7 +248,7 @@ pub struct Slots(Arc<Mutex<Vec<(RunKind, Slot)>>>);
 
 impl Slots {
     /// Idle slots, or the last stored run of each kind (so status and result agree after a
-    /// restart; a run that was running when hw-agent stopped is stored as failed).
+    /// restart; a run still in flight when hw-agent stopped left no file and is forgotten).
     pub fn new(last: impl Fn(RunKind) -> Option<store::StoredReport>) -> Self {
         let slots = RunKind::ALL
             .into_iter()

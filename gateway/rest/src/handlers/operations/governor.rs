@@ -240,17 +240,15 @@ pub async fn reconcile(state: &AppState) {
 
     match decision.target_watt {
         Some(w) if (t.power_target_watt - w).abs() > 0.5 => {
-            if log_err(hw.set_power_target(SetPowerTargetRequest { watt: w }).await) {
-                applied.target_set = true;
-            }
+            applied.target_set |=
+                log_err(hw.set_power_target(SetPowerTargetRequest { watt: w }).await);
         }
         Some(_) => applied.target_set = true,
         None if applied.target_set => {
             // Every limit is gone: hand back the operator's own target (0 = none).
             let w = config.hardware.power_target_watt;
-            if log_err(hw.set_power_target(SetPowerTargetRequest { watt: w }).await) {
-                applied.target_set = false;
-            }
+            applied.target_set =
+                !log_err(hw.set_power_target(SetPowerTargetRequest { watt: w }).await);
         }
         None => {}
     }
@@ -258,18 +256,14 @@ pub async fn reconcile(state: &AppState) {
     let asleep = t.state() == MiningState::Sleeping;
     match (decision.sleep_by.is_some(), applied.slept) {
         (true, false) => {
-            if log_err(hw.set_sleep(SetSleepRequest { sleep: true }).await) {
-                applied.slept = true;
-            }
+            applied.slept = log_err(hw.set_sleep(SetSleepRequest { sleep: true }).await);
         }
         (true, true) if !asleep => {
             // Someone woke it (an operator); keep following the decision.
             log_err(hw.set_sleep(SetSleepRequest { sleep: true }).await);
         }
         (false, true) => {
-            if log_err(hw.set_sleep(SetSleepRequest { sleep: false }).await) {
-                applied.slept = false;
-            }
+            applied.slept = !log_err(hw.set_sleep(SetSleepRequest { sleep: false }).await);
         }
         _ => {}
     }
@@ -283,9 +277,7 @@ pub async fn reconcile(state: &AppState) {
                     target_temp_c: 0.0,
                 })
                 .await;
-            if log_err(r) {
-                applied.fan_capped = true;
-            }
+            applied.fan_capped |= log_err(r);
         }
         (None, true) => {
             let manual = config.thermal.fan_manual_percent;
@@ -300,9 +292,7 @@ pub async fn reconcile(state: &AppState) {
                     target_temp_c: 0.0,
                 })
                 .await;
-            if log_err(r) {
-                applied.fan_capped = false;
-            }
+            applied.fan_capped = !log_err(r);
         }
         _ => {}
     }

@@ -242,11 +242,32 @@ async fn sv2(state: &AppState) -> ApiResult<GetSv2StatusResponse> {
         .into_inner())
 }
 
+/// The SV2 channel as the status and handshake views show it (null before a channel opens).
+fn sv2_channel(r: &GetSv2StatusResponse) -> serde_json::Value {
+    if r.channel_type.is_empty() {
+        return serde_json::Value::Null;
+    }
+    json!({
+        "id": r.channel_id, "type": r.channel_type, "open": r.channel_open,
+        "target": r.target, "difficulty": r.difficulty,
+        "extranonce_prefix": r.extranonce_prefix, "extranonce_size": r.extranonce_size,
+        "group_channel_id": r.group_channel_id, "version_mask": format!("{:08x}", r.version_mask),
+    })
+}
+
 async fn sv2_status(State(state): State<AppState>) -> ApiResult {
     let r = sv2(&state).await?;
     Ok(json(json!({
         "schema": "svcos.api.sv2.status.v1",
-        "enabled": r.enabled, "state": r.state, "endpoint": r.endpoint, "last_error": r.last_error,
+        "enabled": r.enabled, "state": r.state, "endpoint": r.endpoint,
+        "pool_index": (r.pool_index >= 0).then_some(r.pool_index), "active": r.active,
+        "handshake": r.handshake,
+        "protocol_version": (r.protocol_version > 0).then_some(r.protocol_version),
+        "setup_flags": r.setup_flags,
+        "channel": sv2_channel(&r),
+        "jobs_received": r.jobs_received,
+        "shares": {"accepted": r.shares_accepted, "rejected": r.shares_rejected},
+        "last_error": r.last_error,
     })))
 }
 
@@ -254,7 +275,13 @@ async fn sv2_handshake(State(state): State<AppState>) -> ApiResult {
     let r = sv2(&state).await?;
     Ok(json(json!({
         "schema": "svcos.api.sv2.handshake.v1",
-        "enabled": r.enabled, "handshake": r.handshake, "authority_pubkey": r.authority_pubkey,
+        "enabled": r.enabled, "endpoint": r.endpoint,
+        "pattern": "Noise_NX_Secp256k1+EllSwift_ChaChaPoly_SHA256",
+        "state": r.handshake, "detail": r.handshake_detail,
+        "completed_at_ms": (r.handshake_at_ms > 0).then_some(r.handshake_at_ms),
+        "authority_pubkey": r.authority_pubkey, "authority_fingerprint": r.authority_fingerprint,
+        "protocol_version": (r.protocol_version > 0).then_some(r.protocol_version),
+        "setup_flags": r.setup_flags,
     })))
 }
 
@@ -262,6 +289,7 @@ async fn sv2_messages(State(state): State<AppState>) -> ApiResult {
     let r = sv2(&state).await?;
     Ok(json(json!({
         "schema": "svcos.api.sv2.messages.v1",
+        "enabled": r.enabled, "endpoint": r.endpoint,
         "messages": r.messages.iter().map(|m| json!({
             "timestamp_ms": m.timestamp_ms, "direction": m.direction, "message_type": m.message_type, "summary": m.summary,
         })).collect::<Vec<_>>(),

@@ -245,3 +245,32 @@ def test_offgrid_follows_the_battery(stack, source):
     assert st["state"] == "running", st
     http("POST", f"{api}/api/offgrid/config", token, {"enabled": False})
     wait_target(api, token, 0, "off-grid off hands the target back")
+
+
+def test_night_mode_caps_power_and_fans_inside_its_window(stack):
+    import time
+
+    sim, token = stack
+    api = sim.api_url
+    t = time.gmtime(time.time() - 3600)
+    start = f"{t.tm_hour:02d}:00"
+    t = time.gmtime(time.time() + 7200)
+    end = f"{t.tm_hour:02d}:00"
+    status, _, body = http("POST", f"{api}/api/home/night-mode", token, {"enabled": True, "start": "7pm"})
+    assert status == 400 and body["field"] == "home.night_mode.start", body
+    status, _, body = http("POST", f"{api}/api/home/night-mode", token,
+                           {"enabled": True, "start": start, "end": end, "utc_offset_min": 0,
+                            "power_cap_watt": 700, "fan_max_percent": 40})
+    assert status == 200 and body["active_now"] is True, body
+    wait_target(api, token, 700, "night-mode power cap")
+
+    def fans_capped():
+        _, _, st = http("GET", f"{api}/api/status", token)
+        fans = st.get("fans") or []
+        return st["mining"].get("fan_mode") == "manual" and fans and all(f["pwm_percent"] == 40 for f in fans)
+    wait_for(fans_capped, 60, "fans held at the night cap")
+
+    status, _, body = http("POST", f"{api}/api/home/night-mode", token, {"enabled": False})
+    assert status == 200 and body["active_now"] is False, body
+    wait_target(api, token, 0, "night mode off hands the target back")
+    wait_for(lambda: mining(api, token).get("fan_mode") == "auto", 60, "fans back to auto")

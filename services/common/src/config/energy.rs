@@ -118,6 +118,13 @@ fn check_url(field: &str, url: &str, enabled: bool) -> Result<(), ConfigError> {
         )
     })?;
     let host = rest.split(['/', '?']).next().unwrap_or_default();
+    if host.contains('@') {
+        // GET answers show the URL: it must not carry a secret.
+        return Err(ConfigError::invalid(
+            field,
+            "credentials in the URL are not supported (the URL is shown in GET answers)",
+        ));
+    }
     if host.is_empty()
         || url.len() > 512
         || url.chars().any(|c| c.is_whitespace() || c.is_control())

@@ -275,3 +275,36 @@ impl EnergyConfig {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field_of(e: &EnergyConfig) -> Option<String> {
+        e.validate()
+            .err()
+            .and_then(|e| e.field().map(str::to_string))
+    }
+
+    #[test]
+    fn rules_name_the_field() {
+        assert_eq!(field_of(&EnergyConfig::default()), None);
+        let mut e = EnergyConfig::default();
+        e.solar.enabled = true;
+        e.solar.source_url = "https://cloud.example/api".into();
+        assert_eq!(field_of(&e).as_deref(), Some("energy.solar.source_url"));
+        e.solar.source_url = "http://user:secret@10.0.0.2/x".into();
+        assert_eq!(field_of(&e).as_deref(), Some("energy.solar.source_url"));
+        e.solar.source_url = "http://10.0.0.2/x".into();
+        assert_eq!(field_of(&e), None);
+        e.offgrid.enabled = true;
+        e.offgrid.source_url = "http://10.0.0.3/".into();
+        assert_eq!(field_of(&e).as_deref(), Some("energy.offgrid.enabled"));
+        e.solar.enabled = false;
+        e.offgrid.resume_soc_percent = e.offgrid.stop_soc_percent;
+        assert_eq!(
+            field_of(&e).as_deref(),
+            Some("energy.offgrid.resume_soc_percent")
+        );
+    }
+}

@@ -208,6 +208,7 @@ def test_state_discovery_availability_and_events_reach_the_broker(sim, token, br
     assert state["hashrate_ghs"] == status["mining"]["hashrate_ghs"]["1m"]
     assert state["hashrate_ghs_5s"] == status["mining"]["hashrate_ghs"]["5s"]
     assert state["temp_max_c"] == status["mining"]["temp_max_c"]
+    assert state["power_watt"] == status["mining"]["power_watt"]
     assert state["state"] == status["mining"]["state"]
     assert [c["temp_chip_c"] for c in state["chains"]] == [c["temp_chip_c"] for c in status["chains"]]
     assert [f["rpm"] for f in state["fans"]] == [f["rpm"] for f in status["fans"]]

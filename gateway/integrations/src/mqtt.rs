@@ -239,6 +239,7 @@ impl Session<'_> {
             payload::state(
                 &self.settings.hostname,
                 ctx.clock.now_ms(),
+                &ctx.settings.borrow().power,
                 t.as_ref(),
                 p.as_ref(),
             )

@@ -2,7 +2,7 @@
 //! Pure functions of the snapshots, so tests can check them without a broker.
 
 use serde_json::{Value, json};
-use svcos_common::config::MqttConfig;
+use svcos_common::config::{MqttConfig, PowerConfig};
 use svcos_proto::hwagent::v1::Telemetry;
 use svcos_proto::stratum::v1::GetPoolsResponse;
 
@@ -90,13 +90,16 @@ pub fn client_id(cfg: &MqttConfig, topics: &Topics) -> String {
     }
 }
 
-/// The state message (`svcos.mqtt.state.v1`). Numbers are rounded like `/api/status`.
+/// The state message (`svcos.mqtt.state.v1`). Numbers are rounded, and power calibrated
+/// (`[power].calibration_*`), like `/api/status`.
 pub fn state(
     hostname: &str,
     now_ms: i64,
+    power: &PowerConfig,
     t: Option<&Telemetry>,
     p: Option<&GetPoolsResponse>,
 ) -> Value {
+    let watt = t.map_or(0.0, |t| power.calibrated_watt(t.power_watt));
     let active = p.and_then(|p| {
         p.pools
             .iter()
@@ -124,7 +127,7 @@ pub fn state(
         "hashrate_ghs_expected": t.map(|_| round(hr.ghs_expected, 3)),
         "temp_max_c": t.map(|t| round(t.temp_max_c, 1)),
         "temp_target_c": t.map(|t| round(t.temp_target_c, 1)),
-        "power_watt": t.map(|t| round(t.power_watt, 1)),
+        "power_watt": t.map(|_| round(watt, 1)),
         "power_target_watt": t.map(|t| round(t.power_target_watt, 1)),
         "efficiency_j_per_th": efficiency,
         "chains": t.map(|t| t.chains.iter().map(|c| json!({
@@ -383,7 +386,7 @@ mod tests {
             power_watt: 1350.0,
             ..Default::default()
         };
-        let v = state("h", 1, Some(&t), None);
+        let v = state("h", 1, &PowerConfig::default(), Some(&t), None);
         assert_eq!(v["hashrate_ghs"], 13_500.123);
         assert_eq!(v["temp_max_c"], 71.3);
         assert_eq!(v["efficiency_j_per_th"], 100.0);

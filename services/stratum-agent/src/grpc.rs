@@ -208,6 +208,7 @@ impl StratumService for StratumApi {
             timeout,
             &self.tls,
             self.version_rolling,
+            self.sv2_enabled,
         )
         .await;
         Ok(Response::new(resp))
@@ -225,7 +226,6 @@ impl StratumService for StratumApi {
         _: Request<pb::GetSv2StatusRequest>,
     ) -> Result<Response<pb::GetSv2StatusResponse>, Status> {
         // Live state from the agent; the gate is the configured one (it may change on reload).
-        let _ = self.sv2_enabled;
         Ok(Response::new(self.views.sv2.borrow().clone()))
     }
 

@@ -40,22 +40,30 @@ pub async fn test_pool(
     timeout: Duration,
     tls: &Tls,
     version_rolling: bool,
+    sv2_enabled: bool,
 ) -> TestPoolResponse {
     let mut steps = Steps {
         started: Instant::now(),
         steps: Vec::new(),
     };
     let deadline = Instant::now() + timeout;
-    let result = run(
-        &mut steps,
-        url,
-        user,
-        password,
-        deadline,
-        tls,
-        version_rolling,
-    )
-    .await;
+    let result = match PoolUrl::parse(url) {
+        Ok(u) if u.scheme == Scheme::V2 && sv2_enabled => {
+            run_v2(&mut steps, u, user, deadline, version_rolling).await
+        }
+        _ => {
+            run(
+                &mut steps,
+                url,
+                user,
+                password,
+                deadline,
+                tls,
+                version_rolling,
+            )
+            .await
+        }
+    };
     let error = result.err().unwrap_or_default();
     TestPoolResponse {
         ok: error.is_empty(),
@@ -76,7 +84,7 @@ async fn run(
     let parsed = match PoolUrl::parse(url) {
         Ok(u) if u.scheme != Scheme::V2 => u,
         Ok(_) => {
-            let e = "stratum2 urls need the Stratum V2 stack, which is behind its readiness gate"
+            let e = "stratum2 urls need the Stratum V2 stack, which is behind its readiness gate ([stratum].sv2_enabled = false)"
                 .to_string();
             steps.done("connect", Some(e.clone()));
             return Err(e);
@@ -163,5 +171,93 @@ async fn run(
                 _ => {}
             }
         }
+    }
+}
+
+/// The Stratum V2 test: connect, Noise handshake against the URL's authority key,
+/// SetupConnection, open an extended channel, wait for an active job.
+async fn run_v2(
+    steps: &mut Steps,
+    url: PoolUrl,
+    user: &str,
+    deadline: Instant,
+    version_rolling: bool,
+) -> Result<(), String> {
+    let fail = |steps: &mut Steps, name: &str, e: String| {
+        steps.done(name, Some(e.clone()));
+        Err(e)
+    };
+    let key = url
+        .authority_key
+        .clone()
+        .ok_or_else(|| {
+            "a stratum2+tcp:// URL needs the pool's authority key after the port".to_string()
+        })
+        .and_then(|b58| crate::v2::parse_authority_key(&b58).map(|k| (k, b58)));
+    let (key, b58) = match key {
+        Ok(k) => k,
+        Err(e) => return fail(steps, "connect", e),
+    };
+    let addr = url.addr();
+    let stream =
+        match tokio::time::timeout_at(deadline, tokio::net::TcpStream::connect(&addr)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return fail(steps, "connect", format!("connect to {addr}: {e}")),
+            Err(_) => return fail(steps, "connect", format!("connect to {addr}: timed out")),
+        };
+    steps.done("connect", None);
+    let (read, write) = stream.into_split();
+    let left = deadline.saturating_duration_since(Instant::now());
+    let (mut reader, mut writer) =
+        match crate::v2::noise::initiate(read, write, key, &b58, left).await {
+            Ok(h) => h,
+            Err(e) => return fail(steps, "handshake", e.to_string()),
+        };
+    steps.done("handshake", None);
+    let mut session = crate::v2::session::Sv2Session::new(crate::v2::session::Sv2Params {
+        user: user.into(),
+        version_rolling,
+        endpoint_host: url.host.clone(),
+        endpoint_port: url.port,
+        device_id: String::new(),
+    });
+    let mut phase = "setup";
+    let mut events = session.start(svcos_common::time::unix_ms());
+    loop {
+        for ev in events {
+            match ev {
+                SessionEvent::SendFrame(f) => {
+                    if let Err(e) = writer.send(&f).await {
+                        return fail(steps, phase, format!("write: {e}"));
+                    }
+                }
+                SessionEvent::Authorized if phase == "open_channel" => {
+                    steps.done("open_channel", None);
+                    phase = "job";
+                }
+                SessionEvent::Refused(reason) => return fail(steps, phase, reason),
+                SessionEvent::Job(_) if phase == "job" => {
+                    steps.done("job", None);
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
+        if phase == "setup" && session.setup.is_some() {
+            steps.done("setup", None);
+            phase = "open_channel";
+        }
+        let frame = match tokio::time::timeout_at(deadline, reader.next()).await {
+            Ok(Ok(f)) => f,
+            Ok(Err(e)) => return fail(steps, phase, e.to_string()),
+            Err(_) => {
+                return fail(
+                    steps,
+                    phase,
+                    format!("no answer within the timeout while waiting for {phase}"),
+                );
+            }
+        };
+        events = session.handle(&frame, svcos_common::time::unix_ms());
     }
 }

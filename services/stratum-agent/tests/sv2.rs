@@ -338,3 +338,40 @@ async fn the_upstream_verifies_shares_by_sha256d_against_the_target() {
     assert_eq!(pool.v1.pool.sv2_counts(), (0, 1));
     assert_eq!(pool.v1.pool.rejected("bare"), 1);
 }
+
+#[tokio::test]
+async fn pool_test_runs_the_sv2_steps_and_names_a_wrong_key() {
+    let pool = Sv2Pool::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = Agent::start(dir.path(), &sv2_config(vec![pool.v1.pool_config("w", 0)])).await;
+    let test = |url: String| pb::TestPoolRequest {
+        url,
+        user: "tester".into(),
+        password: String::new(),
+        timeout_ms: 20_000,
+    };
+    let r = agent
+        .client
+        .test_pool(test(pool.url_with(&pool.authority.public_b58())))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(r.ok, "{r:#?}");
+    let names: Vec<&str> = r.steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["connect", "handshake", "setup", "open_channel", "job"]
+    );
+
+    let r = agent
+        .client
+        .test_pool(test(pool.url_with(&Authority::generate().public_b58())))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!r.ok);
+    let last = r.steps.last().unwrap();
+    assert_eq!(last.name, "handshake");
+    assert!(last.error.contains("not signed by authority key"), "{r:#?}");
+    agent.stop().await;
+}

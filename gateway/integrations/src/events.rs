@@ -79,11 +79,6 @@ fn pool_down(s: PoolState) -> bool {
     )
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct PoolKey {
-    state: PoolState,
-}
-
 /// What the deriver remembers between snapshots (only the fields events depend on).
 #[derive(Debug, Default)]
 pub struct Deriver {
@@ -94,7 +89,7 @@ pub struct Deriver {
     stratum_seen: bool,
     stratum_up: bool,
     active_pool: Option<i32>,
-    pools: BTreeMap<(u32, String), PoolKey>,
+    pools: BTreeMap<(u32, String), PoolState>,
     services: Option<BTreeMap<String, (u32, u32)>>,
 }
 
@@ -224,23 +219,23 @@ impl Deriver {
         for pool in &p.pools {
             let key = (pool.index, pool.url.clone());
             let now = pool.state();
-            if let Some(before) = self.pools.get(&key).filter(|_| !first) {
+            if let Some(&before) = self.pools.get(&key).filter(|_| !first) {
                 let data = || {
                     json!({
                         "index": pool.index,
                         "url": pool.url,
-                        "from": pool_word(before.state),
+                        "from": pool_word(before),
                         "to": pool_word(now),
                         "last_error": pool.last_error,
                     })
                 };
-                if !pool_down(before.state) && pool_down(now) {
+                if !pool_down(before) && pool_down(now) {
                     out.push(("pool.down", data()));
-                } else if pool_down(before.state) && now == PoolState::Alive {
+                } else if pool_down(before) && now == PoolState::Alive {
                     out.push(("pool.up", data()));
                 }
             }
-            seen.insert(key, PoolKey { state: now });
+            seen.insert(key, now);
         }
         self.pools = seen;
         out

@@ -41,6 +41,8 @@ pub use events::Event;
 pub const EVENT_BUFFER: usize = 256;
 /// How often the supervisor's restart counters are read while an integration is enabled.
 const SERVICE_POLL: Duration = Duration::from_secs(5);
+/// Deadline of that read.
+const SERVICE_POLL_DEADLINE: Duration = Duration::from_secs(2);
 
 /// What the integration tasks need from the config.
 #[derive(Debug, Clone, PartialEq)]
@@ -210,9 +212,15 @@ async fn derive_events(
                 if !settings.borrow().any_enabled() {
                     continue;
                 }
-                match supervisor.list_services(ListServicesRequest {}).await {
-                    Ok(list) => deriver.on_services(&list.into_inner().services),
-                    Err(_) => continue,
+                // A slow supervisor must not hold back the telemetry-derived events.
+                let list = tokio::time::timeout(
+                    SERVICE_POLL_DEADLINE,
+                    supervisor.list_services(ListServicesRequest {}),
+                )
+                .await;
+                match list {
+                    Ok(Ok(list)) => deriver.on_services(&list.into_inner().services),
+                    _ => continue,
                 }
             }
         };

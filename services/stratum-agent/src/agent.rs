@@ -1559,6 +1559,10 @@ impl Agent {
             self.close(uid, Some((state, error, silent)));
         }
         self.account_donation();
+        // Keeps "active" (set by the policy after the event that opened the channel) current.
+        if let Some(focus) = self.sv2_focus.filter(|f| self.conns.contains_key(f)) {
+            self.publish_sv2(focus, None);
+        }
         if self.pools_dirty {
             self.publish_pools();
         }

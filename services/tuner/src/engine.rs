@@ -26,7 +26,7 @@ const DPS_RELEASE_MARGIN_C: f64 = 8.0;
 /// Backoff ends once the hottest reading over a window is this far below the limit.
 const BACKOFF_HYSTERESIS_C: f64 = 2.0;
 /// A tuned point re-fits when power strays this many tolerances from the target.
-const DRIFT_TOLERANCES: f64 = 2.0;
+const DRIFT_TOLERANCES: f64 = 1.5;
 
 /// The tuner's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,9 +125,15 @@ pub fn diff(from: Option<&Point>, to: &Point) -> Vec<Action> {
     out
 }
 
+/// (nonces, hw_errors) of one chip.
+type ChipCount = (u64, u64);
+
+/// (chain, nonces, hw_errors, chips) at some instant.
+type ChainCount = (u32, u64, u64, Vec<ChipCount>);
+
 #[derive(Debug, Clone, Default)]
 struct Counters {
-    chains: Vec<(u32, u64, u64, Vec<(u64, u64)>)>,
+    chains: Vec<ChainCount>,
 }
 
 impl Counters {
@@ -394,7 +400,8 @@ impl Engine {
                     .map_or(self.settings.power_target_watt, |w| w.power_target_watt);
                 let t = (base - self.dps_reduction)
                     .max(lim.dps_min_watt.min(base))
-                    .min(lim.max_power_watt);
+                    .min(lim.max_power_watt)
+                    .min(self.hw_power_cap());
                 (Mode::Power, (t * 10.0).round() / 10.0)
             }
             Mode::Hashrate => (Mode::Hashrate, self.settings.hashrate_target_ths),
@@ -402,13 +409,22 @@ impl Engine {
         }
     }
 
-    /// Power the tuner never exceeds now: the PSU limit, less dynamic power scaling in the
-    /// modes that have no power target of their own.
+    /// Power the tuner never exceeds now: the PSU limit, or hw-agent's power target if lower.
     fn power_cap(&self) -> f64 {
         let Some(lim) = &self.limits else {
             return f64::INFINITY;
         };
-        lim.max_power_watt
+        lim.max_power_watt.min(self.hw_power_cap())
+    }
+
+    /// hw-agent's own power target (set by the operator's power governor: circuit, night mode,
+    /// solar...): its frequency scaling enforces it, so tuning above it would only fight it.
+    fn hw_power_cap(&self) -> f64 {
+        self.latest
+            .as_ref()
+            .map(|t| t.power_target_watt)
+            .filter(|w| *w > 0.0)
+            .unwrap_or(f64::INFINITY)
     }
 
     fn apply(&mut self, to: Point, now_ms: i64) -> Vec<Action> {
@@ -508,17 +524,18 @@ impl Engine {
             return self.backoff(&t, &lim, now_ms);
         }
         let cap = self.power_cap();
-        if t.power_watt > cap * (1.0 + lim.power_tolerance) && settled {
-            if let Some(p) = self.point.clone() {
-                let q = crate::search::scale_frequencies(&p, cap / t.power_watt * 0.97, &lim);
-                self.set_state(
-                    TunerState::Backoff,
-                    format!("power {:.0} W above the {cap:.0} W limit", t.power_watt),
-                    now_ms,
-                );
-                self.search = None;
-                return self.apply(q, now_ms);
-            }
+        if t.power_watt > cap * (1.0 + lim.power_tolerance)
+            && settled
+            && let Some(p) = self.point.clone()
+        {
+            let q = crate::search::scale_frequencies(&p, cap / t.power_watt * 0.97, &lim);
+            self.set_state(
+                TunerState::Backoff,
+                format!("power {:.0} W above the {cap:.0} W limit", t.power_watt),
+                now_ms,
+            );
+            self.search = None;
+            return self.apply(q, now_ms);
         }
         if !settled {
             return Vec::new();

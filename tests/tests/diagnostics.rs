@@ -205,7 +205,7 @@ fn wait_mining(sim: &Sim, rt: &tokio::runtime::Runtime) {
     }
 }
 
-fn chip<'a>(report: &'a Value, chain: u64, chip: u64) -> &'a Value {
+fn chip(report: &Value, chain: u64, chip: u64) -> &Value {
     report["chains"]
         .as_array()
         .unwrap()

@@ -108,6 +108,7 @@ impl Harness {
                 chip,
                 fan_id,
                 value,
+                ..Default::default()
             }))
             .unwrap();
     }

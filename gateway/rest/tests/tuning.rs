@@ -137,6 +137,13 @@ async fn active_and_targets_change_the_tuner_and_bad_input_gets_the_envelope() {
         "malformed",
     );
 
+    // Recalibration searches the current target again; refused (409) while the tuner is off.
+    let r = h
+        .send_json("POST", "/api/perf/calibrate", Some(GOOD), &json!({}))
+        .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["reason"], "recalibration requested");
+
     // Off: the state says so.
     let v = h
         .send_json(
@@ -148,6 +155,12 @@ async fn active_and_targets_change_the_tuner_and_bad_input_gets_the_envelope() {
         .await
         .json();
     assert_eq!(v["active"], false);
+    assert_error(
+        &h.send_json("POST", "/api/perf/calibrate", Some(GOOD), &json!({}))
+            .await,
+        409,
+        "calibrate while off",
+    );
     let s = h.get("/api/autotuner/saved-status", Some(GOOD)).await;
     assert_eq!(s.status, 200);
     assert_eq!(s.json()["schema"], "svcos.api.autotuner.saved_status.v1");

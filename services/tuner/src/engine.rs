@@ -940,6 +940,30 @@ impl Engine {
         self.save()
     }
 
+    /// Search the current mode and target again from stock, dropping its saved point.
+    pub fn recalibrate(&mut self, now_ms: i64) -> Result<(), EngineError> {
+        if !self.settings.active {
+            return Err(EngineError::Precondition(
+                "the autotuner is off: PUT /api/autotuner/active first".into(),
+            ));
+        }
+        if self.settings.mode == Mode::Fixed {
+            return Err(EngineError::Precondition(
+                "a fixed profile is applied: choose a power, hashrate or efficiency target first"
+                    .into(),
+            ));
+        }
+        let (mode, target) = self.effective_target(now_ms);
+        let serial = self.serial();
+        self.store
+            .drop_tuned(&serial, &Profile::tuned_id(mode, target), now_ms)?;
+        // Start from stock, not from the point in force.
+        self.resumed = false;
+        self.set_state(TunerState::Idle, "recalibration requested", now_ms);
+        self.replan = true;
+        Ok(())
+    }
+
     /// Replace the time-of-use schedule.
     pub fn set_tou(&mut self, tou: crate::store::TouSchedule) -> Result<(), EngineError> {
         let max = self.limits.as_ref().map_or(100_000.0, |l| l.max_power_watt);

@@ -324,6 +324,17 @@ impl TunerService for TunerApi {
         }))
     }
 
+    async fn recalibrate(
+        &self,
+        _request: Request<RecalibrateRequest>,
+    ) -> Result<Response<RecalibrateResponse>, Status> {
+        let now = self.shared.clock.now_ms();
+        self.change(|e| e.recalibrate(now))?;
+        Ok(Response::new(RecalibrateResponse {
+            state: Some(self.state()),
+        }))
+    }
+
     async fn get_tou_schedule(
         &self,
         _request: Request<GetTouScheduleRequest>,

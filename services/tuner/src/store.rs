@@ -311,6 +311,17 @@ impl Store {
         self.write_board(&file)
     }
 
+    /// Forget one tuned point of a board (the rest of its file stays).
+    pub fn drop_tuned(&mut self, serial: &str, id: &str, now_ms: i64) -> Result<(), StoreError> {
+        let Some(file) = self.boards.get_mut(serial) else {
+            return Ok(());
+        };
+        file.profiles.retain(|p| p.id != id);
+        file.updated_at_ms = now_ms;
+        let file = file.clone();
+        self.write_board(&file)
+    }
+
     fn write_board(&self, file: &BoardFile) -> Result<(), StoreError> {
         write_json(
             &self

@@ -39,7 +39,7 @@ pub fn routes() -> Vec<Route> {
         route!(GET "/api/autotuner/telemetry/csv", Bearer, P, Tuning, Full, "The tuner's samples as CSV (header row first)", telemetry_csv),
         route!(GET "/api/autotuner/tuned_profiles", Bearer, P, Tuning, Full, "Tuned points of this board, one per mode and target", tuned_profiles),
         planned!(GET "/api/autotuner/visibility", P, Tuning, "autotuner visibility"),
-        planned!(POST "/api/perf/calibrate", U, Tuning, "performance calibration"),
+        route!(POST "/api/perf/calibrate", Bearer, U, Tuning, Full, "Search the current target again from stock, dropping its saved point", calibrate),
         route!(GET "/api/profile/download", Bearer, U, Tuning, Full, "Download the tuned and saved profiles (JSON document)", download),
         route!(POST "/api/profile/upload", Bearer, U, Tuning, Full, "Upload a profile document (export or board file)", upload),
         route!(GET "/api/profiles", Bearer, P, Tuning, Full, "Tuned points of this board and saved profiles", list_profiles),
@@ -215,6 +215,16 @@ async fn default_hashrate(State(state): State<AppState>) -> ApiResult {
         .set_default(pb::SetDefaultRequest {
             kind: pb::TargetKind::Hashrate as i32,
         })
+        .await
+        .map_err(grpc)?
+        .into_inner();
+    Ok(changed(r.state))
+}
+
+async fn calibrate(State(state): State<AppState>) -> ApiResult {
+    let mut t = state.peers.tuner.clone();
+    let r = t
+        .recalibrate(pb::RecalibrateRequest {})
         .await
         .map_err(grpc)?
         .into_inner();

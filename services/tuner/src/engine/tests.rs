@@ -32,6 +32,7 @@ struct Board {
     nonces: Vec<Vec<f64>>,
     errors: Vec<Vec<f64>>,
     extra_heat_c: f64,
+    hw_power_target_watt: f64,
     seq: u64,
     commands: u32,
 }
@@ -60,6 +61,7 @@ impl Board {
             nonces: vec![vec![0.0; CHIPS as usize]; CHAINS as usize],
             errors: vec![vec![0.0; CHIPS as usize]; CHAINS as usize],
             extra_heat_c: 0.0,
+            hw_power_target_watt: 0.0,
             seq: 0,
             commands: 0,
         }
@@ -142,6 +144,7 @@ impl Board {
                 ..Default::default()
             }),
             power_watt: self.power(),
+            power_target_watt: self.hw_power_target_watt,
             temp_max_c: self.temp(),
             psu: Some(PsuTelemetry {
                 voltage_setpoint_v: self.voltage_mv / 1000.0,
@@ -443,4 +446,44 @@ fn diff_orders_voltage_and_restores_trims() {
             mhz: 600.0
         }]
     );
+}
+
+#[tokio::test]
+async fn recalibration_searches_again_and_hw_agents_power_target_caps_the_tuner() {
+    let dir = tempfile::tempdir().unwrap();
+    let board = Arc::new(Mutex::new(Board::new()));
+    let rig = Rig::new(config(), dir.path(), board.clone());
+    rig.until("tuned", 2000, |r| r.state() == TunerState::Tuned)
+        .await;
+    let first = rig.driver.shared.lock().view(0).transitions.len();
+    rig.driver
+        .shared
+        .lock()
+        .recalibrate(rig.clock.now_ms())
+        .unwrap();
+    rig.until("tuning again", 5, |r| r.state() == TunerState::Tuning)
+        .await;
+    // From stock: the voltage went back up before walking down again.
+    assert_eq!(board.lock().unwrap().voltage_mv, STOCK_MV);
+    rig.until("tuned again", 2000, |r| r.state() == TunerState::Tuned)
+        .await;
+    let view = rig.driver.shared.lock().view(0);
+    assert!(!view.resumed);
+    assert!(view.transitions.len() > first);
+
+    // hw-agent enforces a lower power target (the operator's governor): the tuner follows it.
+    board.lock().unwrap().hw_power_target_watt = 105.0;
+    rig.until("tuned under the cap", 2000, |r| {
+        r.state() == TunerState::Tuned && r.driver.shared.lock().view(0).power_target_watt == 105.0
+    })
+    .await;
+    let p = board.lock().unwrap().power();
+    assert!((p - 105.0).abs() <= 105.0 * 0.05, "{p}");
+
+    // Off: recalibration is refused with a reason.
+    rig.driver.shared.lock().set_active(false).unwrap();
+    assert!(matches!(
+        rig.driver.shared.lock().recalibrate(0),
+        Err(EngineError::Precondition(_))
+    ));
 }

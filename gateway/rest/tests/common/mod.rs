@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod diag;
+
 use std::collections::{HashMap, HashSet};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -754,8 +756,11 @@ impl Harness {
         if opts.hw {
             let l = ipc::bind(&layout.socket(ServiceName::HwAgent)).unwrap();
             let svc = hw::hw_agent_service_server::HwAgentServiceServer::new(HwSvc(hw.clone()));
+            let diag = hw::hw_diagnostics_service_server::HwDiagnosticsServiceServer::new(
+                diag::FakeDiag,
+            );
             tokio::spawn(ipc::serve(
-                ipc::server().add_service(svc),
+                ipc::server().add_service(svc).add_service(diag),
                 l,
                 shutdown.clone(),
             ));

@@ -756,9 +756,8 @@ impl Harness {
         if opts.hw {
             let l = ipc::bind(&layout.socket(ServiceName::HwAgent)).unwrap();
             let svc = hw::hw_agent_service_server::HwAgentServiceServer::new(HwSvc(hw.clone()));
-            let diag = hw::hw_diagnostics_service_server::HwDiagnosticsServiceServer::new(
-                diag::FakeDiag,
-            );
+            let diag =
+                hw::hw_diagnostics_service_server::HwDiagnosticsServiceServer::new(diag::FakeDiag);
             tokio::spawn(ipc::serve(
                 ipc::server().add_service(svc).add_service(diag),
                 l,

@@ -1,0 +1,91 @@
+//! svcos-open-data: the Open Mining Data API, a free, keyless, read-only JSON API over
+//! Bitcoin-mining datasets. It is a server program of its own (not part of the firmware image
+//! and not linked into the `svcos` binary).
+//!
+//! Design:
+//! - **Data** lives in versioned JSON Lines files under `open-data/datasets/` with a JSON Schema
+//!   per dataset ([`datasets`], validated by [`schema`]). A bad row stops the load with
+//!   `file:line: reason` (exit 78). The files are compiled in, or read from `--datasets DIR`.
+//! - **Store**: SQLite ([`store`]) holds every record as its canonical JSON text plus the
+//!   hashprice history. The API and `export` both write those stored bytes, so a mirror's
+//!   records are byte-identical to the API's.
+//! - **One registry** ([`registry::ROUTES`]) generates the axum router ([`server::router`]),
+//!   `/v1/catalog`, `/v1/openapi.json` and the HTML index, so they cannot drift apart.
+//! - **Fast path**: the data is read-only between refreshes, so each answer is rendered once
+//!   per (route, normalized query, data generation) into a bounded [`cache`] with its strong
+//!   ETag; gzip and brotli variants are compressed once, on first demand. A request is a map
+//!   lookup plus header writes.
+//! - **Hashprice** ([`hashprice`], [`upstream`]): every 15 minutes from a Bitcoin Core JSON-RPC
+//!   or an Esplora REST source and a JSON price source; a failing upstream keeps the last good
+//!   value flagged stale, never an error page.
+
+pub mod cache;
+pub mod client;
+pub mod datasets;
+pub mod export;
+pub mod hashprice;
+pub mod query;
+pub mod registry;
+pub mod render;
+pub mod schema;
+pub mod server;
+pub mod store;
+pub mod time;
+pub mod upstream;
+
+use std::path::Path;
+
+use datasets::{LoadError, PriceFeed, Source};
+use store::Store;
+
+/// Why the service could not open its data.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// A dataset file is invalid (the operator must fix the file: exit 78).
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The store could not be opened or written.
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+}
+
+/// The feed a fresh store is loaded with: `--price-feed` when it is a file, else the sample
+/// that ships with the datasets.
+pub fn initial_feed(
+    src: &Source,
+    infos: &std::collections::BTreeMap<String, datasets::DatasetInfo>,
+    feed_file: Option<&Path>,
+) -> Result<PriceFeed, LoadError> {
+    match feed_file {
+        Some(p) => datasets::read_feed_file(p, infos),
+        None => {
+            let (name, text) = src.read(&infos["price-index"].file)?;
+            datasets::feed_from_text(&name, &text, infos)
+        }
+    }
+}
+
+/// Open the store at `db`; load the datasets into it when it is new (or `reload` is set).
+/// Every dataset file is validated even when the store already holds data, so a broken file
+/// is reported at start, not at the next reload.
+pub fn open_store(
+    db: &Path,
+    src: &Source,
+    feed_file: Option<&Path>,
+    reload: bool,
+) -> Result<
+    (
+        std::collections::BTreeMap<String, datasets::DatasetInfo>,
+        Store,
+    ),
+    OpenError,
+> {
+    let infos = datasets::manifest(src)?;
+    let feed = initial_feed(src, &infos, feed_file)?;
+    let records = datasets::load_all(src, &infos, &feed)?;
+    let mut store = Store::open(db)?;
+    if reload || feed_file.is_some() || !store.is_loaded()? {
+        store.replace_all(&infos, &records, &feed, &src.label(), time::now_unix())?;
+    }
+    Ok((infos, store))
+}

@@ -1,0 +1,242 @@
+//! `svcos-open-data serve` / `export`: parse the command line, open the store, run.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use svcos_common::exit;
+use svcos_open_data::client::Url;
+use svcos_open_data::datasets::Source;
+use svcos_open_data::server::{self, AppState, FeedSource, HashpriceConfig};
+use svcos_open_data::upstream::ChainSource;
+use svcos_open_data::{OpenError, export, open_store};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "svcos-open-data",
+    about = "Open Mining Data API: a free, keyless, read-only JSON API over mining datasets"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the API over HTTP.
+    Serve(ServeArgs),
+    /// Write the static CSV and JSON mirrors of every dataset.
+    Export(ExportArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct DataArgs {
+    /// SQLite store; created and loaded from the dataset files when missing.
+    #[arg(long)]
+    db: PathBuf,
+    /// Dataset directory laid out like open-data/datasets (default: the copy compiled in).
+    #[arg(long)]
+    datasets: Option<PathBuf>,
+    /// Price-index feed: a file path or an http(s) URL (default: the labelled sample).
+    #[arg(long)]
+    price_feed: Option<String>,
+    /// Load the dataset files into an existing store again.
+    #[arg(long)]
+    reload: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// Listen address, ADDR:PORT.
+    #[arg(long, default_value = "127.0.0.1:8090")]
+    bind: std::net::SocketAddr,
+    #[command(flatten)]
+    data: DataArgs,
+    /// Bitcoin Core JSON-RPC URL, e.g. http://user:pass@127.0.0.1:8332 (credentials never logged).
+    #[arg(long, conflicts_with = "esplora_url")]
+    bitcoind_rpc: Option<String>,
+    /// Esplora REST base URL, e.g. https://blockstream.info/api.
+    #[arg(long)]
+    esplora_url: Option<String>,
+    /// BTC price source answering {"USD": n, "CAD": n} (or CoinGecko's simple-price shape).
+    #[arg(long)]
+    price_url: Option<String>,
+    /// Seconds between hashprice refreshes.
+    #[arg(long, default_value_t = 900)]
+    hashprice_interval_s: u64,
+    /// Recent blocks whose fees are averaged.
+    #[arg(long, default_value_t = 144)]
+    fee_blocks: u64,
+    /// Seconds between price-feed reloads (when --price-feed is given).
+    #[arg(long, default_value_t = 3600)]
+    price_feed_interval_s: u64,
+    /// Public base URL (OpenAPI servers, index page).
+    #[arg(long)]
+    site_url: Option<String>,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Most cached (route, query) answers kept.
+    #[arg(long, default_value_t = 10_000)]
+    cache_entries: usize,
+}
+
+#[derive(Debug, clap::Args)]
+struct ExportArgs {
+    #[command(flatten)]
+    data: DataArgs,
+    /// Directory for the mirrors.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("svcos-open-data: {msg}");
+    ExitCode::from(code)
+}
+
+fn open(
+    data: &DataArgs,
+) -> Result<
+    (
+        std::collections::BTreeMap<String, svcos_open_data::datasets::DatasetInfo>,
+        svcos_open_data::store::Store,
+        Source,
+    ),
+    ExitCode,
+> {
+    let src = Source {
+        dir: data.datasets.clone(),
+    };
+    let feed_file = data
+        .price_feed
+        .as_deref()
+        .filter(|f| !f.starts_with("http://") && !f.starts_with("https://"))
+        .map(PathBuf::from);
+    match open_store(&data.db, &src, feed_file.as_deref(), data.reload) {
+        Ok((infos, store)) => Ok((infos, store, src)),
+        Err(OpenError::Load(e)) => Err(fail(exit::CONFIG, e)),
+        Err(e) => Err(fail(exit::FAILURE, e)),
+    }
+}
+
+fn url(flag: &str, s: &str) -> Result<Url, ExitCode> {
+    Url::parse(s).map_err(|e| fail(exit::USAGE, format!("--{flag}: {e}")))
+}
+
+fn serve(args: ServeArgs) -> ExitCode {
+    let (infos, store, src) = match open(&args.data) {
+        Ok(x) => x,
+        Err(c) => return c,
+    };
+    let chain = match (&args.bitcoind_rpc, &args.esplora_url) {
+        (Some(u), _) => match url("bitcoind-rpc", u) {
+            Ok(u) => Some(ChainSource::Rpc(u)),
+            Err(c) => return c,
+        },
+        (None, Some(u)) => match url("esplora-url", u) {
+            Ok(u) => Some(ChainSource::Esplora(u)),
+            Err(c) => return c,
+        },
+        (None, None) => None,
+    };
+    let price = match &args.price_url {
+        Some(u) => match url("price-url", u) {
+            Ok(u) => Some(u),
+            Err(c) => return c,
+        },
+        None => None,
+    };
+    let feed = match args.data.price_feed.as_deref() {
+        None => None,
+        Some(f) if f.starts_with("http://") || f.starts_with("https://") => {
+            match url("price-feed", f) {
+                Ok(u) => Some(FeedSource::Url(u)),
+                Err(c) => return c,
+            }
+        }
+        Some(f) => Some(FeedSource::File(PathBuf::from(f))),
+    };
+    let interval = Duration::from_secs(args.hashprice_interval_s.max(1));
+    let state = match AppState::new(
+        infos,
+        src,
+        store,
+        args.site_url.clone(),
+        interval.as_secs(),
+        args.cache_entries,
+    ) {
+        Ok(s) => Arc::new(s),
+        Err(e) => return fail(exit::FAILURE, e),
+    };
+    let workers = args
+        .workers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(exit::FAILURE, e),
+    };
+    rt.block_on(async move {
+        let listener = match tokio::net::TcpListener::bind(args.bind).await {
+            Ok(l) => l,
+            Err(e) => return fail(exit::FAILURE, format!("bind {}: {e}", args.bind)),
+        };
+        if let Some(FeedSource::Url(_)) = &feed {
+            // A URL feed is not read at load time (no network before binding); fetch it now.
+            state.refresh_feed(feed.as_ref().expect("checked")).await;
+        }
+        tracing::info!(addr = %args.bind, workers, "serving the Open Mining Data API");
+        let hp = HashpriceConfig {
+            chain,
+            price,
+            interval,
+            fee_blocks: args.fee_blocks,
+        };
+        let feed = feed.map(|f| (f, Duration::from_secs(args.price_feed_interval_s.max(1))));
+        let shutdown = async {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+            }
+        };
+        match server::run(state, listener, hp, feed, shutdown).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(exit::FAILURE, e),
+        }
+    })
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    match Cli::parse().command {
+        Command::Serve(args) => serve(args),
+        Command::Export(args) => {
+            let (_, store, _) = match open(&args.data) {
+                Ok(x) => x,
+                Err(c) => return c,
+            };
+            match export::export(&store, &args.out) {
+                Ok(files) => {
+                    for f in files {
+                        println!("{}", args.out.join(f).display());
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(exit::FAILURE, e),
+            }
+        }
+    }
+}

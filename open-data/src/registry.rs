@@ -1,0 +1,832 @@
+//! The route registry: one static table from which the router, `/v1/catalog`,
+//! `/v1/openapi.json` and the HTML index are all generated, so they cannot drift apart.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::datasets::DatasetInfo;
+
+/// Type and limits of a parameter.
+#[derive(Debug, Clone)]
+pub enum ParamType {
+    /// Lower-case slug: 1-64 of a-z, 0-9, '-'.
+    Slug,
+    /// Free text, 1..=max_len characters, no control characters.
+    Text {
+        /// Longest accepted value, in characters.
+        max_len: usize,
+    },
+    /// Integer within bounds, with an optional default.
+    Int {
+        /// Smallest value.
+        min: i64,
+        /// Largest value.
+        max: i64,
+        /// Applied when absent.
+        default: Option<i64>,
+    },
+    /// One of a fixed list.
+    Enum(&'static [&'static str]),
+    /// A record key: 1-64 of A-Z, a-z, 0-9, '_' and '-', starting alphanumeric.
+    Key,
+}
+
+/// One parameter of a route.
+#[derive(Debug, Clone)]
+pub struct Param {
+    /// Name on the wire.
+    pub name: &'static str,
+    /// Path segment (`{name}`) rather than query.
+    pub in_path: bool,
+    /// What it does.
+    pub description: &'static str,
+    /// Type and limits.
+    pub ty: ParamType,
+}
+
+impl Param {
+    /// A query parameter.
+    pub const fn query(name: &'static str, description: &'static str, ty: ParamType) -> Param {
+        Param {
+            name,
+            in_path: false,
+            description,
+            ty,
+        }
+    }
+
+    /// A path parameter.
+    pub const fn path(name: &'static str, description: &'static str, ty: ParamType) -> Param {
+        Param {
+            name,
+            in_path: true,
+            description,
+            ty,
+        }
+    }
+
+    /// JSON Schema of the parameter's value.
+    pub fn schema(&self) -> Value {
+        match &self.ty {
+            ParamType::Slug => json!({"type": "string", "pattern": "^[a-z0-9-]{1,64}$"}),
+            ParamType::Text { max_len } => {
+                json!({"type": "string", "minLength": 1, "maxLength": max_len, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"})
+            }
+            ParamType::Int { min, max, default } => {
+                let mut s = json!({"type": "integer", "minimum": min, "maximum": max});
+                if let Some(d) = default {
+                    s["default"] = json!(d);
+                }
+                s
+            }
+            ParamType::Enum(values) => json!({"type": "string", "enum": values}),
+            ParamType::Key => {
+                json!({"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"})
+            }
+        }
+    }
+}
+
+/// How long caches may keep a response.
+#[derive(Debug, Clone, Copy)]
+pub struct CachePolicy {
+    /// `max-age`, seconds.
+    pub max_age: u32,
+    /// `stale-while-revalidate`, seconds.
+    pub swr: u32,
+}
+
+impl CachePolicy {
+    /// The `Cache-Control` value.
+    pub fn header(&self) -> String {
+        format!(
+            "public, max-age={}, stale-while-revalidate={}",
+            self.max_age, self.swr
+        )
+    }
+}
+
+/// Hashprice changes every refresh: a minute in caches, five more while revalidating.
+pub const CACHE_LIVE: CachePolicy = CachePolicy {
+    max_age: 60,
+    swr: 300,
+};
+/// Static datasets change with a release of the data: a day, a week while revalidating.
+pub const CACHE_STATIC: CachePolicy = CachePolicy {
+    max_age: 86_400,
+    swr: 604_800,
+};
+/// Feed-backed and descriptive documents: an hour, a day while revalidating.
+pub const CACHE_HOURLY: CachePolicy = CachePolicy {
+    max_age: 3_600,
+    swr: 86_400,
+};
+/// Error answers (400/404): short, so a fixed client is not served its old error for long.
+pub const CACHE_ERROR: CachePolicy = CachePolicy {
+    max_age: 60,
+    swr: 0,
+};
+
+/// What a route serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// The HTML endpoint index.
+    Index,
+    /// The dataset catalogue.
+    Catalog,
+    /// The OpenAPI document.
+    OpenApi,
+    /// The current hashprice.
+    Hashprice,
+    /// Stored hashprice refreshes.
+    HashpriceHistory,
+    /// A filtered list of a dataset.
+    List(&'static str),
+    /// One record of a dataset by key.
+    One(&'static str),
+}
+
+/// One registered route.
+#[derive(Debug, Clone)]
+pub struct Route {
+    /// Stable identifier (operationId, cache-key prefix, schema tag part).
+    pub id: &'static str,
+    /// Path, axum/OpenAPI template syntax.
+    pub path: &'static str,
+    /// What it serves.
+    pub kind: Kind,
+    /// One line.
+    pub summary: &'static str,
+    /// Longer text (filters' semantics).
+    pub description: &'static str,
+    /// Parameters.
+    pub params: &'static [Param],
+    /// Caching of successful answers.
+    pub cache: CachePolicy,
+}
+
+impl Route {
+    /// The `meta.schema` tag of this route's answers.
+    pub fn schema_tag(&self) -> String {
+        format!("svcos.opendata.{}.v1", self.id)
+    }
+}
+
+const COMPONENTS: &[&str] = &[
+    "hashboard",
+    "chip",
+    "psu",
+    "fan",
+    "cooling",
+    "temperature-sensor",
+    "control-board",
+    "eeprom",
+    "network",
+    "pool",
+    "firmware",
+    "configuration",
+    "service",
+];
+
+const PAGE: Param = Param::query(
+    "page",
+    "Page number, from 1. A page past the last one answers 200 with no records.",
+    ParamType::Int {
+        min: 1,
+        max: 100_000,
+        default: Some(1),
+    },
+);
+const PER_PAGE: Param = Param::query(
+    "per_page",
+    "Records per page (default 100, at most 500).",
+    ParamType::Int {
+        min: 1,
+        max: 500,
+        default: Some(100),
+    },
+);
+
+/// Every route the service answers. Order = order in the catalogue, OpenAPI and index page.
+pub const ROUTES: &[Route] = &[
+    Route {
+        id: "index",
+        path: "/v1/",
+        kind: Kind::Index,
+        summary: "Human-readable endpoint index (HTML)",
+        description: "Every route with its parameters and an example link, generated from the route registry.",
+        params: &[],
+        cache: CACHE_HOURLY,
+    },
+    Route {
+        id: "catalog",
+        path: "/v1/catalog",
+        kind: Kind::Catalog,
+        summary: "Self-describing list of all datasets",
+        description: "One record per dataset: title, description, version, record count, routes, licence and mirrors.",
+        params: &[],
+        cache: CACHE_HOURLY,
+    },
+    Route {
+        id: "openapi",
+        path: "/v1/openapi.json",
+        kind: Kind::OpenApi,
+        summary: "OpenAPI 3.1 description of every route",
+        description: "Generated live from the same route registry the service routes with.",
+        params: &[],
+        cache: CACHE_HOURLY,
+    },
+    Route {
+        id: "hashprice",
+        path: "/v1/hashprice",
+        kind: Kind::Hashprice,
+        summary: "Current hashprice",
+        description: "Expected mining revenue per TH/s and PH/s per day in USD and CAD, subsidy-only and fee-inclusive, with difficulty, BTC price, subsidy, fees, retarget and halving context. Refreshed every 15 minutes; a failing upstream keeps the last good value with stale=true. record is null until the first successful refresh.",
+        params: &[],
+        cache: CACHE_LIVE,
+    },
+    Route {
+        id: "hashprice-history",
+        path: "/v1/hashprice/history",
+        kind: Kind::HashpriceHistory,
+        summary: "Stored hashprice refreshes, newest first",
+        description: "One record per successful refresh.",
+        params: &[Param::query(
+            "limit",
+            "Most recent refreshes to return (default 96 = one day at 15 minutes).",
+            ParamType::Int {
+                min: 1,
+                max: 5000,
+                default: Some(96),
+            },
+        )],
+        cache: CACHE_LIVE,
+    },
+    Route {
+        id: "miners",
+        path: "/v1/miners",
+        kind: Kind::List("miners"),
+        summary: "Miner specifications",
+        description: "All miner models, optionally filtered (exact slug match).",
+        params: &[
+            Param::query("algorithm", "Algorithm slug, e.g. sha256.", ParamType::Slug),
+            Param::query(
+                "manufacturer",
+                "Manufacturer slug: bitmain, microbt, canaan, bitaxe.",
+                ParamType::Slug,
+            ),
+        ],
+        cache: CACHE_STATIC,
+    },
+    Route {
+        id: "miner",
+        path: "/v1/miners/{slug}",
+        kind: Kind::One("miners"),
+        summary: "One miner model by slug",
+        description: "404 when no model has this slug.",
+        params: &[Param::path(
+            "slug",
+            "Model slug, e.g. antminer-s19-pro.",
+            ParamType::Slug,
+        )],
+        cache: CACHE_STATIC,
+    },
+    Route {
+        id: "power-profiles",
+        path: "/v1/power-profiles",
+        kind: Kind::List("power-profiles"),
+        summary: "Power and tuning profile points",
+        description: "Published stock points and simulated autotuner bench points; optionally one model.",
+        params: &[Param::query(
+            "model",
+            "Model slug (exact).",
+            ParamType::Slug,
+        )],
+        cache: CACHE_STATIC,
+    },
+    Route {
+        id: "error-codes",
+        path: "/v1/error-codes",
+        kind: Kind::List("error-codes"),
+        summary: "Error codes, paginated",
+        description: "Filters combine with AND; text filters are case-insensitive. search matches every whitespace-separated term against code, native code, title and affected models.",
+        params: &[
+            Param::query(
+                "manufacturer",
+                "Substring of the manufacturer name or slug.",
+                ParamType::Text { max_len: 64 },
+            ),
+            Param::query(
+                "component",
+                "Failing component.",
+                ParamType::Enum(COMPONENTS),
+            ),
+            Param::query(
+                "code",
+                "Substring of the code or native code.",
+                ParamType::Text { max_len: 64 },
+            ),
+            Param::query(
+                "search",
+                "Free text over code, title and affected models.",
+                ParamType::Text { max_len: 100 },
+            ),
+            PAGE,
+            PER_PAGE,
+        ],
+        cache: CACHE_STATIC,
+    },
+    Route {
+        id: "error-code",
+        path: "/v1/error-codes/{code}",
+        kind: Kind::One("error-codes"),
+        summary: "One error code by its unique code",
+        description: "Case-sensitive match of the code field, e.g. WHATSMINER-530; 404 when unknown.",
+        params: &[Param::path(
+            "code",
+            "The unique code (vendor prefix plus native code).",
+            ParamType::Key,
+        )],
+        cache: CACHE_STATIC,
+    },
+    Route {
+        id: "reliability",
+        path: "/v1/reliability",
+        kind: Kind::List("reliability"),
+        summary: "Failure-mode claims with source grades",
+        description: "model matches a covered model slug or the slug of the model name the source uses.",
+        params: &[Param::query(
+            "model",
+            "Model slug or model-name slug.",
+            ParamType::Slug,
+        )],
+        cache: CACHE_STATIC,
+    },
+    Route {
+        id: "price-index",
+        path: "/v1/price-index",
+        kind: Kind::List("price-index"),
+        summary: "Catalogue price index in CAD, with summary",
+        description: "Items of the configured vendor feed and a min/median/max summary of the matching items. meta.sample is true for the repository's illustrative sample: those are not live prices.",
+        params: &[
+            Param::query(
+                "condition",
+                "Item condition.",
+                ParamType::Enum(&["new", "refurbished"]),
+            ),
+            Param::query(
+                "category",
+                "Catalogue category.",
+                ParamType::Enum(&[
+                    "asic-miners",
+                    "open-hardware-miners",
+                    "quiet-modified-miners",
+                ]),
+            ),
+        ],
+        cache: CACHE_HOURLY,
+    },
+];
+
+/// Licence of the data.
+pub const LICENSE: &str = "CC BY 4.0";
+/// Where the licence text is.
+pub const LICENSE_URL: &str = "https://creativecommons.org/licenses/by/4.0/";
+/// The `X-SVC-API` courtesy notice.
+pub const NOTICE: &str = "svcOS Open Mining Data API v1: free, keyless, read-only. Courtesy rate about 60 requests/minute; for bulk use the CSV/JSON exports. Data CC BY 4.0: credit svcOS and link back.";
+
+fn strip_ids(mut v: Value) -> Value {
+    if let Some(o) = v.as_object_mut() {
+        o.remove("$id");
+        o.remove("$schema");
+    }
+    v
+}
+
+fn with_props(base: &Value, extra: Value, required: &[&str]) -> Value {
+    let mut s = strip_ids(base.clone());
+    if let (Some(props), Some(more)) = (
+        s.get_mut("properties").and_then(Value::as_object_mut),
+        extra.as_object(),
+    ) {
+        for (k, v) in more {
+            props.insert(k.clone(), v.clone());
+        }
+    }
+    if let Some(req) = s.get_mut("required").and_then(Value::as_array_mut) {
+        req.extend(required.iter().map(|r| json!(r)));
+    }
+    s
+}
+
+/// Record schema of a dataset as served (row schema plus the derived fields).
+pub fn record_schema(dataset: &str, info: &DatasetInfo) -> Value {
+    match dataset {
+        "miners" => with_props(
+            &info.schema,
+            json!({
+                "btu_per_h": {"type": "integer", "x-unit": "BTU/h", "description": "power_w x 3.412142, rounded."},
+                "home_score": {"type": "integer", "minimum": 0, "maximum": 100, "description": "svcOS's home-mining score (formula in docs/OPEN-DATA.md)."},
+                "status": {"enum": ["in_stock", "out_of_stock", "preorder", "not_listed"], "description": "Stock status of the linked catalogue product; not_listed when the feed has none."},
+                "product": {
+                    "type": ["object", "null"],
+                    "additionalProperties": false,
+                    "required": ["sku", "name", "condition", "price_cad", "stock_status", "url", "sample"],
+                    "properties": {
+                        "sku": {"type": "string"}, "name": {"type": "string"},
+                        "condition": {"enum": ["new", "refurbished"]},
+                        "price_cad": {"type": "number"},
+                        "stock_status": {"enum": ["in_stock", "out_of_stock", "preorder"]},
+                        "url": {"type": "string"},
+                        "sample": {"type": "boolean", "description": "true: from the illustrative sample feed, not a live price."}
+                    }
+                }
+            }),
+            &["btu_per_h", "home_score", "status", "product"],
+        ),
+        "power-profiles" => with_props(
+            &info.schema,
+            json!({
+                "id": {"type": "string", "description": "model_slug-profile"},
+                "efficiency_j_per_th": {"type": "number", "x-unit": "J/TH"}
+            }),
+            &["id", "efficiency_j_per_th"],
+        ),
+        _ => strip_ids(info.schema.clone()),
+    }
+}
+
+fn meta_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["schema", "title", "description", "license", "license_url", "source", "generated_at"],
+        "properties": {
+            "schema": {"type": "string", "description": "Schema tag of this answer, svcos.opendata.<route>.v1."},
+            "title": {"type": "string"},
+            "description": {"type": "string"},
+            "license": {"type": "string", "enum": [LICENSE]},
+            "license_url": {"type": "string"},
+            "source": {"type": "string", "description": "Publisher; every record also carries its own source."},
+            "attribution": {"type": "string"},
+            "generated_at": {"type": "string", "format": "date-time", "description": "When the data behind this answer was loaded or refreshed."},
+            "dataset": {"type": "string"},
+            "dataset_version": {"type": "string"},
+            "count": {"type": "integer", "minimum": 0, "description": "Records in this answer."},
+            "total": {"type": "integer", "minimum": 0, "description": "Records matching the filters."},
+            "filters": {"type": "object", "description": "The normalized parameters applied."},
+            "pagination": {"$ref": "#/components/schemas/Pagination"},
+            "sample": {"type": "boolean"},
+            "notice": {"type": "string"},
+            "stale": {"type": "boolean"},
+            "feed": {"type": "object"}
+        }
+    })
+}
+
+fn pagination_schema() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["page", "per_page", "total", "total_pages", "next_page", "prev_page"],
+        "properties": {
+            "page": {"type": "integer", "minimum": 1},
+            "per_page": {"type": "integer", "minimum": 1, "maximum": 500},
+            "total": {"type": "integer", "minimum": 0},
+            "total_pages": {"type": "integer", "minimum": 0},
+            "next_page": {"type": ["integer", "null"]},
+            "prev_page": {"type": ["integer", "null"]}
+        }
+    })
+}
+
+/// The error body of every 4xx: `{meta, error: {status, code, message, parameter?}}`.
+pub fn error_schema() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["meta", "error"],
+        "properties": {
+            "meta": {"$ref": "#/components/schemas/Meta"},
+            "error": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["status", "code", "message"],
+                "properties": {
+                    "status": {"type": "integer"},
+                    "code": {"type": "string", "enum": ["invalid_parameter", "unknown_parameter", "not_found", "method_not_allowed"]},
+                    "message": {"type": "string"},
+                    "parameter": {"type": "string", "description": "The offending parameter (400 only)."},
+                    "allow": {"type": "string", "description": "Allowed methods (405 only)."}
+                }
+            }
+        }
+    })
+}
+
+/// Schema of the hashprice record.
+pub fn hashprice_schema() -> Value {
+    let pair = json!({
+        "type": "object", "additionalProperties": false,
+        "required": ["subsidy_only", "fee_inclusive"],
+        "properties": {"subsidy_only": {"type": "number"}, "fee_inclusive": {"type": "number"}}
+    });
+    let currency = json!({
+        "type": "object", "additionalProperties": false,
+        "required": ["per_th_day", "per_ph_day"],
+        "properties": {"per_th_day": pair, "per_ph_day": pair}
+    });
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["refreshed_at", "network", "block", "price", "btc", "usd", "cad", "upstreams"],
+        "properties": {
+            "refreshed_at": {"type": "string", "format": "date-time", "description": "Time of the refresh that produced these numbers."},
+            "network": {
+                "type": "object", "additionalProperties": false,
+                "required": ["height", "difficulty", "implied_hashrate_ehs", "next_retarget_height", "blocks_to_retarget", "estimated_retarget_at", "next_halving_height", "blocks_to_halving", "estimated_halving_at"],
+                "properties": {
+                    "height": {"type": "integer"},
+                    "difficulty": {"type": "number"},
+                    "implied_hashrate_ehs": {"type": "number", "description": "difficulty x 2^32 / 600 s, in EH/s."},
+                    "next_retarget_height": {"type": "integer"},
+                    "blocks_to_retarget": {"type": "integer"},
+                    "estimated_retarget_at": {"type": "string", "format": "date-time", "description": "At the 600 s target spacing."},
+                    "next_halving_height": {"type": "integer"},
+                    "blocks_to_halving": {"type": "integer"},
+                    "estimated_halving_at": {"type": "string", "format": "date-time"}
+                }
+            },
+            "block": {
+                "type": "object", "additionalProperties": false,
+                "required": ["subsidy_btc", "subsidy_after_halving_btc", "avg_fees_btc", "fee_window_blocks"],
+                "properties": {
+                    "subsidy_btc": {"type": "number", "description": "Subsidy of the next block (height + 1)."},
+                    "subsidy_after_halving_btc": {"type": "number"},
+                    "avg_fees_btc": {"type": "number", "description": "Mean fees per block over the fee window."},
+                    "fee_window_blocks": {"type": "integer"}
+                }
+            },
+            "price": {
+                "type": "object", "additionalProperties": false,
+                "required": ["usd", "cad"],
+                "properties": {"usd": {"type": "number"}, "cad": {"type": "number"}}
+            },
+            "btc": {
+                "type": "object", "additionalProperties": false,
+                "required": ["per_th_day", "per_ph_day"],
+                "properties": {"per_th_day": pair, "per_ph_day": pair}
+            },
+            "usd": currency,
+            "cad": currency,
+            "upstreams": {
+                "type": "object", "additionalProperties": false,
+                "required": ["chain", "price"],
+                "properties": {
+                    "chain": {"type": "string", "description": "bitcoind-rpc or esplora, and its host."},
+                    "price": {"type": "string", "description": "Host of the price source."}
+                }
+            }
+        }
+    })
+}
+
+fn status_schema() -> Value {
+    json!({
+        "type": "object", "additionalProperties": false,
+        "required": ["stale", "stale_reason", "last_attempt_at", "last_success_at", "interval_s"],
+        "properties": {
+            "stale": {"type": "boolean"},
+            "stale_reason": {"type": ["string", "null"]},
+            "last_attempt_at": {"type": ["string", "null"], "format": "date-time"},
+            "last_success_at": {"type": ["string", "null"], "format": "date-time"},
+            "interval_s": {"type": "integer"}
+        }
+    })
+}
+
+fn catalog_entry_schema() -> Value {
+    json!({
+        "type": "object", "additionalProperties": false,
+        "required": ["dataset", "title", "description", "version", "records", "routes", "license", "mirrors"],
+        "properties": {
+            "dataset": {"type": "string"},
+            "title": {"type": "string"},
+            "description": {"type": "string"},
+            "version": {"type": "string"},
+            "records": {"type": "integer", "minimum": 0},
+            "routes": {"type": "array", "items": {"type": "string"}},
+            "license": {"type": "string"},
+            "mirrors": {"type": "array", "items": {"type": "string"}, "description": "File names written by `svcos-open-data export`."}
+        }
+    })
+}
+
+fn component_name(dataset: &str) -> &'static str {
+    match dataset {
+        "miners" => "Miner",
+        "power-profiles" => "PowerProfile",
+        "error-codes" => "ErrorCode",
+        "reliability" => "ReliabilityClaim",
+        _ => "PriceItem",
+    }
+}
+
+fn r#ref(name: &str) -> Value {
+    json!({"$ref": format!("#/components/schemas/{name}")})
+}
+
+/// The response body schema of a route (200).
+pub fn body_schema(route: &Route) -> Value {
+    let list = |items: Value, extra: Option<(&str, Value)>| {
+        let mut props = Map::new();
+        props.insert("meta".into(), r#ref("Meta"));
+        props.insert("records".into(), json!({"type": "array", "items": items}));
+        let mut required = vec![json!("meta"), json!("records")];
+        if let Some((k, v)) = extra {
+            props.insert(k.into(), v);
+            required.push(json!(k));
+        }
+        json!({"type": "object", "additionalProperties": false, "required": required, "properties": props})
+    };
+    match route.kind {
+        Kind::Index => json!({"type": "string"}),
+        Kind::OpenApi => json!({"type": "object", "required": ["openapi", "paths"]}),
+        Kind::Catalog => list(r#ref("CatalogEntry"), None),
+        Kind::Hashprice => json!({
+            "type": "object", "additionalProperties": false,
+            "required": ["meta", "status", "record"],
+            "properties": {
+                "meta": r#ref("Meta"),
+                "status": r#ref("HashpriceStatus"),
+                "record": {"oneOf": [r#ref("Hashprice"), {"type": "null"}]}
+            }
+        }),
+        Kind::HashpriceHistory => list(r#ref("Hashprice"), None),
+        Kind::List("price-index") => list(
+            r#ref("PriceItem"),
+            Some((
+                "summary",
+                json!({
+                    "type": "object", "additionalProperties": false,
+                    "required": ["count", "min_cad", "median_cad", "max_cad"],
+                    "properties": {
+                        "count": {"type": "integer"},
+                        "min_cad": {"type": ["number", "null"]},
+                        "median_cad": {"type": ["number", "null"]},
+                        "max_cad": {"type": ["number", "null"]}
+                    }
+                }),
+            )),
+        ),
+        Kind::List(ds) => list(r#ref(component_name(ds)), None),
+        Kind::One(ds) => json!({
+            "type": "object", "additionalProperties": false,
+            "required": ["meta", "record"],
+            "properties": {"meta": r#ref("Meta"), "record": r#ref(component_name(ds))}
+        }),
+    }
+}
+
+fn header_docs() -> Value {
+    json!({
+        "ETag": {"description": "Strong validator of this representation; send it back in If-None-Match.", "schema": {"type": "string"}},
+        "Cache-Control": {"description": "Per dataset: hashprice short, static datasets long, both with stale-while-revalidate.", "schema": {"type": "string"}},
+        "X-SVC-API": {"description": "Courtesy notice.", "schema": {"type": "string"}},
+        "Access-Control-Allow-Origin": {"description": "Always *.", "schema": {"type": "string"}},
+        "Vary": {"description": "Accept-Encoding.", "schema": {"type": "string"}}
+    })
+}
+
+/// The OpenAPI 3.1 document, generated from [`ROUTES`] and the dataset schemas.
+pub fn openapi(infos: &BTreeMap<String, DatasetInfo>, server_url: Option<&str>) -> Value {
+    let mut paths = Map::new();
+    for route in ROUTES {
+        let params: Vec<Value> = route
+            .params
+            .iter()
+            .map(|p| {
+                json!({
+                    "name": p.name,
+                    "in": if p.in_path { "path" } else { "query" },
+                    "required": p.in_path,
+                    "description": p.description,
+                    "schema": p.schema(),
+                })
+            })
+            .collect();
+        let content_type = if route.kind == Kind::Index {
+            "text/html"
+        } else {
+            "application/json"
+        };
+        let error = json!({
+            "description": "Error body (docs/OPEN-DATA.md).",
+            "headers": header_docs(),
+            "content": {"application/json": {"schema": r#ref("Error")}}
+        });
+        let mut responses = Map::new();
+        responses.insert(
+            "200".into(),
+            json!({
+                "description": route.summary,
+                "headers": header_docs(),
+                "content": {content_type: {"schema": body_schema(route)}}
+            }),
+        );
+        responses.insert(
+            "304".into(),
+            json!({"description": "Not modified: If-None-Match matched the current ETag.", "headers": header_docs()}),
+        );
+        if !route.params.is_empty() {
+            responses.insert("400".into(), {
+                let mut e = error.clone();
+                e["description"] = json!("A parameter value is out of range, of the wrong type, unknown, or repeated; error.parameter names it.");
+                e
+            });
+        }
+        if matches!(route.kind, Kind::One(_)) {
+            responses.insert("404".into(), {
+                let mut e = error.clone();
+                e["description"] = json!("No record has this key.");
+                e
+            });
+        }
+        responses.insert("405".into(), {
+            let mut e = error.clone();
+            e["description"] = json!("Only GET and HEAD (and CORS preflight OPTIONS) are allowed; the Allow header lists them.");
+            e
+        });
+        let op = json!({
+            "operationId": route.id,
+            "summary": route.summary,
+            "description": route.description,
+            "parameters": params,
+            "responses": responses,
+            "x-cache-control": route.cache.header(),
+        });
+        paths.insert(route.path.to_string(), json!({"get": op}));
+    }
+    let mut schemas = Map::new();
+    schemas.insert("Meta".into(), meta_schema());
+    schemas.insert("Pagination".into(), pagination_schema());
+    schemas.insert("Error".into(), error_schema());
+    schemas.insert("Hashprice".into(), hashprice_schema());
+    schemas.insert("HashpriceStatus".into(), status_schema());
+    schemas.insert("CatalogEntry".into(), catalog_entry_schema());
+    for (name, info) in infos {
+        schemas.insert(component_name(name).into(), record_schema(name, info));
+    }
+    let servers = match server_url {
+        Some(u) => json!([{"url": u}]),
+        None => json!([{"url": "/"}]),
+    };
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "svcOS Open Mining Data API",
+            "version": "1.0.0",
+            "description": format!("Free, keyless, read-only JSON over Bitcoin-mining datasets. {NOTICE}"),
+            "license": {"name": LICENSE, "url": LICENSE_URL}
+        },
+        "servers": servers,
+        "paths": paths,
+        "components": {"schemas": schemas}
+    })
+}
+
+/// Routes that serve a dataset (for the catalogue).
+pub fn routes_of(dataset: &str) -> Vec<&'static str> {
+    ROUTES
+        .iter()
+        .filter(|r| matches!(r.kind, Kind::List(d) | Kind::One(d) if d == dataset))
+        .map(|r| r.path)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_and_paths_are_unique_and_under_v1() {
+        let mut ids = std::collections::HashSet::new();
+        let mut paths = std::collections::HashSet::new();
+        for r in ROUTES {
+            assert!(ids.insert(r.id), "{}", r.id);
+            assert!(paths.insert(r.path), "{}", r.path);
+            assert!(r.path.starts_with("/v1/"), "{}", r.path);
+            for p in r.params.iter().filter(|p| p.in_path) {
+                assert!(r.path.contains(&format!("{{{}}}", p.name)), "{}", r.path);
+            }
+        }
+    }
+
+    #[test]
+    fn cache_policy_header() {
+        assert_eq!(
+            CACHE_LIVE.header(),
+            "public, max-age=60, stale-while-revalidate=300"
+        );
+    }
+}

@@ -1,0 +1,554 @@
+//! The HTTP face: an axum router generated from the registry, the shared state, and the
+//! refresh loops (hashprice, price feed) that swap in new snapshots.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, RawQuery};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::Response;
+use axum::routing::{MethodRouter, get};
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::net::TcpListener;
+
+use crate::cache::{Entry, ResponseCache, negotiate};
+use crate::datasets::{DatasetInfo, PriceFeed};
+use crate::hashprice;
+use crate::query::{self, Params};
+use crate::registry::{self, CACHE_ERROR, Kind, NOTICE, ROUTES, Route};
+use crate::render::{self, DatasetData, HashpriceView, Record, Snapshot};
+use crate::store::{Store, StoreError};
+use crate::time::{now_unix, rfc3339};
+use crate::upstream::{self, ChainSource};
+
+/// Methods every route answers (OPTIONS only as CORS preflight).
+pub const ALLOW: &str = "GET, HEAD, OPTIONS";
+
+/// How the hashprice is refreshed.
+#[derive(Debug, Clone)]
+pub struct HashpriceConfig {
+    /// Chain upstream; None = hashprice stays empty (stale, "no upstream configured").
+    pub chain: Option<ChainSource>,
+    /// Price upstream.
+    pub price: Option<crate::client::Url>,
+    /// Seconds between refreshes (15 minutes in production).
+    pub interval: Duration,
+    /// Blocks averaged for fees.
+    pub fee_blocks: u64,
+}
+
+/// Where the price feed is refreshed from (None: the one loaded at start is kept).
+#[derive(Debug, Clone)]
+pub enum FeedSource {
+    /// A local file.
+    File(std::path::PathBuf),
+    /// An http(s) URL.
+    Url(crate::client::Url),
+}
+
+/// Shared state of the server.
+pub struct AppState {
+    infos: BTreeMap<String, DatasetInfo>,
+    source: crate::datasets::Source,
+    snapshot: RwLock<Arc<Snapshot>>,
+    cache: ResponseCache,
+    store: Mutex<Store>,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("cache_entries", &self.cache.len())
+            .finish()
+    }
+}
+
+fn records_of(raw: &[String]) -> Result<Vec<Record>, StoreError> {
+    raw.iter()
+        .map(|r| {
+            let v: Value = serde_json::from_str(r)
+                .map_err(|e| StoreError::Corrupt(r.chars().take(40).collect(), e))?;
+            Ok(Record {
+                raw: r.clone(),
+                value: v.as_object().cloned().unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+/// Build the served snapshot from the store.
+pub fn snapshot_from_store(
+    store: &Store,
+    openapi: Arc<Value>,
+    site_url: Option<String>,
+    interval_s: u64,
+) -> Result<Snapshot, StoreError> {
+    let mut datasets = BTreeMap::new();
+    for (name, ds) in store.datasets()? {
+        datasets.insert(
+            name,
+            DatasetData {
+                version: ds.version,
+                title: ds.title,
+                description: ds.description,
+                generated_at: rfc3339(ds.loaded_at),
+                records: records_of(&ds.records)?,
+            },
+        );
+    }
+    let (feed_origin, feed_header) = store.feed()?.unwrap_or_default();
+    let history: Vec<(i64, String)> = store.hashprice_history(5000)?;
+    let mut hp = HashpriceView {
+        interval_s,
+        stale: true,
+        stale_reason: Some("no successful refresh since the service started".into()),
+        ..HashpriceView::default()
+    };
+    if let Some((at, raw)) = history.first() {
+        hp.record = Some(raw.clone());
+        hp.last_success_at = Some(rfc3339(*at));
+    }
+    Ok(Snapshot {
+        datasets,
+        feed_header,
+        feed_origin,
+        feed_stale: false,
+        hashprice: hp,
+        history: history.into_iter().map(|(_, r)| r).collect(),
+        openapi,
+        site_url,
+    })
+}
+
+impl AppState {
+    /// State over an opened, loaded store.
+    pub fn new(
+        infos: BTreeMap<String, DatasetInfo>,
+        source: crate::datasets::Source,
+        store: Store,
+        site_url: Option<String>,
+        interval_s: u64,
+        cache_entries: usize,
+    ) -> Result<AppState, StoreError> {
+        let openapi = Arc::new(registry::openapi(&infos, site_url.as_deref()));
+        let snap = snapshot_from_store(&store, openapi, site_url, interval_s)?;
+        Ok(AppState {
+            infos,
+            source,
+            snapshot: RwLock::new(Arc::new(snap)),
+            cache: ResponseCache::new(cache_entries),
+            store: Mutex::new(store),
+        })
+    }
+
+    fn snap(&self) -> Arc<Snapshot> {
+        self.snapshot
+            .read()
+            .map(|s| s.clone())
+            .unwrap_or_else(|e| e.into_inner().clone())
+    }
+
+    fn update(&self, f: impl FnOnce(&mut Snapshot)) {
+        let mut guard = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
+        let mut next = (**guard).clone();
+        f(&mut next);
+        *guard = Arc::new(next);
+        drop(guard);
+        self.cache.invalidate();
+    }
+
+    /// Render every parameterless route now, so the first visitors find them cached.
+    pub fn warm(&self) {
+        for route in ROUTES
+            .iter()
+            .filter(|r| r.params.iter().all(|p| !p.in_path))
+        {
+            if let Ok(params) = query::parse_query(route.params, None) {
+                let _ = self.entry(route, &params, None);
+            }
+        }
+    }
+
+    fn entry(&self, route: &'static Route, params: &Params, key: Option<&str>) -> Arc<Entry> {
+        let mut cache_key = query::cache_key(route.id, params);
+        if let Some(k) = key {
+            cache_key.push('/');
+            cache_key.push_str(k);
+        }
+        if let Some(e) = self.cache.get(&cache_key) {
+            return e;
+        }
+        let generation = self.cache.generation();
+        let snap = self.snap();
+        let r = render::render(route, &snap, &self.infos, params, key);
+        let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let cc = if status.is_success() {
+            route.cache.header()
+        } else {
+            CACHE_ERROR.header()
+        };
+        let e = Arc::new(Entry::new(status, r.content_type, &cc, Bytes::from(r.body)));
+        self.cache.insert(cache_key, generation, e.clone());
+        e
+    }
+
+    /// One hashprice refresh: on success a new record (stored, history extended); on failure
+    /// the last good record stays, flagged stale with the reason.
+    pub async fn refresh_hashprice(&self, cfg: &HashpriceConfig) {
+        let now = now_unix();
+        let (Some(chain), Some(price)) = (&cfg.chain, &cfg.price) else {
+            self.update(|s| {
+                s.hashprice.stale = true;
+                s.hashprice.stale_reason = Some("no chain or price upstream configured".into());
+                s.hashprice.last_attempt_at = Some(rfc3339(now));
+            });
+            return;
+        };
+        let (c, p) = tokio::join!(chain.fetch(cfg.fee_blocks), upstream::fetch_price(price));
+        match (c, p) {
+            (Ok(c), Ok(p)) => {
+                let label_price = price.host_port();
+                let rec = hashprice::compute(&c, p, now, &chain.label(), &label_price).to_string();
+                let stored = self
+                    .store
+                    .lock()
+                    .map_err(|_| "store lock poisoned".to_string())
+                    .and_then(|s| s.insert_hashprice(now, &rec).map_err(|e| e.to_string()));
+                if let Err(e) = &stored {
+                    tracing::warn!(error = %e, "hashprice history not stored");
+                }
+                tracing::info!(
+                    height = c.height,
+                    difficulty = c.difficulty,
+                    "hashprice refreshed"
+                );
+                self.update(|s| {
+                    s.hashprice.record = Some(rec.clone());
+                    s.hashprice.stale = false;
+                    s.hashprice.stale_reason = None;
+                    s.hashprice.last_attempt_at = Some(rfc3339(now));
+                    s.hashprice.last_success_at = Some(rfc3339(now));
+                    s.history.insert(0, rec);
+                    s.history.truncate(5000);
+                });
+            }
+            (c, p) => {
+                let mut why = Vec::new();
+                if let Err(e) = c {
+                    why.push(format!("chain: {e}"));
+                }
+                if let Err(e) = p {
+                    why.push(format!("price: {e}"));
+                }
+                let reason = why.join("; ");
+                tracing::warn!(%reason, "hashprice refresh failed; serving the last good value as stale");
+                self.update(|s| {
+                    s.hashprice.stale = true;
+                    s.hashprice.stale_reason = Some(reason);
+                    s.hashprice.last_attempt_at = Some(rfc3339(now));
+                });
+            }
+        }
+    }
+
+    /// Reload the price feed; a failure keeps the last good items (meta.stale = true).
+    pub async fn refresh_feed(&self, source: &FeedSource) {
+        let loaded = match source {
+            FeedSource::File(p) => {
+                crate::datasets::read_feed_file(p, &self.infos).map_err(|e| e.to_string())
+            }
+            FeedSource::Url(u) => match crate::client::fetch(u, None, upstream::TIMEOUT).await {
+                Ok(b) => crate::datasets::feed_from_text(
+                    &u.host_port(),
+                    &String::from_utf8_lossy(&b),
+                    &self.infos,
+                )
+                .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            },
+        };
+        match loaded.and_then(|feed| self.replace_feed(&feed)) {
+            Ok(()) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "price feed refresh failed; serving the last good items");
+                self.update(|s| s.feed_stale = true);
+            }
+        }
+    }
+
+    fn replace_feed(&self, feed: &PriceFeed) -> Result<(), String> {
+        // The miners' linked products depend on the feed, so every dataset is derived again
+        // from the static files plus the new feed, then stored in one transaction.
+        let recs = crate::datasets::load_all(&self.source, &self.infos, feed)
+            .map_err(|e| e.to_string())?;
+        let snap = {
+            let mut store = self
+                .store
+                .lock()
+                .map_err(|_| "store lock poisoned".to_string())?;
+            store
+                .replace_all(&self.infos, &recs, feed, &self.source.label(), now_unix())
+                .map_err(|e| e.to_string())?;
+            let cur = self.snap();
+            snapshot_from_store(
+                &store,
+                cur.openapi.clone(),
+                cur.site_url.clone(),
+                cur.hashprice.interval_s,
+            )
+            .map_err(|e| e.to_string())?
+        };
+        self.update(|s| {
+            s.datasets = snap.datasets;
+            s.feed_header = snap.feed_header;
+            s.feed_origin = snap.feed_origin;
+            s.feed_stale = false;
+        });
+        Ok(())
+    }
+}
+
+fn base_headers(h: &mut HeaderMap) {
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        HeaderValue::from_static("ETag, X-SVC-API, Cache-Control"),
+    );
+    h.insert("x-svc-api", HeaderValue::from_static(NOTICE));
+}
+
+fn error_response(
+    status: StatusCode,
+    code: &str,
+    message: &str,
+    parameter: Option<&str>,
+) -> Response {
+    let allow = (status == StatusCode::METHOD_NOT_ALLOWED).then_some(ALLOW);
+    let body = render::error_body(status.as_u16(), code, message, parameter, allow);
+    let mut resp = Response::new(Body::from(body));
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    base_headers(h);
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_str(&CACHE_ERROR.header())
+            .unwrap_or(HeaderValue::from_static("no-cache")),
+    );
+    if let Some(a) = allow {
+        h.insert(header::ALLOW, HeaderValue::from_static(a));
+    }
+    resp
+}
+
+fn serve_entry(entry: &Entry, req_headers: &HeaderMap) -> Response {
+    let coding = negotiate(
+        req_headers
+            .get(header::ACCEPT_ENCODING)
+            .and_then(|v| v.to_str().ok()),
+    );
+    let (body, etag, coding) = entry.variant(coding);
+    let not_modified = entry.status.is_success()
+        && req_headers
+            .get(header::IF_NONE_MATCH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|inm| entry.matches(inm));
+    let mut resp = if not_modified {
+        let mut r = Response::new(Body::empty());
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        r
+    } else {
+        let len = body.len();
+        let mut r = Response::new(Body::from(body));
+        *r.status_mut() = entry.status;
+        r.headers_mut()
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+        r.headers_mut()
+            .insert(header::CONTENT_TYPE, entry.content_type.clone());
+        if let Some(enc) = coding.header() {
+            r.headers_mut()
+                .insert(header::CONTENT_ENCODING, HeaderValue::from_static(enc));
+        }
+        r
+    };
+    let h = resp.headers_mut();
+    base_headers(h);
+    h.insert(header::CACHE_CONTROL, entry.cache_control.clone());
+    h.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    if entry.status.is_success() {
+        h.insert(header::ETAG, etag);
+    }
+    resp
+}
+
+async fn handle(
+    state: Arc<AppState>,
+    route: &'static Route,
+    key: Option<String>,
+    raw_query: Option<String>,
+    headers: HeaderMap,
+) -> Response {
+    let params = match query::parse_query(route.params, raw_query.as_deref()) {
+        Ok(p) => p,
+        Err(e) => {
+            let code = if e.message.starts_with("unknown parameter") {
+                "unknown_parameter"
+            } else {
+                "invalid_parameter"
+            };
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                code,
+                &e.message,
+                Some(&e.parameter),
+            );
+        }
+    };
+    if let (Some(k), Some(p)) = (&key, route.params.iter().find(|p| p.in_path))
+        && let Err(e) = query::parse_value(p, k)
+    {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            "invalid_parameter",
+            &e.message,
+            Some(&e.parameter),
+        );
+    }
+    let entry = state.entry(route, &params, key.as_deref());
+    serve_entry(&entry, &headers)
+}
+
+async fn preflight(headers: HeaderMap) -> Response {
+    let mut resp = Response::new(Body::empty());
+    *resp.status_mut() = StatusCode::NO_CONTENT;
+    let h = resp.headers_mut();
+    base_headers(h);
+    h.insert(header::ALLOW, HeaderValue::from_static(ALLOW));
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static(ALLOW),
+    );
+    let asked = headers
+        .get(header::ACCESS_CONTROL_REQUEST_HEADERS)
+        .cloned()
+        .unwrap_or(HeaderValue::from_static("*"));
+    h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, asked);
+    h.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("86400"),
+    );
+    resp
+}
+
+async fn method_not_allowed(method: Method) -> Response {
+    error_response(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        &format!("{method} is not allowed; this API is read-only ({ALLOW})"),
+        None,
+    )
+}
+
+async fn not_found(method: Method, uri: axum::http::Uri) -> Response {
+    if method == Method::OPTIONS {
+        return preflight(HeaderMap::new()).await;
+    }
+    error_response(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        &format!(
+            "no route {}; see /v1/catalog or /v1/openapi.json",
+            uri.path()
+        ),
+        None,
+    )
+}
+
+fn method_router(state: &Arc<AppState>, route: &'static Route) -> MethodRouter {
+    let has_key = route.params.iter().any(|p| p.in_path);
+    let st = state.clone();
+    let getter = if has_key {
+        get(
+            move |Path(key): Path<String>, RawQuery(q): RawQuery, headers: HeaderMap| {
+                handle(st.clone(), route, Some(key), q, headers)
+            },
+        )
+    } else {
+        get(move |RawQuery(q): RawQuery, headers: HeaderMap| {
+            handle(st.clone(), route, None, q, headers)
+        })
+    };
+    getter.options(preflight).fallback(method_not_allowed)
+}
+
+async fn redirect_index() -> Response {
+    let mut resp = Response::new(Body::empty());
+    *resp.status_mut() = StatusCode::PERMANENT_REDIRECT;
+    resp.headers_mut()
+        .insert(header::LOCATION, HeaderValue::from_static("/v1/"));
+    base_headers(resp.headers_mut());
+    resp
+}
+
+/// The router: one axum route per registry entry, plus `/` and `/v1` redirecting to the index.
+pub fn router(state: Arc<AppState>) -> Router {
+    let mut app = Router::new();
+    for route in ROUTES {
+        app = app.route(route.path, method_router(&state, route));
+    }
+    debug_assert!(ROUTES.iter().any(|r| r.kind == Kind::Index));
+    app.route("/", get(redirect_index).fallback(method_not_allowed))
+        .route("/v1", get(redirect_index).fallback(method_not_allowed))
+        .fallback(not_found)
+}
+
+/// Serve on `listener` until `shutdown` resolves, refreshing hashprice and feed meanwhile.
+pub async fn run(
+    state: Arc<AppState>,
+    listener: TcpListener,
+    hashprice_cfg: HashpriceConfig,
+    feed: Option<(FeedSource, Duration)>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    state.warm();
+    let st = state.clone();
+    let hp = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(hashprice_cfg.interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            st.refresh_hashprice(&hashprice_cfg).await;
+        }
+    });
+    let feed_task = feed.map(|(source, every)| {
+        let st = state.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                st.refresh_feed(&source).await;
+            }
+        })
+    });
+    let result = axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await;
+    hp.abort();
+    if let Some(t) = feed_task {
+        t.abort();
+    }
+    result
+}

@@ -1,0 +1,562 @@
+"""Open Mining Data API (`svcos-open-data`), end to end over HTTP against the real binary.
+
+One server per module, with fake upstreams run by the test: a Bitcoin Core-style JSON-RPC
+(getblockcount, getdifficulty, getblockstats in batches, Basic auth) and a BTC price source.
+Covers schemathesis against the live /v1/openapi.json, every filter and pagination edge, CORS
+preflight, ETag/304, HEAD, 405 + Allow, compression, hashprice against hand-computed vectors
+(including a failing upstream: stale flag, last good value), the export mirrors' records
+byte-equal to the API's, and a bad dataset row stopping the service with file:line.
+"""
+
+import base64
+import gzip
+import http.client
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RPC_USER, RPC_PASS = "rpcuser", "s3cret-pw"
+HEIGHT = 900_000
+DIFFICULTY = 1.0e14
+FEES = {HEIGHT: 4_000_000, HEIGHT - 1: 5_000_000, HEIGHT - 2: 6_000_000}
+USD, CAD = 100_000.0, 140_000.0
+
+
+def open_data_bin() -> Path:
+    if os.environ.get("OPEN_DATA_BIN"):
+        return Path(os.environ["OPEN_DATA_BIN"])
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    for profile in ("debug", "release"):
+        p = target / profile / "svcos-open-data"
+        if p.exists():
+            return p
+    raise RuntimeError("svcos-open-data not built: run `cargo build -p svcos-open-data` first")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Upstreams:
+    """Fake chain (JSON-RPC) and price sources; `failing` makes both answer 503."""
+
+    def __init__(self):
+        self.failing = False
+        self.calls = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def _send(self, status, body):
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                if outer.failing:
+                    return self._send(503, {"error": "down"})
+                if self.path == "/price":
+                    return self._send(200, {"time": 1, "USD": USD, "CAD": CAD, "EUR": 1.0})
+                self._send(404, {})
+
+            def do_POST(self):
+                if outer.failing:
+                    return self._send(503, {"error": "down"})
+                want = "Basic " + base64.b64encode(f"{RPC_USER}:{RPC_PASS}".encode()).decode()
+                if self.headers.get("Authorization") != want:
+                    return self._send(401, {})
+                req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                out = []
+                for call in req:
+                    outer.calls.append(call["method"])
+                    m, p = call["method"], call["params"]
+                    if m == "getblockcount":
+                        res = HEIGHT
+                    elif m == "getdifficulty":
+                        res = DIFFICULTY
+                    elif m == "getblockstats":
+                        res = {"totalfee": FEES[p[0]], "height": p[0]}
+                    else:
+                        out.append({"id": call["id"], "result": None, "error": {"code": -32601, "message": "no"}})
+                        continue
+                    out.append({"id": call["id"], "result": res, "error": None})
+                self._send(200, out)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+
+
+def request(method, url, headers=None, timeout=10.0):
+    """(status, lower-cased headers, raw body); no redirects followed, no decoding."""
+    u = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
+    try:
+        path = u.path + ("?" + u.query if u.query else "")
+        conn.request(method, path, headers=headers or {})
+        r = conn.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        conn.close()
+
+
+def get_json(url, **kw):
+    status, headers, body = request("GET", url, **kw)
+    return status, headers, json.loads(body)
+
+
+def wait_for(what, cond, timeout=60.0):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            last = cond()
+            if last:
+                return last
+        except (OSError, ValueError) as e:
+            last = e
+        time.sleep(0.2)
+    raise AssertionError(f"{what} not reached in {timeout}s: {last!r}")
+
+
+class Server:
+    def __init__(self, tmp: Path, upstreams: Upstreams):
+        self.tmp = tmp
+        self.db = tmp / "open-data.sqlite"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = tmp / "server.log"
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [
+                str(open_data_bin()),
+                "serve",
+                "--bind", f"127.0.0.1:{self.port}",
+                "--db", str(self.db),
+                "--bitcoind-rpc", f"http://{RPC_USER}:{RPC_PASS}@127.0.0.1:{upstreams.port}",
+                "--price-url", f"http://127.0.0.1:{upstreams.port}/price",
+                "--hashprice-interval-s", "1",
+                "--fee-blocks", "3",
+                "--workers", "2",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_for("server answering", lambda: request("GET", self.url + "/v1/catalog", timeout=2)[0] == 200)
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def upstreams():
+    u = Upstreams()
+    yield u
+    u.close()
+
+
+@pytest.fixture(scope="module")
+def server(upstreams):
+    tmp = Path(tempfile.mkdtemp(prefix="open-data-"))
+    s = Server(tmp, upstreams)
+    yield s
+    s.stop()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def records(server, path):
+    status, _, body = get_json(server.url + path)
+    assert status == 200, body
+    return body["records"]
+
+
+# ---------------------------------------------------------------- catalogue, OpenAPI, index
+
+
+def test_catalog_openapi_and_index_come_from_one_registry(server):
+    status, headers, cat = get_json(server.url + "/v1/catalog")
+    assert status == 200
+    assert cat["meta"]["license"] == "CC BY 4.0"
+    for k in ("title", "description", "source", "generated_at", "schema"):
+        assert cat["meta"][k], k
+    names = {r["dataset"] for r in cat["records"]}
+    assert names == {"miners", "power-profiles", "error-codes", "reliability", "price-index", "hashprice"}
+    status, headers, doc = get_json(server.url + "/v1/openapi.json")
+    assert status == 200 and doc["openapi"] == "3.1.0"
+    assert headers["access-control-allow-origin"] == "*"
+    routes = set(doc["paths"])
+    for r in cat["records"]:
+        assert set(r["routes"]) <= routes, r
+    assert {"/v1/miners/{slug}", "/v1/error-codes/{code}", "/v1/hashprice/history", "/v1/"} <= routes
+    params = {p["name"]: p["schema"] for p in doc["paths"]["/v1/error-codes"]["get"]["parameters"]}
+    assert params["per_page"]["maximum"] == 500 and params["page"]["minimum"] == 1
+    status, headers, html = request("GET", server.url + "/v1/")
+    assert status == 200 and headers["content-type"].startswith("text/html")
+    for path in routes:
+        assert path.encode() in html, path
+    status, headers, _ = request("GET", server.url + "/")
+    assert status == 308 and headers["location"] == "/v1/"
+
+
+# ---------------------------------------------------------------- datasets and filters
+
+
+def test_miners_and_filters(server):
+    miners = records(server, "/v1/miners")
+    assert len(miners) >= 30
+    for m in miners:
+        assert m["source"]["url"].startswith("https://"), m
+        assert m["algorithm"] == "sha256"
+        assert abs(m["power_w"] / m["hashrate_ths"] - m["efficiency_j_per_th"]) <= m["efficiency_j_per_th"] * 0.03
+        assert m["btu_per_h"] == round(m["power_w"] * 3.412142)
+        assert 0 <= m["home_score"] <= 100
+    makers = {m["manufacturer_slug"] for m in miners}
+    assert {"bitmain", "microbt", "canaan", "bitaxe"} <= makers
+    bitmain = records(server, "/v1/miners?manufacturer=bitmain")
+    assert bitmain and all(m["manufacturer_slug"] == "bitmain" for m in bitmain)
+    assert len(records(server, "/v1/miners?algorithm=sha256&manufacturer=canaan")) == sum(
+        m["manufacturer_slug"] == "canaan" for m in miners
+    )
+    assert records(server, "/v1/miners?manufacturer=nobody") == []
+    status, _, body = get_json(server.url + "/v1/miners?manufacturer=Bitmain")
+    assert status == 400 and body["error"]["parameter"] == "manufacturer"
+    status, _, body = get_json(server.url + "/v1/miners/antminer-s9")
+    assert status == 200 and body["record"]["power_w"] == 1323 and body["record"]["hashrate_ths"] == 13.5
+    status, _, body = get_json(server.url + "/v1/miners/no-such-model")
+    assert status == 404 and body["error"]["code"] == "not_found" and "meta" in body
+
+
+def test_error_code_pagination_edges(server):
+    base = server.url + "/v1/error-codes"
+    status, _, full = get_json(base + "?per_page=500")
+    assert status == 200
+    total = full["meta"]["pagination"]["total"]
+    assert total == len(full["records"]) and total >= 50
+    status, _, first = get_json(base)
+    assert first["meta"]["pagination"] == {
+        "page": 1, "per_page": 100, "total": total, "total_pages": 1, "next_page": None, "prev_page": None,
+    }
+    seen = []
+    page = 1
+    while True:
+        status, _, body = get_json(f"{base}?per_page=7&page={page}")
+        assert status == 200
+        p = body["meta"]["pagination"]
+        assert p["total_pages"] == -(-total // 7) and body["meta"]["count"] == len(body["records"])
+        seen += [r["code"] for r in body["records"]]
+        if p["next_page"] is None:
+            break
+        assert p["next_page"] == page + 1
+        page += 1
+    assert seen == [r["code"] for r in full["records"]]
+    status, _, past = get_json(f"{base}?per_page=7&page={page + 5}")
+    assert status == 200 and past["records"] == [] and past["meta"]["pagination"]["next_page"] is None
+    for query, param in [
+        ("page=0", "page"),
+        ("page=-1", "page"),
+        ("per_page=0", "per_page"),
+        ("per_page=501", "per_page"),
+        ("page=abc", "page"),
+        ("per_page=2.5", "per_page"),
+        ("page=", "page"),
+        ("page=1&page=2", "page"),
+        ("component=flux", "component"),
+        ("colour=red", "colour"),
+        ("search=" + "x" * 101, "search"),
+    ]:
+        status, headers, body = get_json(f"{base}?{query}")
+        assert status == 400, (query, body)
+        assert body["error"]["parameter"] == param, (query, body)
+        assert body["error"]["code"] in ("invalid_parameter", "unknown_parameter")
+        assert body["meta"]["license"] == "CC BY 4.0"
+        assert headers["access-control-allow-origin"] == "*"
+    status, _, body = get_json(base + "?per_page=500")
+    assert status == 200
+
+
+def test_error_code_filters(server):
+    base = server.url + "/v1/error-codes?per_page=500"
+    fans = records(server, "/v1/error-codes?per_page=500&component=fan")
+    assert fans and all(r["component"] == "fan" for r in fans)
+    wm = records(server, "/v1/error-codes?per_page=500&manufacturer=micro")
+    assert wm and all(r["manufacturer_slug"] == "microbt" for r in wm)
+    assert [r["code"] for r in records(server, "/v1/error-codes?code=530")] == ["WHATSMINER-530"]
+    hits = records(server, "/v1/error-codes?search=fan%20STALLED")
+    assert [r["code"] for r in hits] == ["SVCOS-HW-FAN-STALL"]
+    by_model = records(server, "/v1/error-codes?per_page=500&search=antminer+s21")
+    assert by_model and all(any("s21" in m.lower() for m in r["affected_models"]) for r in by_model)
+    both = records(server, "/v1/error-codes?per_page=500&component=fan&manufacturer=svcos")
+    assert [r["code"] for r in both] == ["SVCOS-HW-FAN-STALL"]
+    for r in records(server, "/v1/error-codes?per_page=500"):
+        assert r["source"].get("url") or r["source"].get("path"), r
+    status, _, one = get_json(server.url + "/v1/error-codes/WHATSMINER-530")
+    assert status == 200 and one["record"]["native_code"] == "530"
+    status, _, body = get_json(server.url + "/v1/error-codes/NOPE-1")
+    assert status == 404 and body["error"]["code"] == "not_found"
+    status, _, body = get_json(base + "&manufacturer=")
+    assert status == 400 and body["error"]["parameter"] == "manufacturer"
+
+
+def test_other_dataset_filters(server):
+    s9 = records(server, "/v1/power-profiles?model=antminer-s9")
+    assert s9 and all(r["model_slug"] == "antminer-s9" for r in s9)
+    assert any(r["kind"] == "published" and r["profile"] == "stock" for r in s9)
+    assert records(server, "/v1/power-profiles?model=no-such") == []
+    rel = records(server, "/v1/reliability")
+    assert rel and all(r["grade"] in "ABC" and r["source"]["url"].startswith("https://") for r in rel)
+    m30s = records(server, "/v1/reliability?model=whatsminer-m30s")
+    assert m30s and all("whatsminer-m30s" in r["model_slugs"] for r in m30s)
+    by_name = records(server, "/v1/reliability?model=whatsminer-m50s")
+    assert by_name
+    status, _, body = get_json(server.url + "/v1/reliability?model=Whatsminer+M30S")
+    assert status == 400 and body["error"]["parameter"] == "model"
+
+
+def test_price_index_is_a_labelled_sample(server):
+    status, _, body = get_json(server.url + "/v1/price-index")
+    assert status == 200
+    assert body["meta"]["sample"] is True and "NOT live prices" in body["meta"]["notice"]
+    prices = sorted(r["price_cad"] for r in body["records"])
+    n = len(prices)
+    median = prices[n // 2] if n % 2 else (prices[n // 2 - 1] + prices[n // 2]) / 2
+    assert body["summary"] == {"count": n, "min_cad": prices[0], "median_cad": median, "max_cad": prices[-1]}
+    new = records(server, "/v1/price-index?condition=new")
+    assert new and all(r["condition"] == "new" for r in new)
+    oh = records(server, "/v1/price-index?category=open-hardware-miners&condition=refurbished")
+    assert oh and all(r["category"] == "open-hardware-miners" and r["condition"] == "refurbished" for r in oh)
+    for q, param in [("condition=used", "condition"), ("category=gpus", "category")]:
+        status, _, err = get_json(server.url + "/v1/price-index?" + q)
+        assert status == 400 and err["error"]["parameter"] == param
+    # The linked product of a miner carries the sample flag too.
+    status, _, s21 = get_json(server.url + "/v1/miners/antminer-s21")
+    assert s21["record"]["product"]["sample"] is True and s21["record"]["status"] == "in_stock"
+
+
+# ---------------------------------------------------------------- HTTP behaviour
+
+
+def test_cache_headers_etag_304_and_head(server):
+    status, h, body = request("GET", server.url + "/v1/miners")
+    assert status == 200
+    assert "max-age=86400" in h["cache-control"] and "stale-while-revalidate" in h["cache-control"]
+    assert h["x-svc-api"] and h["access-control-allow-origin"] == "*"
+    assert h["vary"] == "Accept-Encoding"
+    etag = h["etag"]
+    assert etag.startswith('"') and not etag.startswith("W/")
+    status, h2, body2 = request("GET", server.url + "/v1/miners", headers={"If-None-Match": etag})
+    assert status == 304 and body2 == b"" and h2["etag"] == etag
+    status, _, _ = request("GET", server.url + "/v1/miners", headers={"If-None-Match": '"other"'})
+    assert status == 200
+    # The same query spelled differently is the same representation.
+    _, ha, _ = request("GET", server.url + "/v1/error-codes?page=1")
+    _, hb, _ = request("GET", server.url + "/v1/error-codes?per_page=100")
+    assert ha["etag"] == hb["etag"]
+    status, hh, hbody = request("HEAD", server.url + "/v1/miners")
+    assert status == 200 and hbody == b""
+    assert hh["etag"] == etag and int(hh["content-length"]) == len(body)
+    _, hp, _ = request("GET", server.url + "/v1/hashprice")
+    assert "max-age=60" in hp["cache-control"] and "stale-while-revalidate" in hp["cache-control"]
+
+
+def test_compression(server):
+    _, _, plain = request("GET", server.url + "/v1/error-codes?per_page=500")
+    status, h, gz = request("GET", server.url + "/v1/error-codes?per_page=500", headers={"Accept-Encoding": "gzip"})
+    assert status == 200 and h["content-encoding"] == "gzip" and h["vary"] == "Accept-Encoding"
+    assert gzip.decompress(gz) == plain and len(gz) < len(plain)
+    status, h, br = request("GET", server.url + "/v1/error-codes?per_page=500", headers={"Accept-Encoding": "gzip, br"})
+    assert status == 200 and h["content-encoding"] == "br" and len(br) < len(plain)
+    import requests  # decodes br when the brotli module is there; otherwise check the length only
+
+    r = requests.get(server.url + "/v1/error-codes?per_page=500", headers={"Accept-Encoding": "br"}, timeout=10)
+    try:
+        import brotli  # noqa: F401
+
+        assert r.content == plain
+    except ImportError:
+        assert len(r.content) == len(br)
+    status, h, same = request("GET", server.url + "/v1/error-codes?per_page=500", headers={"Accept-Encoding": "identity"})
+    assert "content-encoding" not in h and same == plain
+
+
+def test_cors_preflight_405_and_404(server):
+    status, h, body = request(
+        "OPTIONS",
+        server.url + "/v1/miners",
+        headers={"Origin": "https://example.org", "Access-Control-Request-Method": "GET",
+                 "Access-Control-Request-Headers": "if-none-match"},
+    )
+    assert status == 204 and body == b""
+    assert h["access-control-allow-origin"] == "*"
+    assert "GET" in h["access-control-allow-methods"]
+    assert "if-none-match" in h["access-control-allow-headers"].lower()
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        status, h, body = request(method, server.url + "/v1/miners")
+        assert status == 405, method
+        assert h["allow"] == "GET, HEAD, OPTIONS"
+        err = json.loads(body)["error"]
+        assert err["code"] == "method_not_allowed" and err["status"] == 405
+    status, h, body = request("GET", server.url + "/v1/nothing/here")
+    err = json.loads(body)
+    assert status == 404 and err["error"]["code"] == "not_found" and err["meta"]["schema"] == "svcos.opendata.error.v1"
+    assert h["access-control-allow-origin"] == "*"
+
+
+# ---------------------------------------------------------------- hashprice
+
+
+def expected_hashprice():
+    per_th = 86400e12 / (DIFFICULTY * 2**32)
+    subsidy = 3.125  # height 900 001: fourth halving era
+    fees = sum(FEES.values()) / len(FEES) / 1e8
+    return {
+        ("usd", "per_th_day", "subsidy_only"): per_th * subsidy * USD,
+        ("usd", "per_th_day", "fee_inclusive"): per_th * (subsidy + fees) * USD,
+        ("usd", "per_ph_day", "subsidy_only"): per_th * subsidy * USD * 1000,
+        ("usd", "per_ph_day", "fee_inclusive"): per_th * (subsidy + fees) * USD * 1000,
+        ("cad", "per_th_day", "subsidy_only"): per_th * subsidy * CAD,
+        ("cad", "per_th_day", "fee_inclusive"): per_th * (subsidy + fees) * CAD,
+        ("cad", "per_ph_day", "subsidy_only"): per_th * subsidy * CAD * 1000,
+        ("cad", "per_ph_day", "fee_inclusive"): per_th * (subsidy + fees) * CAD * 1000,
+    }
+
+
+def hashprice(server):
+    status, _, body = get_json(server.url + "/v1/hashprice")
+    assert status == 200
+    return body
+
+
+def test_hashprice_vectors_and_stale_upstream(server, upstreams):
+    body = wait_for("a fresh hashprice", lambda: (b := hashprice(server))["record"] and not b["status"]["stale"] and b)
+    rec = body["record"]
+    for (cur, unit, kind), want in expected_hashprice().items():
+        got = rec[cur][unit][kind]
+        assert abs(got - want) <= max(1e-6, want * 1e-9), (cur, unit, kind, got, want)
+    assert rec["network"] == {
+        **rec["network"],
+        "height": HEIGHT,
+        "difficulty": DIFFICULTY,
+        "next_retarget_height": 901_152,
+        "blocks_to_retarget": 1_152,
+        "next_halving_height": 1_050_000,
+        "blocks_to_halving": 150_000,
+    }
+    assert rec["block"]["subsidy_btc"] == 3.125 and rec["block"]["avg_fees_btc"] == 0.05
+    assert rec["block"]["fee_window_blocks"] == 3
+    assert rec["price"] == {"usd": USD, "cad": CAD}
+    assert RPC_PASS not in json.dumps(body)
+    assert "getblockstats" in upstreams.calls
+
+    upstreams.failing = True
+    try:
+        stale = wait_for("stale flag", lambda: (b := hashprice(server))["status"]["stale"] and b)
+        assert stale["record"] is not None and stale["meta"]["stale"] is True
+        assert "HTTP 503" in stale["status"]["stale_reason"]
+        last_good = stale["record"]
+        for (cur, unit, kind), want in expected_hashprice().items():
+            assert abs(last_good[cur][unit][kind] - want) <= max(1e-6, want * 1e-9)
+        time.sleep(2.5)
+        again = hashprice(server)
+        assert again["status"]["stale"] and again["record"]["refreshed_at"] == last_good["refreshed_at"]
+    finally:
+        upstreams.failing = False
+    wait_for("fresh again", lambda: not hashprice(server)["status"]["stale"])
+    hist = records(server, "/v1/hashprice/history?limit=5000")
+    assert len(hist) >= 2 and hist[0]["refreshed_at"] >= hist[-1]["refreshed_at"]
+    assert len(records(server, "/v1/hashprice/history?limit=1")) == 1
+    assert RPC_PASS.encode() not in server.log_path.read_bytes()
+
+
+# ---------------------------------------------------------------- export and dataset validation
+
+
+def records_region(body: bytes) -> bytes:
+    start = body.index(b'"records":[') + len(b'"records":')
+    end = body.index(b'],"summary":') + 1 if b'],"summary":' in body else body.rindex(b"]") + 1
+    return body[start:end]
+
+
+def test_export_mirrors_equal_the_api(server):
+    out = server.tmp / "mirror"
+    res = subprocess.run(
+        [str(open_data_bin()), "export", "--db", str(server.db), "--out", str(out)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert res.returncode == 0, res.stderr
+    for dataset, path in [
+        ("miners", "/v1/miners"),
+        ("power-profiles", "/v1/power-profiles"),
+        ("error-codes", "/v1/error-codes?per_page=500"),
+        ("reliability", "/v1/reliability"),
+        ("price-index", "/v1/price-index"),
+    ]:
+        _, _, api = request("GET", server.url + path)
+        mirror = (out / f"{dataset}.json").read_bytes()
+        assert records_region(api) == records_region(mirror), dataset
+        csv_lines = (out / f"{dataset}.csv").read_bytes().decode().strip().split("\r\n")
+        assert len(csv_lines) == 1 + len(json.loads(api)["records"]), dataset
+    hist = json.loads((out / "hashprice-history.json").read_text())
+    assert hist["meta"]["license"] == "CC BY 4.0" and isinstance(hist["records"], list)
+
+
+def test_a_bad_row_stops_the_service_with_file_and_line(tmp_path):
+    data = tmp_path / "datasets"
+    shutil.copytree(ROOT / "open-data" / "datasets", data)
+    codes = data / "error-codes" / "error-codes.v1.jsonl"
+    lines = codes.read_text().split("\n")
+    idx = next(i for i, l in enumerate(lines) if '"SVCOS-HW-OVERHEAT"' in l)
+    row = json.loads(lines[idx])
+    row["severity"] = "catastrophic"
+    lines[idx] = json.dumps(row)
+    codes.write_text("\n".join(lines))
+    res = subprocess.run(
+        [str(open_data_bin()), "serve", "--bind", f"127.0.0.1:{free_port()}",
+         "--db", str(tmp_path / "db.sqlite"), "--datasets", str(data)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert res.returncode == 78, res.stderr
+    assert f"error-codes.v1.jsonl:{idx + 1}: $.severity:" in res.stderr, res.stderr
+
+
+# ---------------------------------------------------------------- schemathesis
+
+
+def test_schemathesis_live_openapi(server):
+    """The real schemathesis CLI with every check (status codes, content types, response
+    schemas, negative data rejected, positive data accepted, unsupported methods get 405 +
+    Allow, ...) over every operation of the live document."""
+    res = subprocess.run(
+        [sys.executable, "-c", "import sys; from schemathesis.cli import schemathesis; sys.exit(schemathesis())",
+         "run", server.url + "/v1/openapi.json", "--checks", "all", "--max-examples", "10",
+         "--request-timeout", "15", "--no-color"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert res.returncode == 0, res.stdout[-6000:] + res.stderr[-2000:]
+    assert "No issues found" in res.stdout, res.stdout[-3000:]

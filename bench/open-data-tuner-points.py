@@ -7,7 +7,7 @@ targets, and print one dataset row per converged point (open-data/datasets/power
 
 The tuner runs with short settle/measurement windows (2 s / 4 s) so a point takes minutes, not
 tens of minutes; everything else is the shipped configuration. The figures are what the
-tuner's own measurement reports (`measured` of /api/autotuner/state): simulated silicon, not
+tuner's own measurement reports (`measured` of the tuned profile in /api/autotuner/tuned_profiles): simulated silicon, not
 hardware.
 """
 
@@ -67,9 +67,12 @@ def main():
             set_tuner(tmp / "sim" / "config.toml", target)
             sim = start_sim(tmp)
             try:
-                st = tuned(sim, token(sim), target)
+                tok = token(sim)
+                tuned(sim, tok, target)
+                _, _, tp = http("GET", f"{sim.api_url}/api/autotuner/tuned_profiles", token=tok)
             finally:
                 stop_sim(sim)
+            st = next(p for p in tp["profiles"] if p["mode"] == "power" and abs(p["target"] - target) < 1)
             m = st["measured"]
             chains = st.get("chains", [])
             freq = sum(c["frequency_mhz"] for c in chains) / len(chains) if chains else None

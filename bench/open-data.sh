@@ -22,6 +22,8 @@ if [ -z "${OPEN_DATA_BIN:-}" ]; then
 fi
 
 tmp=$(mktemp -d)
+# nginx workers run as an unprivileged user when started as root: the files must be readable.
+chmod 755 "$tmp"
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -68,9 +70,9 @@ http {
   }
 }
 EOF
-nginx -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" -g 'daemon off;' 2>"$tmp/nginx/stderr" &
+nginx -e "$tmp/nginx/logs/error.log" -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" -g 'daemon off;' 2>"$tmp/nginx/stderr" &
 pids+=("$!")
-wait_up "http://127.0.0.1:$ngx_port/v1/miners.json"
+wait_up "http://127.0.0.1:$ngx_port/v1/miners.json" || { cat "$tmp/nginx/stderr" "$tmp/nginx/logs/error.log" >&2; exit 1; }
 
 cmp <(curl -fs "http://127.0.0.1:$svc_port/v1/miners") <(curl -fs "http://127.0.0.1:$ngx_port/v1/miners.json")
 

@@ -8,6 +8,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "svcos/stratum/v1/stratum.proto",
         "svcos/auth/v1/auth.proto",
         "svcos/supervisor/v1/supervisor.proto",
+        "svcos/supervisor/v1/update.proto",
         "svcos/tuner/v1/tuner.proto",
         "svcos/testpool/v1/testpool.proto",
     ];

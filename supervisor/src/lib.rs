@@ -35,6 +35,7 @@ pub mod notify;
 pub mod policy;
 pub mod procfs;
 pub mod simcfg;
+pub mod update;
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -92,9 +93,16 @@ pub struct SimArgs {
     /// Test pool port [default: 3333].
     #[arg(long)]
     pub pool_port: Option<u16>,
-    /// D-Bus address to serve org.svcos.Supervisor1 on [default: the session bus if any].
+    /// D-Bus address to serve org.svcos.Supervisor1 on [default: the session bus if any, else
+    /// a private dbus-daemon on <dir>/run/dbus.sock].
     #[arg(long)]
     pub dbus_address: Option<String>,
+    /// Internal: guard the trial boot of the supervisor with this pid (see update::simboot).
+    #[arg(long, hide = true)]
+    pub boot_watchdog: Option<u32>,
+    /// Internal: the slot on trial that `--boot-watchdog` guards.
+    #[arg(long, hide = true, default_value = "B")]
+    pub boot_slot: String,
 }
 
 /// Errors that stop the supervisor from starting.
@@ -149,11 +157,19 @@ pub fn entry(args: Vec<OsString>) -> ExitCode {
         .collect();
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    run(Layout::production(), services, None, bus, root)
+    run(
+        Layout::production(),
+        services,
+        None,
+        bus,
+        root,
+        update::Setup::Image,
+    )
 }
 
 /// `svcos sim`: the whole stack, simulated board and test pool included, under `--dir`.
 pub fn sim_entry(args: Vec<OsString>) -> ExitCode {
+    let raw = args.clone();
     let args: SimArgs = match parse("svcos sim", args) {
         Ok(a) => a,
         Err(code) => return code,
@@ -176,7 +192,14 @@ pub fn sim_entry(args: Vec<OsString>) -> ExitCode {
             return ExitCode::from(exit::FAILURE);
         }
     };
+    // The bootloader comes first: it may exec another slot's binary.
+    let boot = update::simboot::BootArgs::new(dir.clone(), &raw);
+    if let Some(pid) = args.boot_watchdog {
+        return update::simboot::watchdog(&boot, pid, &args.boot_slot);
+    }
+    let booted = update::simboot::boot(&boot);
     let layout = Layout::sim(&dir);
+    update::simboot::clear_halted(&layout);
     let flags = simcfg::SimFlags {
         bind: args.bind,
         api_port: args.api_port,
@@ -192,12 +215,17 @@ pub fn sim_entry(args: Vec<OsString>) -> ExitCode {
         .dbus_address
         .or_else(|| std::env::var("DBUS_SESSION_BUS_ADDRESS").ok())
         .filter(|a| !a.is_empty())
+        .or_else(|| update::simboot::private_bus(&layout.runtime_dir))
         .map(Bus::Address);
     let services = ServiceName::ALL
         .into_iter()
         .filter(|s| *s != ServiceName::Supervisor)
         .collect();
-    run(layout, services, Some(dir), bus, false)
+    let setup = update::Setup::Sim {
+        boot,
+        booted: booted.slot,
+    };
+    run(layout, services, Some(dir), bus, false, setup)
 }
 
 /// `svcos ctl`.
@@ -267,6 +295,7 @@ fn run(
     sim_dir: Option<PathBuf>,
     bus: Option<Bus>,
     drop_privileges: bool,
+    setup: update::Setup,
 ) -> ExitCode {
     set_process_name("supervisor");
     logging::init("supervisor");
@@ -284,6 +313,7 @@ fn run(
             return ExitCode::from(exit::FAILURE);
         }
     };
+    let after = (setup.clone(), layout.clone());
     let outcome = rt.block_on(async move {
         let _lock = lock_instance(&layout)?;
         if drop_privileges {
@@ -315,10 +345,20 @@ fn run(
             drop_privileges,
         };
         let (handle, manager) = manager::start(settings, shutdown.clone());
+        let lifecycle = update::start(
+            &setup,
+            &layout,
+            &config,
+            bus.clone(),
+            handle.clone(),
+            shutdown.clone(),
+        )
+        .await;
         let (_reporter, health) = ipc::health().await;
         let server = ipc::server()
             .add_service(health)
-            .add_service(control::ControlService::new(handle.clone()));
+            .add_service(control::ControlService::new(handle.clone()))
+            .add_service(update::UpdateGrpc::new(lifecycle.updater.clone()));
         let control_shutdown = Shutdown::new();
         let control = tokio::spawn(ipc::serve(server, listener, control_shutdown.clone()));
         let _bus = match bus {
@@ -354,11 +394,13 @@ fn run(
         let _ = control.await;
         let _ = std::fs::remove_file(layout.socket(ServiceName::Supervisor));
         procfs::remove_pidfile(&layout.pidfile(ServiceName::Supervisor));
-        anyhow::Ok(())
+        anyhow::Ok(lifecycle.updater.is_reboot_requested())
     });
     rt.shutdown_timeout(std::time::Duration::from_millis(200));
+    let reboot = matches!(outcome, Ok(true));
+    update::after_stop(&after.0, &after.1, reboot);
     match outcome {
-        Ok(()) => ExitCode::from(exit::OK),
+        Ok(_) => ExitCode::from(exit::OK),
         Err(e) => {
             tracing::error!(error = format!("{e:#}"), "supervisor failed");
             ExitCode::from(exit::FAILURE)

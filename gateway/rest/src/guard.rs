@@ -30,11 +30,14 @@ pub struct GuardCtx {
 pub async fn guard(State(g): State<GuardCtx>, req: Request, next: Next) -> Response {
     let config = g.state.config();
     let max_body = config.api.max_body_bytes;
-    if let Some(len) = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
+    // Bundle uploads stream to disk under their own, larger limit.
+    let limited = !crate::handlers::firmware::is_upload(g.meta.path);
+    if limited
+        && let Some(len) = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
         && len > max_body as u64
     {
         return payload_too_large(max_body).into_response();

@@ -166,6 +166,8 @@ pub struct Inner {
     pub ops: Arc<crate::handlers::operations::OpsState>,
     /// MQTT and webhook publishers (background tasks; handlers only read their status).
     pub integrations: svcos_integrations::Integrations,
+    /// The firmware bundle upload in flight.
+    pub uploads: crate::handlers::firmware::Uploads,
 }
 
 /// The state every handler gets.
@@ -223,6 +225,7 @@ impl Inner {
             shutdown,
             ops,
             integrations,
+            uploads: Default::default(),
         });
         crate::handlers::operations::governor::spawn(state.clone());
         state

@@ -222,19 +222,30 @@ async fn dashboard_health(State(state): State<AppState>) -> Response {
     }))
 }
 
-async fn update_metadata() -> Response {
+async fn update_metadata(State(state): State<AppState>) -> Response {
+    // Open route: the running version and which update paths exist, nothing about the unit's
+    // slots, model string or files.
+    let status = crate::handlers::firmware::fetch_status(&state).await.ok();
+    let supported = status.as_ref().is_some_and(|s| s.slot_manager_reachable);
     json(json!({
         "schema": "svcos.api.update.metadata.v1",
         "firmware": "svcOS",
-        "current_version": env!("CARGO_PKG_VERSION"),
+        "current_version": status
+            .as_ref()
+            .map_or(env!("CARGO_PKG_VERSION").to_string(), |s| s.running_version.clone()),
         "api_contract_version": API_CONTRACT_VERSION,
         "update_source": "local upload only; the firmware never contacts an update server",
-        "update_supported": false,
+        "update_supported": supported,
+        "bundle_format": "RAUC bundle (.raucb), CMS-signed; verified against the unit's keyring",
+        "max_bundle_bytes": crate::handlers::firmware::MAX_BUNDLE_BYTES,
+        "upload_paths": crate::handlers::firmware::UPLOAD_PATHS,
+        "status_path": "/api/v1/firmware/update/status",
     }))
 }
 
 async fn capabilities(State(state): State<AppState>) -> Response {
     let config = state.config();
+    let update = crate::handlers::firmware::fetch_status(&state).await.ok();
     let supported = |path: &str| {
         metas()
             .iter()
@@ -245,6 +256,24 @@ async fn capabilities(State(state): State<AppState>) -> Response {
         "firmware": "svcOS",
         "version": env!("CARGO_PKG_VERSION"),
         "api_contract_version": API_CONTRACT_VERSION,
+        "running_version": update.as_ref().map(|u| u.running_version.clone()),
+        "update": update.as_ref().map(|u| json!({
+            "slot_manager_reachable": u.slot_manager_reachable,
+            "booted_slot": u.booted_slot,
+            "primary_slot": u.primary_slot,
+            "compatible": u.compatible,
+            "slots": u.slots.iter().map(|s| json!({
+                "name": s.name, "bootname": s.bootname, "state": s.state,
+                "boot_status": s.boot_status, "version": s.version,
+            })).collect::<Vec<_>>(),
+            "paths": {
+                "upload": crate::handlers::firmware::UPLOAD_PATHS,
+                "status": "/api/v1/firmware/update/status",
+                "restore_to_stock": "/api/system/restore-to-stock",
+                "restore_preflight": "/api/system/restore-to-stock/preflight-checks",
+            },
+            "rollback": "automatic: a new slot that is not healthy in time, or crash-loops, is marked bad and the previous slot boots",
+        })),
         "capabilities": {
             "firmware_update": supported("/api/v1/firmware/update"),
             "system_upgrade": supported("/api/v1/system/upgrade"),

@@ -1,22 +1,484 @@
 //! Firmware update and restore-to-stock.
-//! Operations still marked `planned!` answer 501 with the envelope until their feature lands.
+//!
+//! The gateway's part is small on purpose: stream an uploaded RAUC bundle to disk (size-limited,
+//! progress visible as phase `receiving`), then make one call to the supervisor's
+//! `UpdateService`, which verifies, installs, reboots and rolls back (see the supervisor's
+//! `update` module). Status routes report the supervisor's persisted state machine, with the
+//! upload in flight layered on top.
 
-use crate::planned;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use svcos_common::{ServiceName, ipc};
+use svcos_proto::supervisor::v1 as pb;
+use svcos_proto::supervisor::v1::update_service_client::UpdateServiceClient;
+use tokio::io::AsyncWriteExt;
+
+use super::{ApiResult, json, parse_body};
+use crate::envelope::{ApiError, ErrorCode};
 use crate::registry::Route;
+use crate::{AppState, route};
+
+/// Largest bundle accepted, bytes.
+pub const MAX_BUNDLE_BYTES: u64 = 1 << 30;
+/// Deadline of the install call: verification plus writing the slot.
+const INSTALL_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// Deadline of status and preflight calls.
+const STATUS_TIMEOUT: Duration = Duration::from_secs(20);
+/// The paths that take a bundle upload.
+pub const UPLOAD_PATHS: [&str; 3] = [
+    "/api/system/upgrade",
+    "/api/v1/firmware/update",
+    "/api/v1/system/upgrade",
+];
+
+/// Whether `path` takes a bundle upload (it has its own size limit, not `[api].max_body_bytes`).
+pub fn is_upload(path: &str) -> bool {
+    UPLOAD_PATHS.contains(&path)
+}
 
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route> {
     vec![
-        planned!(POST "/api/system/restore-to-stock", P, Identity, "restore to stock firmware"),
-        planned!(POST "/api/system/restore-to-stock/preflight", P, Identity, "restore-to-stock preflight"),
-        planned!(GET "/api/system/restore-to-stock/preflight-checks", P, Identity, "restore-to-stock preflight checks"),
-        planned!(GET "/api/system/restore-to-stock/status", P, Identity, "restore-to-stock status"),
-        planned!(GET "/api/system/update/status", P, Identity, "firmware update"),
-        planned!(POST "/api/system/upgrade", P, Identity, "firmware upgrade"),
-        planned!(GET "/api/system/upgrade/status", P, Identity, "firmware upgrade status"),
-        planned!(POST "/api/v1/firmware/update", P, Identity, "firmware update"),
-        planned!(GET "/api/v1/firmware/update/status", P, Identity, "firmware update status"),
-        planned!(POST "/api/v1/system/upgrade", P, Identity, "firmware upgrade"),
-        planned!(GET "/api/v1/system/upgrade/status", P, Identity, "firmware upgrade status"),
+        route!(POST "/api/system/restore-to-stock", Bearer, P, Identity, Full, "Restore the stock firmware (runs the preflight checks first)", restore),
+        route!(POST "/api/system/restore-to-stock/preflight", Bearer, P, Identity, Full, "Run the restore-to-stock checks now", preflight),
+        route!(GET "/api/system/restore-to-stock/preflight-checks", Bearer, P, Identity, Full, "The restore-to-stock checks", preflight),
+        route!(GET "/api/system/restore-to-stock/status", Bearer, P, Identity, Full, "Restore-to-stock state machine", status),
+        route!(GET "/api/system/update/status", Bearer, P, Identity, Full, "Firmware update state machine and slots", status),
+        route!(POST "/api/system/upgrade", Bearer, P, Identity, Full, "Upload a signed RAUC bundle and install it", upload),
+        route!(GET "/api/system/upgrade/status", Bearer, P, Identity, Full, "Firmware update state machine and slots", status),
+        route!(POST "/api/v1/firmware/update", Bearer, P, Identity, Full, "Upload a signed RAUC bundle and install it", upload),
+        route!(GET "/api/v1/firmware/update/status", Bearer, P, Identity, Full, "Firmware update state machine and slots", status),
+        route!(POST "/api/v1/system/upgrade", Bearer, P, Identity, Full, "Upload a signed RAUC bundle and install it", upload),
+        route!(GET "/api/v1/system/upgrade/status", Bearer, P, Identity, Full, "Firmware update state machine and slots", status),
     ]
+}
+
+/// The upload in flight, if any (one at a time).
+#[derive(Debug, Default)]
+pub struct Uploads {
+    current: Mutex<Option<Receiving>>,
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Receiving {
+    received: u64,
+    expected: Option<u64>,
+}
+
+/// Clears the in-flight upload when the handler ends, however it ends.
+struct Claim<'a>(&'a Uploads);
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        *self.0.current.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
+impl Uploads {
+    fn claim(&self, expected: Option<u64>) -> Option<Claim<'_>> {
+        let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        if cur.is_some() {
+            return None;
+        }
+        *cur = Some(Receiving {
+            received: 0,
+            expected,
+        });
+        Some(Claim(self))
+    }
+
+    fn progress(&self, received: u64) {
+        if let Some(r) = self
+            .current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            r.received = received;
+        }
+    }
+
+    fn snapshot(&self) -> Option<Receiving> {
+        *self.current.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Where uploads land: the gateway's state directory (the supervisor only accepts bundles from
+/// there).
+pub fn upload_dir(state: &AppState) -> PathBuf {
+    state
+        .layout
+        .service_state_dir(ServiceName::Gateway)
+        .join("uploads")
+}
+
+fn client(state: &AppState, timeout: Duration) -> UpdateServiceClient<tonic::transport::Channel> {
+    UpdateServiceClient::new(ipc::channel_with_timeout(
+        state.layout.socket(ServiceName::Supervisor),
+        timeout,
+    ))
+}
+
+fn phase_word(p: i32) -> &'static str {
+    match pb::UpdatePhase::try_from(p).unwrap_or(pb::UpdatePhase::Unspecified) {
+        pb::UpdatePhase::Unspecified | pb::UpdatePhase::Idle => "idle",
+        pb::UpdatePhase::Receiving => "receiving",
+        pb::UpdatePhase::Verifying => "verifying",
+        pb::UpdatePhase::Installing => "installing",
+        pb::UpdatePhase::PendingReboot => "pending_reboot",
+        pb::UpdatePhase::BootingNewSlot => "booting_new_slot",
+        pb::UpdatePhase::Committed => "committed",
+        pb::UpdatePhase::RolledBack => "rolled_back",
+        pb::UpdatePhase::Failed => "failed",
+    }
+}
+
+/// The status body every status route answers with.
+pub fn status_json(s: &pb::UpdateStatus, receiving: Option<(u64, Option<u64>)>) -> Value {
+    let mut phase = phase_word(s.phase);
+    let mut progress = json!({"percent": s.progress_percent, "message": s.progress_message});
+    let in_flight = matches!(
+        phase,
+        "verifying" | "installing" | "pending_reboot" | "booting_new_slot"
+    );
+    if let Some((received, expected)) = receiving
+        && !in_flight
+    {
+        phase = "receiving";
+        let percent = expected
+            .filter(|e| *e > 0)
+            .map(|e| (received.saturating_mul(100) / e).min(100));
+        progress = json!({
+            "percent": percent,
+            "message": "receiving the bundle",
+            "bytes_received": received,
+            "bytes_expected": expected,
+        });
+    }
+    json!({
+        "schema": "svcos.api.update.status.v1",
+        "phase": phase,
+        "in_progress": in_flight || phase == "receiving",
+        "kind": s.kind,
+        "operation_id": s.operation_id,
+        "reason": s.reason,
+        "refusal": s.refusal,
+        "progress": progress,
+        "from": {"version": s.from_version, "slot": s.from_slot},
+        "to": {"version": s.to_version, "slot": s.to_slot},
+        "forced": s.forced,
+        "running_version": s.running_version,
+        "booted_slot": s.booted_slot,
+        "primary_slot": s.primary_slot,
+        "compatible": s.compatible,
+        "slot_manager_reachable": s.slot_manager_reachable,
+        "slots": s.slots.iter().map(|slot| json!({
+            "name": slot.name,
+            "bootname": slot.bootname,
+            "state": slot.state,
+            "boot_status": slot.boot_status,
+            "version": slot.version,
+            "installed_at": slot.installed_at,
+            "sha256": slot.sha256,
+            "boot_failure": slot.boot_failure,
+        })).collect::<Vec<_>>(),
+        "updated_at_ms": s.updated_at_ms,
+        "history": s.history.iter().map(|h| json!({
+            "phase": phase_word(h.phase), "at_ms": h.at_ms, "note": h.note,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// The supervisor's update status (for discovery routes too).
+pub async fn fetch_status(state: &AppState) -> ApiResult<pb::UpdateStatus> {
+    client(state, STATUS_TIMEOUT)
+        .get_update_status(pb::GetUpdateStatusRequest {})
+        .await
+        .map(|r| r.into_inner())
+        .map_err(|s| ApiError::from_grpc("supervisor", &s))
+}
+
+async fn status(State(state): State<AppState>) -> ApiResult {
+    let s = fetch_status(&state).await?;
+    let receiving = state.uploads.snapshot().map(|r| (r.received, r.expected));
+    Ok(json(status_json(&s, receiving)))
+}
+
+/// A refusal from the supervisor, with its code as the envelope's `refusal` member.
+fn refused(status: &tonic::Status) -> ApiError {
+    let refusal = status
+        .metadata()
+        .get("svcos-refusal")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let mut e = ApiError::from_grpc("supervisor", status);
+    if let Some(code) = refusal {
+        e = e
+            .code(ErrorCode::UnclassifiedError)
+            .with("refusal", code.clone())
+            .suggestion(match code.as_str() {
+                "wrong_key" => "sign the bundle with a key whose certificate is in the keyring",
+                "bad_digest" => "the bundle was altered after signing; rebuild and re-sign it",
+                "truncated" => "upload the complete .raucb file",
+                "wrong_model" => "use the bundle built for this model",
+                "downgrade" => "add ?force=true to install an older version on purpose",
+                "busy" => {
+                    "wait for the running update to finish (GET /api/v1/firmware/update/status)"
+                }
+                "preflight_failed" => {
+                    "GET /api/system/restore-to-stock/preflight-checks shows what failed"
+                }
+                _ => "GET /api/v1/firmware/update/status for the state machine",
+            });
+    }
+    e
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UploadQuery {
+    /// Allow a downgrade.
+    #[serde(default)]
+    force: Option<bool>,
+}
+
+fn upload_error(status: StatusCode, refusal: &str, error: impl Into<String>) -> ApiError {
+    ApiError::new(status, error)
+        .code(ErrorCode::UnclassifiedError)
+        .with("refusal", refusal)
+}
+
+async fn upload(
+    State(state): State<AppState>,
+    Query(query): Query<UploadQuery>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    let force = query.force.unwrap_or(false);
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if content_type.starts_with("multipart/") || content_type.starts_with("application/json") {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send the .raucb file as the raw request body",
+        )
+        .code(ErrorCode::UnclassifiedError)
+        .suggestion("Content-Type: application/octet-stream, body = the bundle"));
+    }
+    let expected = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if expected.is_some_and(|n| n > MAX_BUNDLE_BYTES) {
+        return Err(upload_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            format!("bundles are limited to {MAX_BUNDLE_BYTES} bytes"),
+        ));
+    }
+    let Some(_claim) = state.uploads.claim(expected) else {
+        return Err(upload_error(
+            StatusCode::CONFLICT,
+            "busy",
+            "another bundle is being uploaded",
+        ));
+    };
+    let dir = upload_dir(&state);
+    let io = |e: std::io::Error| {
+        if e.kind() == std::io::ErrorKind::StorageFull {
+            upload_error(
+                StatusCode::INSUFFICIENT_STORAGE,
+                "no_space",
+                "not enough space to receive the bundle",
+            )
+        } else {
+            tracing::error!(error = %e, "cannot store an upload");
+            ApiError::internal("cannot store the upload")
+        }
+    };
+    tokio::fs::create_dir_all(&dir).await.map_err(io)?;
+    let id = state
+        .uploads
+        .next_id
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let part = dir.join(format!("upload-{}-{id}.part", std::process::id()));
+    let done = dir.join(format!("upload-{}-{id}.raucb", std::process::id()));
+    let received = receive(&state, body, &part, expected).await;
+    let received = match received {
+        Ok(n) => n,
+        Err(e) => {
+            let _ = tokio::fs::remove_file(&part).await;
+            return Err(e);
+        }
+    };
+    tracing::info!(
+        bytes = received,
+        force,
+        "bundle received; handing it to the supervisor"
+    );
+    tokio::fs::rename(&part, &done).await.map_err(io)?;
+    drop(_claim);
+    let answer = client(&state, INSTALL_TIMEOUT)
+        .install_bundle(pb::InstallBundleRequest {
+            bundle_path: done.to_string_lossy().into_owned(),
+            force,
+        })
+        .await;
+    // The supervisor moved it into its staging area; a leftover means it never got there.
+    let _ = tokio::fs::remove_file(&done).await;
+    let s = answer.map_err(|s| refused(&s))?.into_inner();
+    Ok(json(status_json(&s, None)))
+}
+
+/// Stream the body into `part`; refuses oversize and cut-short uploads.
+async fn receive(
+    state: &AppState,
+    body: Body,
+    part: &std::path::Path,
+    expected: Option<u64>,
+) -> ApiResult<u64> {
+    let mut file = tokio::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(part)
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "cannot create the upload file");
+            ApiError::internal("cannot store the upload")
+        })?;
+    let mut stream = body.into_data_stream();
+    let mut total: u64 = 0;
+    while let Some(chunk) = stream.next().await {
+        let chunk: Bytes = chunk.map_err(|e| {
+            upload_error(
+                StatusCode::BAD_REQUEST,
+                "truncated",
+                format!("the upload was cut short after {total} bytes: {e}"),
+            )
+        })?;
+        total += chunk.len() as u64;
+        if total > MAX_BUNDLE_BYTES {
+            return Err(upload_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                format!("bundles are limited to {MAX_BUNDLE_BYTES} bytes"),
+            ));
+        }
+        file.write_all(&chunk).await.map_err(|e| {
+            if e.kind() == std::io::ErrorKind::StorageFull {
+                upload_error(
+                    StatusCode::INSUFFICIENT_STORAGE,
+                    "no_space",
+                    "not enough space to receive the bundle",
+                )
+            } else {
+                tracing::error!(error = %e, "cannot write the upload");
+                ApiError::internal("cannot store the upload")
+            }
+        })?;
+        state.uploads.progress(total);
+    }
+    if total == 0 {
+        return Err(upload_error(
+            StatusCode::BAD_REQUEST,
+            "truncated",
+            "empty upload: send the .raucb file as the request body",
+        ));
+    }
+    if let Some(n) = expected
+        && n != total
+    {
+        return Err(upload_error(
+            StatusCode::BAD_REQUEST,
+            "truncated",
+            format!("received {total} of {n} bytes"),
+        ));
+    }
+    file.sync_all().await.map_err(|e| {
+        tracing::error!(error = %e, "cannot sync the upload");
+        ApiError::internal("cannot store the upload")
+    })?;
+    Ok(total)
+}
+
+async fn preflight(State(state): State<AppState>) -> ApiResult {
+    let r = client(&state, STATUS_TIMEOUT)
+        .restore_preflight(pb::RestorePreflightRequest {})
+        .await
+        .map_err(|s| ApiError::from_grpc("supervisor", &s))?
+        .into_inner();
+    Ok(json(preflight_json(&r)))
+}
+
+fn preflight_json(r: &pb::RestorePreflightResponse) -> Value {
+    json!({
+        "schema": "svcos.api.restore_to_stock.preflight.v1",
+        "ready": r.ready,
+        "stock_version": r.stock_version,
+        "checks": r.checks.iter().map(|c| json!({"id": c.id, "passed": c.passed, "detail": c.detail})).collect::<Vec<_>>(),
+        "will_be_lost": r.will_be_lost,
+    })
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RestoreBody {
+    /// Must be true: a restore erases svcOS's data.
+    #[serde(default)]
+    confirm: bool,
+}
+
+async fn restore(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
+    let b: RestoreBody = parse_body(&headers, &body)?;
+    if !b.confirm {
+        return Err(
+            ApiError::bad_request("restore to stock needs {\"confirm\": true}")
+                .with("field", "confirm")
+                .suggestion(
+                    "GET /api/system/restore-to-stock/preflight-checks lists what will be lost",
+                ),
+        );
+    }
+    let s = client(&state, INSTALL_TIMEOUT)
+        .restore_to_stock(pb::RestoreToStockRequest {})
+        .await
+        .map_err(|s| refused(&s))?
+        .into_inner();
+    Ok(json(status_json(&s, None)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn receiving_overlays_an_idle_record_only() {
+        let idle = pb::UpdateStatus {
+            phase: pb::UpdatePhase::Committed as i32,
+            ..Default::default()
+        };
+        let v = status_json(&idle, Some((50, Some(200))));
+        assert_eq!(v["phase"], "receiving");
+        assert_eq!(v["progress"]["percent"], 25);
+        assert_eq!(v["in_progress"], true);
+        let busy = pb::UpdateStatus {
+            phase: pb::UpdatePhase::Installing as i32,
+            ..Default::default()
+        };
+        assert_eq!(status_json(&busy, Some((1, None)))["phase"], "installing");
+        assert_eq!(status_json(&idle, None)["phase"], "committed");
+        assert_eq!(status_json(&idle, None)["in_progress"], false);
+    }
 }

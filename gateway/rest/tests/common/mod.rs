@@ -571,6 +571,67 @@ pub struct FakeSupervisor {
 #[derive(Clone)]
 struct SupSvc(Arc<FakeSupervisor>);
 
+/// The supervisor's update service with nothing installed and no stock image: idle, slot A
+/// booted; installs are refused as the real one refuses an unreadable bundle.
+struct FakeUpdate;
+
+#[tonic::async_trait]
+impl sup::update_service_server::UpdateService for FakeUpdate {
+    async fn get_update_status(
+        &self,
+        _r: tonic::Request<sup::GetUpdateStatusRequest>,
+    ) -> Result<tonic::Response<sup::UpdateStatus>, tonic::Status> {
+        Ok(tonic::Response::new(sup::UpdateStatus {
+            phase: sup::UpdatePhase::Idle as i32,
+            kind: "update".into(),
+            running_version: env!("CARGO_PKG_VERSION").into(),
+            booted_slot: "A".into(),
+            primary_slot: "A".into(),
+            compatible: "svcos-sim-s9".into(),
+            slot_manager_reachable: true,
+            ..Default::default()
+        }))
+    }
+
+    async fn install_bundle(
+        &self,
+        _r: tonic::Request<sup::InstallBundleRequest>,
+    ) -> Result<tonic::Response<sup::UpdateStatus>, tonic::Status> {
+        let mut s = tonic::Status::invalid_argument("not a complete RAUC bundle");
+        s.metadata_mut()
+            .insert("svcos-refusal", "truncated".parse().unwrap());
+        Err(s)
+    }
+
+    async fn restore_preflight(
+        &self,
+        _r: tonic::Request<sup::RestorePreflightRequest>,
+    ) -> Result<tonic::Response<sup::RestorePreflightResponse>, tonic::Status> {
+        Ok(tonic::Response::new(sup::RestorePreflightResponse {
+            ready: false,
+            checks: vec![sup::PreflightCheck {
+                id: "stock_image_present".into(),
+                passed: false,
+                detail: "no stock image on the data partition".into(),
+            }],
+            will_be_lost: vec!["svcOS configuration".into()],
+            stock_version: String::new(),
+        }))
+    }
+
+    async fn restore_to_stock(
+        &self,
+        _r: tonic::Request<sup::RestoreToStockRequest>,
+    ) -> Result<tonic::Response<sup::UpdateStatus>, tonic::Status> {
+        let mut s = tonic::Status::failed_precondition(
+            "restore to stock refused: stock_image_present: no stock image",
+        );
+        s.metadata_mut()
+            .insert("svcos-refusal", "preflight_failed".parse().unwrap());
+        Err(s)
+    }
+}
+
 #[tonic::async_trait]
 impl sup::supervisor_service_server::SupervisorService for SupSvc {
     async fn list_services(
@@ -779,8 +840,9 @@ impl Harness {
             let svc = sup::supervisor_service_server::SupervisorServiceServer::new(SupSvc(
                 supervisor.clone(),
             ));
+            let update = sup::update_service_server::UpdateServiceServer::new(FakeUpdate);
             tokio::spawn(ipc::serve(
-                ipc::server().add_service(svc),
+                ipc::server().add_service(svc).add_service(update),
                 l,
                 shutdown.clone(),
             ));

@@ -1,0 +1,341 @@
+"""Firmware lifecycle end to end on the sim, with real RAUC bundles and real processes.
+
+One sim for the module, driven through its life in order: refusals (the running slot stays
+untouched), an update built from the current build with a bumped version (the stack comes back on
+slot B with the new version and mines again; busctl sees the slots and the progress), SIGKILL of
+every process mid-install (the old slot boots), and a bundle whose binary exits at once (rolled
+back automatically, with the reason).
+"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import PASSWORD, http, start_sim, stop_sim, svcos_bin, wait_for
+
+TOOLS = ("rauc", "openssl", "mksquashfs", "busctl", "dbus-daemon")
+missing = [t for t in TOOLS if shutil.which(t) is None]
+pytestmark = pytest.mark.skipif(bool(missing), reason=f"not installed: {', '.join(missing)}")
+
+STATUS = "/api/v1/firmware/update/status"
+UPLOAD = "/api/v1/firmware/update"
+COMPATIBLE = "svcos-sim-s9"
+
+
+def login(sim) -> str:
+    http("POST", f"{sim.api_url}/api/auth/setup", body={"password": PASSWORD})
+    status, _, body = http("POST", f"{sim.api_url}/api/auth/session", body={"password": PASSWORD})
+    assert status == 200, body
+    return body.get("token") or body.get("access_token")
+
+
+def upload(sim, token, bundle: Path, force=False, timeout=600):
+    data = bundle.read_bytes()
+    url = f"{sim.api_url}{UPLOAD}" + ("?force=true" if force else "")
+    req = urllib.request.Request(
+        url,
+        data=data,
+        method="POST",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/octet-stream"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def status(sim, token):
+    code, _, body = http("GET", f"{sim.api_url}{STATUS}", token=token, timeout=20)
+    assert code == 200, body
+    return body
+
+
+def make_bundle(work: Path, name: str, payload: Path, version: str, key: Path, cert: Path,
+                compatible=COMPATIBLE) -> Path:
+    content = work / f"{name}.d"
+    shutil.rmtree(content, ignore_errors=True)
+    content.mkdir()
+    shutil.copy(payload, content / "svcos")
+    os.chmod(content / "svcos", 0o755)
+    (content / "manifest.raucm").write_text(
+        f"[update]\ncompatible={compatible}\nversion={version}\n\n"
+        "[bundle]\nformat=plain\n\n[image.rootfs]\nfilename=svcos\n"
+    )
+    out = work / f"{name}.raucb"
+    out.unlink(missing_ok=True)
+    subprocess.run(
+        ["rauc", "bundle", f"--cert={cert}", f"--key={key}", str(content), str(out)],
+        check=True, capture_output=True,
+    )
+    return out
+
+
+def make_bad_digest_bundle(work: Path, payload: Path, key: Path, cert: Path) -> Path:
+    """A correctly signed bundle whose manifest promises another image digest (what a signer
+    with a broken pipeline produces; RAUC's own `rauc bundle` would fix the digest)."""
+    content = work / "digest.d"
+    shutil.rmtree(content, ignore_errors=True)
+    content.mkdir()
+    shutil.copy(payload, content / "svcos")
+    size = (content / "svcos").stat().st_size
+    (content / "manifest.raucm").write_text(
+        f"[update]\ncompatible={COMPATIBLE}\nversion=50.0.0\n\n[bundle]\nformat=plain\n\n"
+        f"[image.rootfs]\nfilename=svcos\nsha256={'0' * 64}\nsize={size}\n"
+    )
+    squash = work / "digest.sqfs"
+    squash.unlink(missing_ok=True)
+    subprocess.run(["mksquashfs", str(content), str(squash), "-all-root", "-noappend", "-quiet"],
+                   check=True, capture_output=True)
+    sig = work / "digest.sig"
+    subprocess.run(["openssl", "cms", "-sign", "-binary", "-nosmimecap", "-in", str(squash),
+                    "-signer", str(cert), "-inkey", str(key), "-outform", "DER", "-out", str(sig)],
+                   check=True, capture_output=True)
+    out = work / "digest.raucb"
+    sig_bytes = sig.read_bytes()
+    out.write_bytes(squash.read_bytes() + sig_bytes + struct.pack(">Q", len(sig_bytes)))
+    return out
+
+
+def busctl(sim, *args):
+    out = subprocess.run(
+        ["busctl", f"--address=unix:path={sim.dir}/run/dbus.sock", "--json=short", *args],
+        capture_output=True, text=True, timeout=20,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def supervisor_pid(sim) -> int:
+    return int((sim.dir / "run" / "pids" / "supervisor.pid").read_text().split()[0])
+
+
+def accepted_shares(sim) -> int:
+    with socket.create_connection((sim.bind, sim.legacy_port), timeout=5) as s:
+        s.sendall(json.dumps({"command": "summary"}).encode())
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    return json.loads(data.rstrip(b"\0"))["SUMMARY"][0]["Accepted"]
+
+
+def wait_phase(sim, want: set, timeout=300):
+    """Poll the status (riding out the reboots) until its phase is one of `want`."""
+    seen = []
+
+    def check():
+        tok = login(sim)
+        s = status(sim, tok)
+        if not seen or seen[-1] != s["phase"]:
+            seen.append(s["phase"])
+        return s if s["phase"] in want else None
+
+    try:
+        return wait_for(check, timeout, f"update phase in {want}", interval=0.5)
+    finally:
+        print("phases seen:", seen)
+
+
+@pytest.fixture(scope="module")
+def life():
+    tmp = Path(tempfile.mkdtemp(prefix="svcos-lifecycle-"))
+    sim = start_sim(tmp)
+    state = {"sim": sim, "tmp": tmp, "work": tmp / "work"}
+    state["work"].mkdir()
+    # The sim makes its development key pair on first start: bundles signed with it install.
+    key, cert = sim.dir / "rauc" / "dev-key.pem", sim.dir / "rauc" / "keyring.pem"
+    wait_for(lambda: key.exists() and cert.exists(), 30, "the sim's development key")
+    state["key"], state["cert"] = key, cert
+    # The payload: the current build, stripped of debug info to keep bundles small.
+    payload = state["work"] / "svcos"
+    if shutil.which("strip"):
+        subprocess.run(["strip", "-o", str(payload), str(svcos_bin())], check=True)
+    else:
+        shutil.copy(svcos_bin(), payload)
+    state["payload"] = payload
+    try:
+        yield state
+    finally:
+        stop_sim(state["sim"])
+        subprocess.run(["pkill", "-KILL", "-f", "--", f"--dir {sim.dir}"], check=False)
+        if os.environ.get("SVCOS_KEEP_SIM") is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_refused_bundles_leave_the_running_slot_untouched(life):
+    sim, work = life["sim"], life["work"]
+    token = login(sim)
+    small = work / "small"
+    small.write_bytes(b"#!/bin/sh\nexit 0\n" + b"#" * 8192 + b"\n")
+    other_key, other_cert = work / "other-key.pem", work / "other-cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=stranger",
+                    "-keyout", str(other_key), "-out", str(other_cert)], check=True, capture_output=True)
+    good = make_bundle(work, "good-small", small, "50.0.0", life["key"], life["cert"])
+    truncated = work / "truncated.raucb"
+    truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    cases = [
+        ("wrong_key", 400, make_bundle(work, "stranger", small, "50.0.0", other_key, other_cert)),
+        ("bad_digest", 400, make_bad_digest_bundle(work, small, life["key"], life["cert"])),
+        ("truncated", 400, truncated),
+        ("wrong_model", 409, make_bundle(work, "s19", small, "50.0.0", life["key"], life["cert"],
+                                         compatible="svcos-s19")),
+        ("downgrade", 409, make_bundle(work, "old", small, "0.0.1", life["key"], life["cert"])),
+    ]
+    before = status(sim, token)
+    assert before["booted_slot"] == "A" and before["slot_manager_reachable"], before
+    for refusal, code, bundle in cases:
+        got, body = upload(sim, token, bundle)
+        assert got == code, (refusal, got, body)
+        assert body["refusal"] == refusal, body
+        assert body["error"], body
+        s = status(sim, token)
+        assert s["phase"] == "failed" and s["refusal"] == refusal, s
+        assert s["booted_slot"] == "A" and s["primary_slot"] == "A", s
+        assert s["running_version"] == before["running_version"], s
+        # Nothing was written to the inactive slot.
+        assert not (sim.dir / "slots" / "B" / "svcos").exists(), refusal
+    # A client that hangs up half-way: the gateway refuses what it did not fully receive.
+    data = good.read_bytes()
+    with socket.create_connection((sim.bind, sim.api_port), timeout=10) as s:
+        s.sendall(
+            f"POST {UPLOAD} HTTP/1.1\r\nHost: {sim.bind}\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Type: application/octet-stream\r\nContent-Length: {len(data)}\r\n\r\n".encode()
+            + data[: len(data) // 3]
+        )
+        s.shutdown(socket.SHUT_WR)
+        s.settimeout(30)
+        reply = b""
+        while chunk := s.recv(65536):
+            reply += chunk
+    assert b" 400 " in reply.split(b"\r\n")[0], reply[:200]
+    assert b'"truncated"' in reply, reply[-300:]
+    assert status(sim, token)["booted_slot"] == "A"
+
+
+def test_update_comes_back_on_the_new_version_and_mines(life):
+    sim, work = life["sim"], life["work"]
+    token = login(sim)
+    bundle = make_bundle(work, "v60", life["payload"], "60.0.0", life["key"], life["cert"])
+    old_pid = supervisor_pid(sim)
+    # busctl watches the installer's Progress while the upload runs.
+    progress = []
+    stop = threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            try:
+                p = busctl(sim, "get-property", "de.pengutronix.rauc", "/",
+                           "de.pengutronix.rauc.Installer", "Progress")
+                progress.append(tuple(p["data"]))
+            except Exception:  # noqa: BLE001 - the bus restarts with the reboot
+                pass
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    code, body = upload(sim, token, bundle)
+    assert code == 200, body
+    assert body["phase"] in ("pending_reboot", "booting_new_slot"), body
+    assert body["to"] == {"version": "60.0.0", "slot": "B"}, body
+    s = wait_phase(sim, {"committed", "rolled_back", "failed"})
+    stop.set()
+    watcher.join(5)
+    assert s["phase"] == "committed", s
+    assert s["running_version"] == "60.0.0" and s["booted_slot"] == "B", s
+    phases = [h["phase"] for h in s["history"]]
+    for p in ("verifying", "installing", "pending_reboot", "booting_new_slot", "committed"):
+        assert p in phases, phases
+    # The same process image was replaced by slot B's binary; every service runs from it.
+    pid = supervisor_pid(sim)
+    assert pid == old_pid
+    assert os.readlink(f"/proc/{pid}/exe") == str(sim.dir / "slots" / "B" / "svcos")
+    for name, svc in sim.services().items():
+        assert "run" in str(svc["state"]).lower(), (name, svc)
+        assert os.readlink(f"/proc/{svc['pid']}/exe") == str(sim.dir / "slots" / "B" / "svcos")
+    # Percentages rose through the install as busctl saw them.
+    percents = [p[0] for p in progress]
+    assert any(0 < p < 100 for p in percents) or 100 in percents, progress[:20]
+    # busctl sees the slot status: B booted and good with the new version.
+    rows = busctl(sim, "call", "de.pengutronix.rauc", "/", "de.pengutronix.rauc.Installer",
+                  "GetSlotStatus")["data"][0]
+    by_name = {name: {k: v["data"] for k, v in attrs.items()} for name, attrs in rows}
+    assert by_name["rootfs.1"]["state"] == "booted", by_name
+    assert by_name["rootfs.1"]["boot-status"] == "good", by_name
+    assert by_name["rootfs.1"]["bundle.version"] == "60.0.0", by_name
+    boot = busctl(sim, "get-property", "de.pengutronix.rauc", "/",
+                  "de.pengutronix.rauc.Installer", "BootSlot")
+    assert boot["data"] == "B"
+    # Open metadata and capabilities tell the new version.
+    code, _, meta = http("GET", f"{sim.api_url}/api/system/update/metadata")
+    assert code == 200 and meta["current_version"] == "60.0.0", meta
+    code, _, caps = http("GET", f"{sim.api_url}/api/v1/capabilities", token=login(sim))
+    assert code == 200 and caps["update"]["booted_slot"] == "B", caps
+    # Mining resumed: the test pool accepts shares from the new stack.
+    wait_for(lambda: accepted_shares(sim) > 0, 180, "accepted shares after the update", interval=1)
+
+
+def test_sigkill_of_everything_mid_install_keeps_the_old_slot(life):
+    sim, work = life["sim"], life["work"]
+    token = login(sim)
+    bundle = make_bundle(work, "v61", life["payload"], "61.0.0", life["key"], life["cert"])
+    record = sim.dir / "state" / "supervisor" / "update" / "state.json"
+    def send():
+        try:
+            upload(sim, token, bundle, timeout=120)
+        except OSError:
+            pass  # the gateway dies with everything else, mid-request
+
+    t = threading.Thread(target=send, daemon=True)
+    t.start()
+
+    def mid_install():
+        try:
+            return json.loads(record.read_text())["phase"] in ("verifying", "installing")
+        except (OSError, ValueError):
+            return False
+
+    wait_for(mid_install, 120, "the install to start", interval=0.02)
+    # Power cut: every process of the instance at once.
+    subprocess.run(["pkill", "-KILL", "-f", "--", f"--dir {sim.dir}"], check=False)
+    subprocess.run(["pkill", "-KILL", "-f", "--", f"{sim.dir}/run/dbus.sock"], check=False)
+    t.join(30)
+    stop_sim(sim)
+    # Boot again from the same directory.
+    sim2 = start_sim(life["tmp"])
+    life["sim"] = sim2
+    s = wait_phase(sim2, {"failed", "committed", "rolled_back"}, timeout=120)
+    assert s["phase"] == "failed", s
+    assert "interrupted" in s["reason"], s
+    assert s["booted_slot"] == "B" and s["running_version"] == "60.0.0", s
+    assert os.readlink(f"/proc/{supervisor_pid(sim2)}/exe") == str(sim2.dir / "slots" / "B" / "svcos")
+
+
+def test_a_slot_that_exits_at_once_is_rolled_back(life):
+    sim, work = life["sim"], life["work"]
+    token = login(sim)
+    broken = work / "broken"
+    broken.write_bytes(b"#!/bin/sh\necho 'broken build' >&2\nexit 3\n" + b"#" * 8192 + b"\n")
+    bundle = make_bundle(work, "v62", broken, "62.0.0", life["key"], life["cert"])
+    code, body = upload(sim, token, bundle)
+    assert code == 200, body
+    assert body["to"]["slot"] == "A", body
+    s = wait_phase(sim, {"rolled_back", "committed"}, timeout=400)
+    assert s["phase"] == "rolled_back", s
+    assert "exited before the slot was marked good" in s["reason"], s
+    assert s["booted_slot"] == "B" and s["running_version"] == "60.0.0", s
+    slot_a = next(x for x in s["slots"] if x["bootname"] == "A")
+    assert slot_a["boot_status"] == "bad", s
+    for name, svc in sim.services().items():
+        assert "run" in str(svc["state"]).lower(), (name, svc)

@@ -291,8 +291,10 @@ impl SimSlots {
             },
         )?;
         if !self.initialised() {
-            let mut env = BootEnv::default();
-            env.order = vec![booted.into(), other(booted).into()];
+            let mut env = BootEnv {
+                order: vec![booted.into(), other(booted).into()],
+                ..BootEnv::default()
+            };
             *env.slot(booted) = SlotBoot {
                 state: BootState::Good,
                 attempts_left: BOOT_ATTEMPTS,

@@ -883,6 +883,8 @@ impl Updater {
         let _ = std::fs::create_dir_all(dir);
         match nix::sys::statvfs::statvfs(dir) {
             Ok(v) => {
+                // statvfs field widths differ between targets (32-bit ARM on the image).
+                #[allow(clippy::unnecessary_cast)]
                 let free = (v.blocks_available() as u64).saturating_mul(v.fragment_size() as u64);
                 check(
                     "free_space",

@@ -23,7 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
 from conftest import PASSWORD, http, start_sim, stop_sim  # noqa: E402
 
-TARGETS = [int(x) for x in (sys.argv[1:] or ["1300", "1150", "1000", "850"])]
+# Below the S9 preset (about 1300 W): every point is an undervolt/underclock step, -1, -2, ...
+TARGETS = [int(x) for x in (sys.argv[1:] or ["1100", "900"])]
 
 
 def token(sim):
@@ -80,7 +81,7 @@ def main():
                 "model_slug": "antminer-s9",
                 "profile": f"sim-power-{target}w",
                 "kind": "simulated",
-                "step": -i,
+                "step": -(i + 1),
                 "power_w": round(m["power_watt"], 1),
                 "hashrate_ths": round(m["hashrate_ths"], 3),
                 "voltage_domains": [{"domain": "board", "voltage_mv": round(st["voltage_mv"], 1)}],

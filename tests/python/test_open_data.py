@@ -328,6 +328,10 @@ def test_other_dataset_filters(server):
     s9 = records(server, "/v1/power-profiles?model=antminer-s9")
     assert s9 and all(r["model_slug"] == "antminer-s9" for r in s9)
     assert any(r["kind"] == "published" and r["profile"] == "stock" for r in s9)
+    sim = [r for r in s9 if r["kind"] == "simulated"]
+    assert sim and all(r["step"] < 0 and r["measured_on"] and r["source"]["path"] for r in sim)
+    for r in sim:
+        assert r["efficiency_j_per_th"] == round(r["power_w"] / r["hashrate_ths"], 2)
     assert records(server, "/v1/power-profiles?model=no-such") == []
     rel = records(server, "/v1/reliability")
     assert rel and all(r["grade"] in "ABC" and r["source"]["url"].startswith("https://") for r in rel)

@@ -564,3 +564,74 @@ def test_schemathesis_live_openapi(server):
     )
     assert res.returncode == 0, res.stdout[-6000:] + res.stderr[-2000:]
     assert "No issues found" in res.stdout, res.stdout[-3000:]
+
+
+# ---------------------------------------------------------------- Esplora upstream
+
+
+BITS = 0x17034219
+
+
+def bits_difficulty(bits):
+    exp, mant = bits >> 24, bits & 0xFFFFFF
+    return (0xFFFF * 256 ** (0x1D - 3)) / (mant * 256 ** (exp - 3))
+
+
+def test_hashprice_from_an_esplora_source(tmp_path, upstreams):
+    class Esplora(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            p = self.path
+            if p == "/api/blocks/tip/height":
+                body = HEIGHT
+            elif p.startswith("/api/blocks/"):
+                top = int(p.rsplit("/", 1)[1])
+                body = [{"id": f"{h:064x}", "height": h, "bits": BITS} for h in range(top, max(top - 10, -1), -1)]
+            elif p.startswith("/api/block/") and p.endswith("/txs/0"):
+                h = int(p.split("/")[3], 16)
+                body = [{"vout": [{"value": 312_500_000 + FEES.get(h, 0) - 1000}, {"value": 1000}]}]
+            else:
+                self.send_response(404)
+                self.end_headers()
+                return
+            data = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Esplora)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    port = free_port()
+    log = open(tmp_path / "esplora-server.log", "wb")
+    proc = subprocess.Popen(
+        [str(open_data_bin()), "serve", "--bind", f"127.0.0.1:{port}", "--db", str(tmp_path / "db.sqlite"),
+         "--esplora-url", f"http://127.0.0.1:{httpd.server_address[1]}/api",
+         "--price-url", f"http://127.0.0.1:{upstreams.port}/price",
+         "--hashprice-interval-s", "1", "--fee-blocks", "3"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/v1/hashprice"
+
+        def fresh():
+            status, _, body = get_json(url, timeout=2)
+            return status == 200 and body["record"] and not body["status"]["stale"] and body
+
+        body = wait_for("hashprice from esplora", fresh)
+        rec = body["record"]
+        diff = bits_difficulty(BITS)
+        assert abs(rec["network"]["difficulty"] - diff) <= diff * 1e-12
+        assert rec["network"]["height"] == HEIGHT and rec["block"]["avg_fees_btc"] == 0.05
+        assert rec["upstreams"]["chain"].startswith("esplora ")
+        per_th = 86400e12 / (diff * 2**32)
+        want = per_th * (3.125 + 0.05) * USD
+        assert abs(rec["usd"]["per_th_day"]["fee_inclusive"] - want) <= max(1e-8, want * 1e-9)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        log.close()
+        httpd.shutdown()

@@ -58,11 +58,7 @@ impl Proxy {
             return self.forwarder.forward(request, peer.ip()).await;
         }
         match assets::find(path) {
-            Some(asset) => assets::serve(
-                asset,
-                request.method(),
-                request.headers().get(header::IF_NONE_MATCH),
-            ),
+            Some(asset) => assets::serve(asset, request.method(), request.headers()),
             None => ProxyRefusal::NotFound.to_response(),
         }
     }

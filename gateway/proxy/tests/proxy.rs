@@ -399,11 +399,14 @@ async fn dashboard_is_served_and_nothing_else() {
             .unwrap()
             .contains("script-src 'self'")
     );
-    let html = String::from_utf8_lossy(&body);
-    assert!(html.contains("Set the miner password") && html.contains("/static/app.js"));
+    let html = String::from_utf8_lossy(&body).to_string();
     assert!(!html.contains("<script>"), "no inline script under the CSP");
+    // The script is loaded under its content-hashed name, never the plain one.
+    let start = html.find("/static/app.").expect("index.html loads app.<hash>.js");
+    let app = &html[start..start + html[start..].find('"').unwrap()];
+    assert!(app.ends_with(".js") && app.len() == "/static/app.0123456789.js".len(), "{app}");
 
-    let (status, headers, body) = send(proxy, Method::GET, "/static/app.js", &[], "").await;
+    let (status, headers, body) = send(proxy, Method::GET, app, &[], "").await;
     assert_eq!(status, StatusCode::OK);
     assert!(
         headers[header::CONTENT_TYPE]
@@ -411,23 +414,24 @@ async fn dashboard_is_served_and_nothing_else() {
             .unwrap()
             .starts_with("text/javascript")
     );
+    assert_eq!(
+        headers[header::CACHE_CONTROL],
+        "public, max-age=31536000, immutable"
+    );
     assert!(String::from_utf8_lossy(&body).contains("/api/auth/status"));
     let etag = headers[header::ETAG].to_str().unwrap().to_string();
-    let (status, _, body) = send(
-        proxy,
-        Method::GET,
-        "/static/app.js",
-        &[("if-none-match", &etag)],
-        "",
-    )
-    .await;
+    let (status, _, body) = send(proxy, Method::GET, app, &[("if-none-match", &etag)], "").await;
     assert_eq!(status, StatusCode::NOT_MODIFIED);
     assert!(body.is_empty());
-    let (status, _, _) = send(proxy, Method::GET, "/static/style.css", &[], "").await;
+    let (status, headers, body) = send(proxy, Method::GET, app, &[("accept-encoding", "gzip")], "").await;
     assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers[header::CONTENT_ENCODING], "gzip");
+    assert_eq!(headers[header::VARY], "Accept-Encoding");
+    assert!(body.starts_with(&[0x1f, 0x8b]), "a gzip stream");
 
     for path in [
         "/static/missing.js",
+        "/static/app.js",
         "/favicon.ico",
         "/api",
         "/apix/status",

@@ -1,87 +1,102 @@
-// svcOS dashboard: first-boot password setup, login, then live status from /api/status.
-// Dependency-free; talks only to its own origin. The bearer token lives in sessionStorage, so
-// closing the tab logs this browser out locally (the session itself expires on the miner).
-// Field names follow the gateway's schema svcos.api.status.v1, read tolerantly: a missing
-// member shows as "–" instead of breaking the page.
+// svcOS dashboard: setup wizard, login, and the three modes (Space Heater, Mining, Hacker).
+//
+// Written for the vendored Preact + htm build (global `htmPreact`), so there is no compile step.
+// It talks only to its own origin's public REST API (/api/*, forwarded by the proxy) with the
+// bearer token of the session, which lives in sessionStorage: it survives a reload, is gone when
+// the tab closes, and is never sent anywhere but the miner. /ws lives on the API port (another
+// origin), so live values come from polling REST; polling stops while the tab is hidden.
+//
+// Every value shown next to a `data-k` attribute is the member `data-k` of the answer of the
+// route named by the nearest `data-src`, formatted by `FMT[data-f]` (the end-to-end tests compare
+// them with the answers Chromium received).
 "use strict";
 
 (function () {
+  const { html, render, useState, useEffect, useRef, useCallback } = window.htmPreact;
+
   const TOKEN_KEY = "svcos.token";
-  const POLL_MS = 2000;
-  const MODE_LABELS = { home: "Space Heater", standard: "Mining", hacker: "Hacker" };
+  const THEME_KEY = "svcos.theme";
+  const BTC_KEY = "svcos.btc_price";
+  const WIZARD_KEY = "svcos.wizard.step";
+  const DISMISSED_KEY = "svcos.wizard.dismissed";
+  const STATUS_POLL_MS = 5000;
+  const SCREEN_POLL_MS = 10000;
+  const MODE_LABEL = { home: "Space Heater", standard: "Mining", hacker: "Hacker" };
+  const MODE_RANK = { home: 0, standard: 1, hacker: 2 };
 
-  let pollTimer = null;
+  // ---------------------------------------------------------------- formatting (browser locale)
 
-  const $ = (id) => document.getElementById(id);
-
-  function token() {
-    return sessionStorage.getItem(TOKEN_KEY);
+  const isNum = (v) => typeof v === "number" && isFinite(v);
+  const nfCache = new Map();
+  function nf(options) {
+    const key = JSON.stringify(options);
+    if (!nfCache.has(key)) nfCache.set(key, new Intl.NumberFormat(undefined, options));
+    return nfCache.get(key);
   }
+  const num = (v, d) => (isNum(v) ? nf({ maximumFractionDigits: d, minimumFractionDigits: d }).format(v) : "–");
+  let currency = "USD";
+  const FMT = {
+    text: (v) => (v === null || v === undefined || v === "" ? "–" : String(v)),
+    int: (v) => num(v, 0),
+    num1: (v) => num(v, 1),
+    num2: (v) => num(v, 2),
+    watt: (v) => (isNum(v) ? num(v, 0) + " W" : "–"),
+    celsius: (v) => (isNum(v) ? nf({ style: "unit", unit: "celsius", maximumFractionDigits: 1 }).format(v) : "–"),
+    percent: (v) => (isNum(v) ? nf({ style: "percent", maximumFractionDigits: 1 }).format(v / 100) : "–"),
+    rpm: (v) => (isNum(v) ? num(v, 0) + " rpm" : "–"),
+    mhz: (v) => (isNum(v) ? num(v, 0) + " MHz" : "–"),
+    mv: (v) => (isNum(v) ? num(v, 0) + " mV" : "–"),
+    ghs: (v) => {
+      if (!isNum(v)) return "–";
+      if (v >= 1000) return num(v / 1000, 2) + " TH/s";
+      return num(v, 1) + " GH/s";
+    },
+    // Share difficulties span from 1e-5 (the sim's test pool) to 1e12 (mainnet).
+    diff: (v) => (isNum(v) ? (Math.abs(v) < 1000 ? nf({ maximumSignificantDigits: 4 }).format(v) : nf({ notation: "compact", maximumFractionDigits: 2 }).format(v)) : "–"),
+    jth: (v) => (isNum(v) ? num(v, 1) + " J/TH" : "–"),
+    money: (v) => (isNum(v) ? nf({ style: "currency", currency }).format(v) : "–"),
+    time: (v) => (isNum(v) && v > 0 ? new Date(v).toLocaleString() : "–"),
+    duration: (v) => {
+      if (!isNum(v)) return "–";
+      const d = Math.floor(v / 86400), h = Math.floor((v % 86400) / 3600), m = Math.floor((v % 3600) / 60);
+      return d ? `${d} d ${h} h` : h ? `${h} h ${m} min` : `${m} min ${Math.floor(v % 60)} s`;
+    },
+    bool: (v) => (v === true ? "yes" : v === false ? "no" : "–"),
+  };
+  window.svcosFmt = FMT;
 
-  function show(view) {
-    for (const v of ["loading", "setup", "login", "status"]) {
-      $("view-" + v).hidden = v !== view;
-    }
-    $("logout").hidden = view !== "status";
-  }
-
-  function banner(text) {
-    const b = $("banner");
-    b.textContent = text || "";
-    b.hidden = !text;
-  }
-
-  function showError(id, text) {
-    const e = $(id);
-    e.textContent = text || "";
-    e.hidden = !text;
-  }
-
-  // Read a nested member tolerantly: get(obj, "a.b.c").
   function get(obj, path) {
     let cur = obj;
-    for (const key of path.split(".")) {
+    for (const key of String(path).split(".")) {
       if (cur === null || cur === undefined || typeof cur !== "object") return undefined;
       cur = cur[key];
     }
     return cur;
   }
 
-  function num(v) {
-    return typeof v === "number" && isFinite(v) ? v : undefined;
+  // A displayed value the tests can check against the REST answer it came from.
+  function V({ k, v, f = "text" }) {
+    return html`<span data-k=${k} data-v=${JSON.stringify(v === undefined ? null : v)} data-f=${f}>${FMT[f](v)}</span>`;
   }
 
-  function fmt(v, digits, unit) {
-    const n = num(v);
-    if (n === undefined) return "–";
-    return n.toFixed(digits) + (unit ? " " + unit : "");
-  }
+  // ---------------------------------------------------------------- API client
 
-  function fmtHashrate(ghs) {
-    const n = num(ghs);
-    if (n === undefined) return "–";
-    if (n >= 1000) return (n / 1000).toFixed(2) + " TH/s";
-    return n.toFixed(1) + " GH/s";
-  }
-
-  // The error envelope {error, detail?, code?, suggestion?} as one line.
-  async function describe(response) {
-    let text = response.status + " " + response.statusText;
-    try {
-      const body = await response.json();
-      if (body && body.error) {
-        text = body.error;
-        if (body.suggestion) text += " — " + body.suggestion;
-      }
-    } catch (_) {
-      // Not JSON: keep the status line.
+  class ApiError extends Error {
+    constructor(status, body) {
+      const b = body && typeof body === "object" ? body : {};
+      let message = b.error || (status ? `HTTP ${status}` : "The miner is not answering");
+      if (b.detail) message += `: ${b.detail}`;
+      if (b.suggestion) message += ` — ${b.suggestion}`;
+      super(message);
+      this.status = status;
+      this.body = b;
     }
-    const retry = response.headers.get("Retry-After");
-    if (response.status === 429 && retry) text += " (retry in " + retry + " s)";
-    return text;
   }
 
-  async function api(method, path, body) {
+  let sessionEnded = () => {};
+  const token = () => sessionStorage.getItem(TOKEN_KEY);
+
+  async function api(method, path, body, opts = {}) {
     const headers = { Accept: "application/json" };
     const t = token();
     if (t) headers.Authorization = "Bearer " + t;
@@ -90,233 +105,1391 @@
       headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(body);
     }
-    return fetch(path, init);
-  }
-
-  async function start() {
-    show("loading");
-    let response;
+    let r;
     try {
-      response = await api("GET", "/api/auth/status");
-    } catch (e) {
-      banner("The miner is not answering; retrying…");
-      setTimeout(start, POLL_MS);
-      return;
+      r = await fetch(path, init);
+    } catch (_) {
+      throw new ApiError(0, null);
     }
-    if (!response.ok) {
-      banner(await describe(response) + "; retrying…");
-      setTimeout(start, POLL_MS);
-      return;
+    const type = r.headers.get("Content-Type") || "";
+    let data = null;
+    if (opts.blob && r.ok) data = await r.blob();
+    else if (type.includes("json")) data = await r.json().catch(() => null);
+    else data = await r.text();
+    if (!r.ok) {
+      const err = new ApiError(r.status, data);
+      if (r.status === 401 && t && !opts.loginAttempt) sessionEnded();
+      throw err;
     }
-    banner("");
-    const status = await response.json();
-    if (status.password_set === false) {
-      sessionStorage.removeItem(TOKEN_KEY);
-      show("setup");
-      $("setup-password").focus();
-    } else if (token()) {
-      showDashboard();
-    } else {
-      show("login");
-      $("login-password").focus();
-    }
+    return data;
   }
 
   async function login(password) {
-    const response = await api("POST", "/api/auth/session", { password });
-    if (!response.ok) throw new Error(await describe(response));
-    const body = await response.json();
-    const t = body.token || body.access_token;
-    if (!t) throw new Error("the miner answered without a token");
-    sessionStorage.setItem(TOKEN_KEY, t);
+    const body = await api("POST", "/api/auth/session", { password }, { loginAttempt: true });
+    if (!body || !body.token) throw new Error("the miner answered without a token");
+    sessionStorage.setItem(TOKEN_KEY, body.token);
+    return body;
   }
 
-  async function onSetup(event) {
-    event.preventDefault();
-    const password = $("setup-password").value;
-    if (password !== $("setup-confirm").value) {
-      showError("setup-error", "The two passwords differ.");
-      return;
-    }
-    const button = event.target.querySelector("button");
-    button.disabled = true;
-    showError("setup-error", "");
-    try {
-      const response = await api("POST", "/api/auth/setup", { password });
-      if (!response.ok) throw new Error(await describe(response));
-      await login(password);
-      event.target.reset();
-      showDashboard();
-    } catch (e) {
-      showError("setup-error", e.message);
-    } finally {
-      button.disabled = false;
-    }
+  // ---------------------------------------------------------------- hooks
+
+  // Poll `fn` every `ms` (once when ms is 0) while the tab is visible.
+  function usePoll(fn, ms, deps) {
+    const [state, setState] = useState({ data: null, error: null, loaded: false });
+    const run = useRef(null);
+    useEffect(() => {
+      let alive = true, timer = null, busy = false;
+      const tick = async () => {
+        timer = null;
+        if (!alive || busy || document.hidden) return;
+        busy = true;
+        try {
+          const data = await fn();
+          if (alive) setState({ data, error: null, loaded: true });
+        } catch (e) {
+          if (alive) setState((s) => ({ data: s.data, error: e, loaded: true }));
+        }
+        busy = false;
+        if (alive && ms) timer = setTimeout(tick, ms);
+      };
+      const onVisible = () => {
+        if (!document.hidden && timer === null) tick();
+      };
+      run.current = () => {
+        if (timer !== null) clearTimeout(timer);
+        timer = null;
+        return tick();
+      };
+      document.addEventListener("visibilitychange", onVisible);
+      tick();
+      return () => {
+        alive = false;
+        if (timer !== null) clearTimeout(timer);
+        document.removeEventListener("visibilitychange", onVisible);
+      };
+    }, deps || []);
+    return { ...state, reload: () => run.current && run.current() };
   }
 
-  async function onLogin(event) {
-    event.preventDefault();
-    const button = event.target.querySelector("button");
-    button.disabled = true;
-    showError("login-error", "");
-    try {
-      await login($("login-password").value);
-      event.target.reset();
-      showDashboard();
-    } catch (e) {
-      showError("login-error", e.message);
-    } finally {
-      button.disabled = false;
-    }
+  // A write with busy/error/result state.
+  function useAction() {
+    const [state, setState] = useState({ busy: false, error: null, result: null });
+    const runAction = useCallback(async (fn) => {
+      setState({ busy: true, error: null, result: null });
+      try {
+        const result = await fn();
+        setState({ busy: false, error: null, result });
+        return result;
+      } catch (e) {
+        setState({ busy: false, error: e, result: null });
+        return undefined;
+      }
+    }, []);
+    return [state, runAction];
   }
 
-  async function onLogout() {
-    stopPolling();
-    try {
-      await api("DELETE", "/api/auth/session/current");
-    } catch (_) {
-      // Logging out locally is what matters; the session expires on its own.
-    }
-    sessionStorage.removeItem(TOKEN_KEY);
-    show("login");
-  }
+  // ---------------------------------------------------------------- small components
 
-  function stopPolling() {
-    if (pollTimer !== null) clearTimeout(pollTimer);
-    pollTimer = null;
-  }
+  const Err = ({ error }) =>
+    error ? html`<p class="error" role="alert">${error.message || String(error)}</p>` : null;
 
-  function showDashboard() {
-    show("status");
-    stopPolling();
-    poll();
-  }
+  const Field = ({ label, hint, children }) => html`
+    <label class="field"><span>${label}</span>${children}${hint ? html`<small>${hint}</small>` : null}</label>`;
 
-  async function poll() {
-    pollTimer = null;
-    let response;
-    try {
-      response = await api("GET", "/api/status");
-    } catch (_) {
-      banner("The miner is not answering; retrying…");
-      pollTimer = setTimeout(poll, POLL_MS);
-      return;
-    }
-    if (response.status === 401) {
-      sessionStorage.removeItem(TOKEN_KEY);
-      banner("Your session ended; please log in again.");
-      start();
-      return;
-    }
-    if (!response.ok) {
-      banner(await describe(response) + "; retrying…");
-      pollTimer = setTimeout(poll, POLL_MS);
-      return;
-    }
-    try {
-      render(await response.json());
-      banner("");
-    } catch (e) {
-      banner("Unexpected status body: " + e.message);
-    }
-    pollTimer = setTimeout(poll, POLL_MS);
-  }
+  const Card = ({ title, src, children, actions }) => html`
+    <section class="card" data-src=${src}>
+      ${title ? html`<div class="card-head"><h2>${title}</h2>${actions}</div>` : null}
+      ${children}
+    </section>`;
 
-  function cell(row, text, className) {
-    const td = document.createElement("td");
-    td.textContent = text === undefined || text === null || text === "" ? "–" : String(text);
-    if (className) td.className = className;
-    row.appendChild(td);
-    return td;
-  }
+  const Tile = ({ label, children, sub }) => html`
+    <div class="tile"><span class="label">${label}</span><span class="value">${children}</span>
+      ${sub ? html`<span class="sub">${sub}</span>` : null}</div>`;
 
-  function fillTable(id, items, addRow, emptyText) {
-    const body = $(id).querySelector("tbody");
-    body.replaceChildren();
-    if (!Array.isArray(items) || items.length === 0) {
-      const row = document.createElement("tr");
-      const td = cell(row, emptyText);
-      td.colSpan = $(id).querySelectorAll("th").length;
-      body.appendChild(row);
-      return;
-    }
-    for (const item of items) {
-      const row = document.createElement("tr");
-      addRow(row, item || {});
-      body.appendChild(row);
-    }
-  }
-
-  function stateClass(state) {
-    const s = String(state || "").toLowerCase();
-    if (s === "mining" || s === "alive" || s === "active" || s === "ok") return "s-ok";
-    if (s === "fault" || s === "overheat" || s === "missing" || s === "dead" || s === "error") return "s-bad";
+  function stateClass(s) {
+    s = String(s || "").toLowerCase();
+    if (["mining", "alive", "active", "ok", "running", "pass", "completed", "tuned", "connected"].includes(s)) return "s-ok";
+    if (["fault", "overheat", "missing", "dead", "error", "failed", "fail", "disconnected"].includes(s)) return "s-bad";
     return "s-warn";
   }
 
-  function render(s) {
-    if (s.hostname) {
-      $("hostname").textContent = s.hostname;
-      document.title = s.hostname + " · svcOS";
-    }
-    const mode = String(s.mode || "").toLowerCase();
-    $("mode").hidden = !mode;
-    $("mode").textContent = (MODE_LABELS[mode] || mode) + " mode";
+  const Loading = ({ q }) =>
+    q.error && !q.data ? html`<${Err} error=${q.error} />` : !q.loaded ? html`<p class="muted">Loading…</p>` : null;
 
-    const m = s.mining || {};
-    $("state").textContent = m.state || (s.degraded ? "hw-agent restarting" : "–");
-    $("state").className = "value " + stateClass(m.state);
-    $("state-reason").textContent = m.state_reason || "";
-    const hr = m.hashrate_ghs || {};
-    $("hashrate").textContent = fmtHashrate(hr["5s"]);
-    $("hashrate-avg").textContent = "1 m " + fmtHashrate(hr["1m"]) + " · 15 m " + fmtHashrate(hr["15m"]);
-    $("power").textContent = fmt(m.power_watt, 0, "W");
-    const ths = num(hr["1m"]) !== undefined ? hr["1m"] / 1000 : undefined;
-    $("efficiency").textContent =
-      num(m.power_watt) && ths ? (m.power_watt / ths).toFixed(1) + " J/TH" : "";
-    $("temp-max").textContent = fmt(m.temp_max_c, 1, "°C");
-    $("temp-target").textContent = num(m.temp_target_c) ? "target " + fmt(m.temp_target_c, 0, "°C") : "";
-
-    const pools = s.pools || {};
-    $("shares").textContent = num(pools.accepted) !== undefined ? String(pools.accepted) : "–";
-    $("shares-rejected").textContent =
-      num(pools.rejected) !== undefined ? pools.rejected + " rejected · " + (pools.stale || 0) + " stale" : "";
-
-    fillTable("chains", s.chains, (row, c) => {
-      cell(row, c.chain_id);
-      cell(row, c.state, stateClass(c.state));
-      cell(row, (c.chips_detected ?? "–") + " / " + (c.chips_expected ?? "–"));
-      cell(row, fmtHashrate(get(c, "hashrate_ghs.1m")));
-      cell(row, fmt(c.temp_board_c, 1, "°C"));
-      cell(row, fmt(c.temp_chip_c, 1, "°C"));
-      cell(row, fmt(c.frequency_mhz, 0, "MHz"));
-    }, get(s, "sources.hw_agent.up") === false ? "hw-agent restarting" : "no hashboards");
-
-    fillTable("fans", s.fans, (row, f) => {
-      cell(row, f.fan_id);
-      cell(row, num(f.rpm) !== undefined ? f.rpm + " rpm" : "–");
-      cell(row, num(f.pwm_percent) !== undefined ? f.pwm_percent + " %" : "–");
-      cell(row, f.stalled ? "stalled" : "ok", f.stalled ? "s-bad" : "s-ok");
-    }, get(s, "sources.hw_agent.up") === false ? "hw-agent restarting" : "no fans reported");
-
-    const list = Array.isArray(pools.list) ? pools.list : Array.isArray(s.pools) ? s.pools : [];
-    fillTable("pools", list, (row, p) => {
-      cell(row, (p.index ?? "") + (p.active ? " ★" : ""));
-      cell(row, p.url, "url");
-      cell(row, p.user);
-      cell(row, p.state, stateClass(p.active ? "active" : p.state));
-      cell(row, p.accepted);
-      cell(row, p.rejected);
-      cell(row, p.stale);
-    }, get(s, "sources.stratum_agent.up") === false ? "pool client restarting" : "no pools configured");
-
-    $("updated").textContent = "Updated " + new Date().toLocaleTimeString();
+  // Key/value list of an object's scalar members.
+  function KV({ obj, src, skip = [] }) {
+    if (!obj || typeof obj !== "object") return null;
+    const rows = Object.entries(obj).filter(([k, v]) => !skip.includes(k) && k !== "schema" && (v === null || typeof v !== "object"));
+    return html`<dl class="kv" data-src=${src}>${rows.map(([k, v]) => html`<dt>${k.replace(/_/g, " ")}</dt><dd><${V} k=${k} v=${v} /></dd>`)}</dl>`;
   }
 
-  document.addEventListener("DOMContentLoaded", () => {
-    $("setup-form").addEventListener("submit", onSetup);
-    $("login-form").addEventListener("submit", onLogin);
-    $("logout").addEventListener("click", onLogout);
-    start();
-  });
+  // The confirmation dialog every dangerous write goes through (native <dialog>: focus trap,
+  // Escape to cancel).
+  let askConfirm = async () => false;
+  function ConfirmHost() {
+    const [ask, setAsk] = useState(null);
+    const ref = useRef(null);
+    askConfirm = (title, text, label = "Confirm") =>
+      new Promise((resolve) => setAsk({ title, text, label, resolve }));
+    useEffect(() => {
+      if (ask && ref.current && !ref.current.open) ref.current.showModal();
+    }, [ask]);
+    const close = (answer) => {
+      if (ref.current && ref.current.open) ref.current.close();
+      if (ask) ask.resolve(answer);
+      setAsk(null);
+    };
+    return html`<dialog ref=${ref} id="confirm" aria-labelledby="confirm-title" onCancel=${(e) => { e.preventDefault(); close(false); }}>
+      ${ask ? html`<h2 id="confirm-title">${ask.title}</h2><p>${ask.text}</p>
+        <div class="row end"><button type="button" class="secondary" onClick=${() => close(false)}>Cancel</button>
+        <button type="button" id="confirm-ok" class="danger" onClick=${() => close(true)}>${ask.label}</button></div>` : null}
+    </dialog>`;
+  }
+
+  // ---------------------------------------------------------------- charts (uPlot)
+
+  function cssVar(name) {
+    return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+  }
+
+  // One time series chart; `series` = [{label, values, unit}], `times` in Unix seconds.
+  function Chart({ id, title, times, series, hue = 0 }) {
+    const box = useRef(null);
+    const plot = useRef(null);
+    useEffect(() => {
+      if (!box.current || !window.uPlot) return undefined;
+      const width = Math.max(260, box.current.clientWidth);
+      const colors = [cssVar("--info"), cssVar("--accent"), cssVar("--bad")];
+      const opts = {
+        width,
+        height: 180,
+        series: [{}, ...series.map((s, i) => ({ label: `${s.label} (${s.unit})`, stroke: colors[(i + hue) % colors.length], width: 2, points: { show: times.length < 40 } }))],
+        axes: [{ stroke: cssVar("--muted"), grid: { stroke: cssVar("--line") } }, { stroke: cssVar("--muted"), grid: { stroke: cssVar("--line") } }],
+        legend: { show: true },
+        cursor: { drag: { x: false, y: false } },
+      };
+      const data = [times, ...series.map((s) => s.values)];
+      if (plot.current) plot.current.destroy();
+      plot.current = new window.uPlot(opts, data, box.current);
+      const onResize = () => plot.current && plot.current.setSize({ width: Math.max(260, box.current.clientWidth), height: 180 });
+      window.addEventListener("resize", onResize);
+      return () => window.removeEventListener("resize", onResize);
+    }, [times, series]);
+    useEffect(() => () => plot.current && plot.current.destroy(), []);
+    return html`<figure class="chart" id=${id} data-points=${times.length}>
+      <figcaption>${title}</figcaption><div ref=${box} role="img" aria-label=${`${title}: ${times.length} points`}></div></figure>`;
+  }
+
+  // ---------------------------------------------------------------- screens: mode gating
+
+  const SCREENS = [
+    { id: "heater", label: "Heater", needs: "home", group: "home", view: () => HeaterScreen },
+    { id: "mining", label: "Overview", needs: "standard", group: "standard", view: () => MiningScreen },
+    { id: "chips", label: "Chips", needs: "standard", group: "standard", view: () => ChipsScreen },
+    { id: "pools", label: "Pools", needs: "home", group: "standard", view: () => PoolsScreen },
+    { id: "tuner", label: "Tuner", needs: "standard", group: "standard", view: () => TunerScreen },
+    { id: "shares", label: "Shares", needs: "standard", group: "standard", view: () => SharesScreen },
+    { id: "diagnostics", label: "Diagnostics", needs: "hacker", group: "hacker", view: () => DiagnosticsScreen },
+    { id: "services", label: "Services", needs: "hacker", group: "hacker", view: () => ServicesScreen },
+    { id: "logs", label: "Logs", needs: "hacker", group: "hacker", view: () => LogsScreen },
+    { id: "debug", label: "Debug", needs: "hacker", group: "hacker", view: () => DebugScreen },
+    { id: "catalogues", label: "Catalogues", needs: "hacker", group: "hacker", view: () => CataloguesScreen },
+    { id: "network", label: "Network", needs: "hacker", group: "hacker", view: () => NetworkScreen },
+    { id: "settings", label: "Settings", needs: "home", group: "home", view: () => SettingsScreen },
+    { id: "firmware", label: "Firmware", needs: "home", group: "home", view: () => FirmwareScreen },
+  ];
+  const HOME_SCREEN = { home: "heater", standard: "mining", hacker: "mining" };
+
+  async function switchMode(mode) {
+    return api("POST", "/api/config", { system: { mode } });
+  }
+
+  function Gate({ needs, mode, onModeChanged }) {
+    const [act, run] = useAction();
+    return html`<section class="card gate" id="gate" role="status">
+      <h2>This screen needs ${MODE_LABEL[needs]} mode</h2>
+      <p>The miner is in <strong>${MODE_LABEL[mode] || mode}</strong> mode (API mode <code>${mode}</code>);
+        this screen uses routes the API allows only in <strong>${MODE_LABEL[needs]}</strong> mode
+        (<code>${needs}</code>) or above.</p>
+      <button type="button" disabled=${act.busy} onClick=${() => run(() => switchMode(needs).then(onModeChanged))}>
+        Switch to ${MODE_LABEL[needs]} mode</button>
+      <${Err} error=${act.error} />
+    </section>`;
+  }
+
+  // ---------------------------------------------------------------- Space Heater
+
+  function noiseWord(pwm) {
+    if (!isNum(pwm)) return "–";
+    if (pwm < 30) return "quiet";
+    if (pwm < 60) return "moderate";
+    return "loud";
+  }
+
+  function useEconomics() {
+    const q = usePoll(() => api("GET", "/api/setup/status"), 0);
+    const v = get(q.data, "steps");
+    const step = Array.isArray(v) ? v.find((s) => s.step === "economics") : null;
+    const values = (step && step.values) || {};
+    if (values.currency) currency = values.currency;
+    return { price: values.electricity_price_per_kwh, currency: values.currency, reload: q.reload };
+  }
+
+  function satsPerDay(ghs, difficulty) {
+    if (!isNum(ghs) || !isNum(difficulty) || difficulty <= 0) return undefined;
+    return ((ghs * 1e9 * 86400) / (difficulty * 4294967296)) * 3.125 * 1e8;
+  }
+
+  function HeaterScreen({ status, mode, refreshStatus }) {
+    const home = usePoll(() => api("GET", "/api/home/status"), STATUS_POLL_MS);
+    const night = usePoll(() => api("GET", "/api/home/night-mode"), 0);
+    const config = usePoll(() => api("GET", "/api/config"), 0);
+    const econ = useEconomics();
+    const block = usePoll(() => (MODE_RANK[mode] >= 1 ? api("GET", "/api/network/block") : Promise.resolve(null)), 60000, [mode]);
+    const [act, run] = useAction();
+    const h = home.data || {};
+    const cfg = get(config.data, "config") || {};
+    const m = (status && status.mining) || {};
+    const sleeping = h.sleeping === true;
+    const [level, setLevel] = useState(null);
+    const [room, setRoom] = useState(null);
+    const cap = get(status, "mining.power_target_watt");
+    const maxLevel = Math.max(500, Math.round(((get(cfg, "power.circuit_limit_watt") || 0) || 2000) / 50) * 50);
+    const levelValue = level !== null ? level : get(cfg, "hardware.power_target_watt") || 0;
+    const price = econ.price;
+    const heatKwh = isNum(h.heat_output_watt) ? (h.heat_output_watt / 1000) * 24 : undefined;
+    const costDay = isNum(heatKwh) && isNum(price) ? heatKwh * price : undefined;
+    const sats = satsPerDay(h.hashrate_ghs_1m, get(block.data, "network_difficulty"));
+    const btcPrice = parseFloat(localStorage.getItem(BTC_KEY) || "");
+    const satsValue = isNum(sats) && isNum(btcPrice) ? (sats / 1e8) * btcPrice : undefined;
+    const thermo = h.thermostat || null;
+    const nm = get(night.data, "night_mode") || {};
+
+    const sleepWake = (what) => run(async () => {
+      await api("POST", `/api/action/${what}`, {});
+      await home.reload();
+      refreshStatus();
+    });
+    const applyLevel = () => run(async () => {
+      await api("POST", "/api/config", { hardware: { power_target_watt: Number(levelValue) } });
+      await config.reload();
+      refreshStatus();
+    });
+    const applyThermostat = (enabled) => run(async () => {
+      const body = { enabled };
+      const target = room !== null ? room : get(cfg, "home.target_room_c");
+      if (isNum(Number(target))) body.target_room_c = Number(target);
+      await api("POST", "/api/home/target", body);
+      await Promise.all([config.reload(), home.reload()]);
+    });
+
+    return html`<div class="screen" id="screen-heater">
+      <section class="card hero" data-src="/api/home/status">
+        <div class="hero-state">
+          <span class=${"big " + (sleeping ? "s-warn" : stateClass(h.state))}>${sleeping ? "Sleeping" : h.heating ? "Heating" : FMT.text(h.state)}</span>
+          <span class="muted">state <${V} k="state" v=${h.state} /></span>
+        </div>
+        <div class="power-toggle" role="group" aria-label="Heater power">
+          <button type="button" id="heater-on" aria-pressed=${!sleeping} disabled=${act.busy} onClick=${() => sleepWake("wake")}>On</button>
+          <button type="button" id="heater-sleep" class="secondary" aria-pressed=${sleeping} disabled=${act.busy} onClick=${() => sleepWake("sleep")}>Sleep (off)</button>
+        </div>
+        <div class="tiles">
+          <${Tile} label="Heat output"><${V} k="heat_output_watt" v=${h.heat_output_watt} f="watt" /><//>
+          <${Tile} label="Noise" sub=${html`fans <${V} k="fan_pwm_percent" v=${h.fan_pwm_percent} f="percent" />`}>${noiseWord(h.fan_pwm_percent)}<//>
+          <${Tile} label="Hottest chip"><${V} k="temp_max_c" v=${h.temp_max_c} f="celsius" /><//>
+          <${Tile} label="Room" sub=${thermo && thermo.target_room_c !== undefined ? `target ${FMT.celsius(thermo.target_room_c)}` : ""}>
+            ${thermo && isNum(thermo.room_c) ? html`<${V} k="thermostat.room_c" v=${thermo.room_c} f="celsius" />` : "no sensor reading"}<//>
+        </div>
+        <${Loading} q=${home} /><${Err} error=${home.error && home.data ? home.error : null} />
+      </section>
+
+      <section class="card" data-src="/api/config">
+        <h2>Heat level</h2>
+        <p class="muted">The miner turns nearly all of its power into heat. The level is its power target;
+          the circuit limit, quiet hours and the thermostat can hold it lower (in force now: ${FMT.watt(cap)}).</p>
+        <div class="row">
+          <input id="heat-level" type="range" min="0" max=${maxLevel} step="50" value=${levelValue}
+            aria-label="Heat level in watts" onInput=${(e) => setLevel(Number(e.target.value))} />
+          <output for="heat-level">${levelValue ? FMT.watt(levelValue) : "no limit"}</output>
+          <button type="button" id="heat-apply" disabled=${act.busy} onClick=${applyLevel}>Apply</button>
+        </div>
+        <h3>Thermostat</h3>
+        <div class="row">
+          <${Field} label="Room target (°C)"><input id="room-target" type="number" min="5" max="30" step="0.5"
+            value=${room !== null ? room : get(cfg, "home.target_room_c") ?? ""} onInput=${(e) => setRoom(e.target.value)} /><//>
+          <button type="button" disabled=${act.busy} onClick=${() => applyThermostat(true)}>Use thermostat</button>
+          <button type="button" class="secondary" disabled=${act.busy} onClick=${() => applyThermostat(false)}>Turn thermostat off</button>
+        </div>
+        <p class="muted">Thermostat: ${get(cfg, "home.thermostat_enabled") ? "on" : "off"}. Room readings come from
+          <code>POST /api/home/room-temp</code> (for example a Home Assistant automation).</p>
+        <${Err} error=${act.error} />
+      </section>
+
+      <${NightMode} night=${night} nm=${nm} />
+
+      <section class="card" data-src="/api/home/status">
+        <h2>Per day</h2>
+        <div class="tiles">
+          <${Tile} label="Heat delivered">${isNum(heatKwh) ? num(heatKwh, 1) + " kWh" : "–"}<//>
+          <${Tile} label="Electricity cost" sub=${isNum(price) ? `at ${FMT.money(price)} per kWh` : "set a price in Settings"}>
+            <span id="cost-day">${FMT.money(costDay)}</span><//>
+          <${Tile} label="Sats earned (expected)" sub=${isNum(satsValue) ? `≈ ${FMT.money(satsValue)}` : MODE_RANK[mode] >= 1 ? "set a BTC price in Settings to convert" : "the network difficulty is readable in Mining mode"}>
+            ${isNum(sats) ? num(sats, 0) + " sats" : "–"}<//>
+        </div>
+      </section>
+    </div>`;
+  }
+
+  function NightMode({ night, nm }) {
+    const [act, run] = useAction();
+    const [form, setForm] = useState(null);
+    const f = form || nm;
+    const set = (k, v) => setForm({ ...f, [k]: v });
+    const save = () => run(async () => {
+      const body = { enabled: !!f.enabled, start: f.start, end: f.end, utc_offset_min: -new Date().getTimezoneOffset() };
+      if (isNum(Number(f.power_cap_watt)) && f.power_cap_watt !== "" && f.power_cap_watt !== null) body.power_cap_watt = Number(f.power_cap_watt);
+      if (isNum(Number(f.fan_max_percent)) && f.fan_max_percent !== "" && f.fan_max_percent !== null) body.fan_max_percent = Number(f.fan_max_percent);
+      await api("POST", "/api/home/night-mode", body);
+      setForm(null);
+      await night.reload();
+    });
+    return html`<section class="card" data-src="/api/home/night-mode">
+      <h2>Night mode and quiet hours</h2>
+      <p>Now: <strong>${get(night.data, "active_now") ? "quiet hours in force" : "normal"}</strong></p>
+      <div class="row wrap">
+        <label class="check"><input type="checkbox" id="night-enabled" checked=${!!f.enabled} onChange=${(e) => set("enabled", e.target.checked)} /> Enabled</label>
+        <${Field} label="From"><input type="time" id="night-start" value=${f.start || "22:00"} onInput=${(e) => set("start", e.target.value)} /><//>
+        <${Field} label="Until"><input type="time" id="night-end" value=${f.end || "07:00"} onInput=${(e) => set("end", e.target.value)} /><//>
+        <${Field} label="Power cap (W)"><input type="number" min="0" step="50" value=${f.power_cap_watt ?? ""} onInput=${(e) => set("power_cap_watt", e.target.value)} /><//>
+        <${Field} label="Fan limit (%)"><input type="number" min="0" max="100" value=${f.fan_max_percent ?? ""} onInput=${(e) => set("fan_max_percent", e.target.value)} /><//>
+      </div>
+      <button type="button" disabled=${act.busy} onClick=${save}>Save quiet hours</button>
+      <${Err} error=${act.error || night.error} />
+    </section>`;
+  }
+
+  // ---------------------------------------------------------------- Mining: overview
+
+  const RANGES = [
+    { id: "15m", label: "15 min", src: "/api/metrics/rolling" },
+    { id: "1h", label: "1 h", src: "/api/history", last_s: 3600 },
+    { id: "24h", label: "24 h", src: "/api/history", last_s: 86400 },
+    { id: "7d", label: "7 d", src: "/api/history", last_s: 7 * 86400 },
+  ];
+
+  function HistoryCharts() {
+    const [range, setRange] = useState("15m");
+    const r = RANGES.find((x) => x.id === range);
+    const q = usePoll(() => api("GET", r.src), range === "15m" ? 15000 : 60000, [range]);
+    const samples = (get(q.data, "samples") || []).filter((s) => !r.last_s || s.t_ms >= Date.now() - r.last_s * 1000);
+    const times = samples.map((s) => s.t_ms / 1000);
+    const hashrate = { label: "Hashrate", unit: "TH/s", values: samples.map((s) => s.ghs_1m / 1000) };
+    const power = { label: "Power", unit: "W", values: samples.map((s) => s.power_watt) };
+    const temp = { label: "Hottest chip", unit: "°C", values: samples.map((s) => s.temp_max_c) };
+    const oldest = samples.length ? samples[0].t_ms : null;
+    return html`<section class="card" data-src=${r.src} id="charts">
+      <div class="card-head"><h2>History</h2>
+        <div role="radiogroup" aria-label="Time range" class="seg">
+          ${RANGES.map((x) => html`<button type="button" role="radio" aria-checked=${x.id === range} class=${x.id === range ? "on" : ""} onClick=${() => setRange(x.id)}>${x.label}</button>`)}
+        </div></div>
+      <p class="muted">${samples.length} samples${oldest ? ` since ${FMT.time(oldest)}` : ""}; ${get(q.data, "since") || "kept by the gateway"}.</p>
+      <${Loading} q=${q} />
+      <div class="charts">
+        <${Chart} id="chart-hashrate" title="Hashrate" times=${times} series=${[hashrate]} />
+        <${Chart} id="chart-power" title="Power" times=${times} series=${[power]} hue=${1} />
+        <${Chart} id="chart-temp" title="Temperature" times=${times} series=${[temp]} hue=${2} />
+      </div>
+    </section>`;
+  }
+
+  function MiningScreen({ status }) {
+    const s = status || {};
+    const m = s.mining || {};
+    const hr = m.hashrate_ghs || {};
+    const eff = isNum(m.power_watt) && isNum(hr["1m"]) && hr["1m"] > 0 ? m.power_watt / (hr["1m"] / 1000) : undefined;
+    return html`<div class="screen" id="screen-mining">
+      <section class="tiles" data-src="/api/status" data-seq=${m.telemetry_seq}>
+        <${Tile} label="State" sub=${m.state_reason}><span class=${stateClass(m.state)}><${V} k="mining.state" v=${m.state} /></span><//>
+        <${Tile} label="Hashrate (5 s)" sub=${html`1 min <${V} k="mining.hashrate_ghs.1m" v=${hr["1m"]} f="ghs" /> · 15 min <${V} k="mining.hashrate_ghs.15m" v=${hr["15m"]} f="ghs" />`}>
+          <${V} k="mining.hashrate_ghs.5s" v=${hr["5s"]} f="ghs" /><//>
+        <${Tile} label="Power" sub=${html`target <${V} k="mining.power_target_watt" v=${m.power_target_watt} f="watt" />`}><${V} k="mining.power_watt" v=${m.power_watt} f="watt" /><//>
+        <${Tile} label="Efficiency" sub="power ÷ 1 min hashrate">${FMT.jth(eff)}<//>
+        <${Tile} label="Hottest chip" sub=${html`target <${V} k="mining.temp_target_c" v=${m.temp_target_c} f="celsius" />`}><${V} k="mining.temp_max_c" v=${m.temp_max_c} f="celsius" /><//>
+        <${Tile} label="Shares accepted" sub=${html`<${V} k="pools.rejected" v=${get(s, "pools.rejected")} f="int" /> rejected · <${V} k="pools.stale" v=${get(s, "pools.stale")} f="int" /> stale`}>
+          <${V} k="pools.accepted" v=${get(s, "pools.accepted")} f="int" /><//>
+      </section>
+      <${HistoryCharts} />
+      <section class="card" data-src="/api/status" data-seq=${m.telemetry_seq}>
+        <h2>Hashboards</h2>
+        <div class="scroll"><table id="chains">
+          <thead><tr><th scope="col">Chain</th><th scope="col">State</th><th scope="col">Chips</th><th scope="col">Hashrate (1 min)</th><th scope="col">Board</th><th scope="col">Chip</th><th scope="col">Frequency</th><th scope="col">Voltage</th><th scope="col">HW errors</th></tr></thead>
+          <tbody>${(s.chains || []).map((c, i) => html`<tr>
+            <td><${V} k=${`chains.${i}.chain_id`} v=${c.chain_id} /></td>
+            <td class=${stateClass(c.state)}><${V} k=${`chains.${i}.state`} v=${c.state} /></td>
+            <td><${V} k=${`chains.${i}.chips_detected`} v=${c.chips_detected} f="int" /> / <${V} k=${`chains.${i}.chips_expected`} v=${c.chips_expected} f="int" /></td>
+            <td><${V} k=${`chains.${i}.hashrate_ghs.1m`} v=${get(c, "hashrate_ghs.1m")} f="ghs" /></td>
+            <td><${V} k=${`chains.${i}.temp_board_c`} v=${c.temp_board_c} f="celsius" /></td>
+            <td><${V} k=${`chains.${i}.temp_chip_c`} v=${c.temp_chip_c} f="celsius" /></td>
+            <td><${V} k=${`chains.${i}.frequency_mhz`} v=${c.frequency_mhz} f="mhz" /></td>
+            <td><${V} k=${`chains.${i}.voltage_mv`} v=${c.voltage_mv} f="mv" /></td>
+            <td><${V} k=${`chains.${i}.hw_errors`} v=${c.hw_errors} f="int" /></td></tr>`)}</tbody>
+        </table></div>
+        ${(s.chains || []).length === 0 ? html`<p class="muted">${get(s, "sources.hw_agent.up") === false ? "hw-agent is restarting" : "no hashboards"}</p>` : null}
+        <h2>Fans</h2>
+        <div class="scroll"><table id="fans">
+          <thead><tr><th scope="col">Fan</th><th scope="col">Speed</th><th scope="col">Duty</th><th scope="col">Status</th></tr></thead>
+          <tbody>${(s.fans || []).map((f, i) => html`<tr><td><${V} k=${`fans.${i}.fan_id`} v=${f.fan_id} /></td>
+            <td><${V} k=${`fans.${i}.rpm`} v=${f.rpm} f="rpm" /></td><td><${V} k=${`fans.${i}.pwm_percent`} v=${f.pwm_percent} f="percent" /></td>
+            <td class=${f.stalled ? "s-bad" : "s-ok"}>${f.stalled ? "stalled" : "ok"}</td></tr>`)}</tbody>
+        </table></div>
+      </section>
+    </div>`;
+  }
+
+  // ---------------------------------------------------------------- Mining: chips heat map
+
+  const CHIP_METRICS = {
+    temp_c: { label: "Temperature", f: "celsius" },
+    ghs_1m: { label: "Hashrate (1 min)", f: "ghs" },
+    hw_errors: { label: "HW errors", f: "int" },
+  };
+
+  function ChipsScreen() {
+    const q = usePoll(() => api("GET", "/api/chips"), SCREEN_POLL_MS);
+    const [metric, setMetric] = useState("temp_c");
+    const chains = get(q.data, "chains") || [];
+    const all = chains.flatMap((c) => (c.chips || []).map((x) => x[metric])).filter(isNum);
+    const lo = all.length ? Math.min(...all) : 0, hi = all.length ? Math.max(...all) : 1;
+    const color = (v, alive) => {
+      if (!alive) return "var(--dead)";
+      if (!isNum(v)) return "var(--line)";
+      const t = hi > lo ? (v - lo) / (hi - lo) : 0.5;
+      // Temperature and errors: hotter is worse (red); hashrate: lower is worse.
+      const bad = metric === "ghs_1m" ? 1 - t : t;
+      return `hsl(${Math.round(120 - 120 * bad)} 65% 42%)`;
+    };
+    return html`<div class="screen" id="screen-chips">
+      <section class="card" data-src="/api/chips">
+        <div class="card-head"><h2>Chips</h2>
+          <${Field} label="Colour by"><select id="chip-metric" value=${metric} onChange=${(e) => setMetric(e.target.value)}>
+            ${Object.entries(CHIP_METRICS).map(([k, x]) => html`<option value=${k}>${x.label}</option>`)}</select><//></div>
+        <p class="muted">Scale: ${FMT[CHIP_METRICS[metric].f](lo)} (green) to ${FMT[CHIP_METRICS[metric].f](hi)}; grey chips are dead.</p>
+        <${Loading} q=${q} />
+        ${chains.map((c, ci) => html`<h3>Chain <${V} k=${`chains.${ci}.chain_id`} v=${c.chain_id} /> · ${(c.chips || []).length} chips</h3>
+          <div class="heatmap" role="list">
+            ${(c.chips || []).map((x, i) => html`<div role="listitem" class="chip" tabindex="0" style=${{ background: color(x[metric], x.alive) }}
+              title=${`chip ${x.index}: ${FMT.celsius(x.temp_c)}, ${FMT.ghs(x.ghs_1m)}, ${x.hw_errors} HW errors, ${x.frequency_mhz} MHz`}
+              aria-label=${`chip ${x.index}: ${FMT[CHIP_METRICS[metric].f](x[metric])}${x.alive ? "" : ", dead"}`}>
+              <${V} k=${`chains.${ci}.chips.${i}.${metric}`} v=${x[metric]} f=${CHIP_METRICS[metric].f} /></div>`)}
+          </div>`)}
+      </section>
+    </div>`;
+  }
+
+  // ---------------------------------------------------------------- Pools
+
+  function PoolsScreen() {
+    const q = usePoll(() => api("GET", "/api/pools"), SCREEN_POLL_MS);
+    const policy = usePoll(() => api("GET", "/api/pools/failover_policy"), 30000);
+    const [draft, setDraft] = useState(null);
+    const [tests, setTests] = useState({});
+    const [act, run] = useAction();
+    const pools = get(q.data, "pools") || [];
+    const rows = draft || pools.map((p) => ({ url: p.url, user: p.user, password: p.password, enabled: p.enabled !== false, quota: p.quota || 0 }));
+    const edit = (i, k, v) => setDraft(rows.map((r, j) => (j === i ? { ...r, [k]: v } : r)));
+    const move = (i, d) => {
+      const next = rows.slice();
+      const [r] = next.splice(i, 1);
+      next.splice(i + d, 0, r);
+      setDraft(next);
+    };
+    const save = () => run(async () => {
+      const body = { pools: rows.map((r, i) => ({ url: r.url.trim(), user: r.user.trim(), password: r.password || "", enabled: !!r.enabled, priority: i, quota: Number(r.quota) || 0 })) };
+      await api("POST", "/api/pools", body);
+      setDraft(null);
+      await q.reload();
+      return "saved";
+    });
+    const test = async (i) => {
+      setTests({ ...tests, [i]: { busy: true } });
+      try {
+        const r = rows[i];
+        const body = { url: r.url.trim(), user: r.user.trim() };
+        if (r.password && r.password !== "********") body.password = r.password;
+        const res = await api("POST", "/api/pools/test", body);
+        setTests((t) => ({ ...t, [i]: { res } }));
+      } catch (e) {
+        setTests((t) => ({ ...t, [i]: { error: e } }));
+      }
+    };
+    const p = policy.data || {};
+    return html`<div class="screen" id="screen-pools">
+      <section class="card" data-src="/api/pools">
+        <div class="card-head"><h2>Pools</h2><span class="muted">active: pool ${FMT.text(get(q.data, "active_index"))}</span></div>
+        <${Loading} q=${q} />
+        <ol class="pool-list">
+          ${rows.map((r, i) => {
+            const live = draft ? null : get(pools[i], "status");
+            const t = tests[i] || {};
+            return html`<li class="pool" data-index=${i}>
+              <div class="row wrap">
+                <${Field} label="URL"><input class="pool-url wide" value=${r.url} onInput=${(e) => edit(i, "url", e.target.value)} placeholder="stratum+tcp://host:3333" /><//>
+                <${Field} label="Worker"><input class="pool-user" value=${r.user} onInput=${(e) => edit(i, "user", e.target.value)} /><//>
+                <${Field} label="Password"><input class="pool-pass" type="password" autocomplete="off" value=${r.password} onInput=${(e) => edit(i, "password", e.target.value)} /><//>
+                <label class="check"><input type="checkbox" class="pool-enabled" checked=${r.enabled} onChange=${(e) => edit(i, "enabled", e.target.checked)} /> Enabled</label>
+              </div>
+              ${live ? html`<p class="muted">State <span class=${stateClass(live.active ? "active" : live.state)}><${V} k=${`pools.${i}.status.state`} v=${live.state} /></span>${live.active ? " · active" : ""} ·
+                accepted <${V} k=${`pools.${i}.status.accepted`} v=${live.accepted} f="int" /> · rejected <${V} k=${`pools.${i}.status.rejected`} v=${live.rejected} f="int" />
+                ${live.last_error ? html` · last error: ${live.last_error}` : null}</p>` : null}
+              <div class="row wrap">
+                <button type="button" class="secondary" aria-label=${`Move pool ${i} up`} disabled=${i === 0} onClick=${() => move(i, -1)}>↑</button>
+                <button type="button" class="secondary" aria-label=${`Move pool ${i} down`} disabled=${i === rows.length - 1} onClick=${() => move(i, 1)}>↓</button>
+                <button type="button" class="secondary pool-test" disabled=${t.busy} onClick=${() => test(i)}>Test</button>
+                <button type="button" class="secondary" onClick=${() => setDraft(rows.filter((_, j) => j !== i))}>Delete</button>
+                ${t.busy ? html`<span class="muted">testing…</span>` : null}
+                ${t.res ? html`<span class=${"pool-test-result " + (t.res.ok ? "s-ok" : "s-bad")} role="status">${t.res.ok ? "reachable: " : "failed: "}
+                  ${(t.res.steps || []).map((s) => `${s.name} ${s.ok ? "ok" : "failed"} (${s.elapsed_ms} ms)`).join(", ")} ${t.res.error || ""}</span>` : null}
+                <${Err} error=${t.error} />
+              </div>
+            </li>`;
+          })}
+        </ol>
+        <div class="row">
+          <button type="button" class="secondary" id="pool-add" onClick=${() => setDraft([...rows, { url: "", user: "", password: "", enabled: true, quota: 0 }])}>Add pool</button>
+          <button type="button" id="pool-save" disabled=${!draft || act.busy} onClick=${save}>Save pools</button>
+          ${draft ? html`<button type="button" class="secondary" onClick=${() => setDraft(null)}>Discard changes</button>` : null}
+          ${act.result ? html`<span class="s-ok" role="status">Saved</span>` : null}
+        </div>
+        <${Err} error=${act.error} />
+      </section>
+      <section class="card" data-src="/api/pools/failover_policy">
+        <h2>Failover</h2>
+        <p>Strategy: <strong><${V} k="strategy" v=${p.strategy} /></strong></p>
+        <h3>Recent switches</h3>
+        ${(p.recent_switches || []).length === 0 ? html`<p class="muted">No pool switch since the pool client started.</p>` : html`<ul>
+          ${(p.recent_switches || []).slice(-10).reverse().map((s) => html`<li>${FMT.time(s.timestamp_ms)}: pool ${s.from_index} → ${s.to_index}: ${s.reason}</li>`)}</ul>`}
+      </section>
+    </div>`;
+  }
+
+  // ---------------------------------------------------------------- Tuner
+
+  function TunerScreen() {
+    const q = usePoll(() => api("GET", "/api/autotuner/state"), SCREEN_POLL_MS);
+    const profiles = usePoll(() => api("GET", "/api/profiles"), 30000);
+    const [act, run] = useAction();
+    const [name, setName] = useState("");
+    const s = q.data || {};
+    const write = (fn) => run(async () => {
+      const r = await fn();
+      await Promise.all([q.reload(), profiles.reload()]);
+      return r;
+    });
+    const allProfiles = [...(get(profiles.data, "tuned") || []), ...(get(profiles.data, "saved") || [])];
+    return html`<div class="screen" id="screen-tuner">
+      <section class="card" data-src="/api/autotuner/state">
+        <div class="card-head"><h2>Autotuner</h2>
+          <label class="check"><input type="checkbox" id="tuner-active" checked=${!!s.active} disabled=${act.busy}
+            onChange=${(e) => write(() => api("PUT", "/api/autotuner/active", { active: e.target.checked }))} /> Tuning on</label></div>
+        <${Loading} q=${q} />
+        <div class="tiles">
+          <${Tile} label="State" sub=${s.reason}><span class=${stateClass(s.state)}><${V} k="state" v=${s.state} /></span><//>
+          <${Tile} label="Mode"><${V} k="mode" v=${s.mode} /><//>
+          <${Tile} label="Power target"><${V} k="power_target_watt" v=${s.power_target_watt} f="watt" /><//>
+          <${Tile} label="Steps taken"><${V} k="steps" v=${s.steps} f="int" /><//>
+        </div>
+        <div class="row wrap">
+          <button type="button" class="secondary" disabled=${act.busy} onClick=${() => write(() => api("POST", "/api/autotuner/decrement_power_target", {}))}>Power target −</button>
+          <button type="button" class="secondary" disabled=${act.busy} onClick=${() => write(() => api("POST", "/api/autotuner/increment_power_target", {}))}>Power target +</button>
+          <button type="button" class="secondary" disabled=${act.busy} onClick=${() => write(() => api("POST", "/api/autotuner/decrement_hashrate_target", {}))}>Hashrate target −</button>
+          <button type="button" class="secondary" disabled=${act.busy} onClick=${() => write(() => api("POST", "/api/autotuner/increment_hashrate_target", {}))}>Hashrate target +</button>
+        </div>
+        <${Err} error=${act.error || (q.data ? q.error : null)} />
+        <h3>Recent transitions</h3>
+        <ul>${(s.transitions || []).slice(-8).reverse().map((t) => html`<li>${FMT.time(t.at_ms)}: ${t.from} → ${t.to} (${t.reason})</li>`)}</ul>
+      </section>
+      <section class="card" data-src="/api/profiles">
+        <h2>Profiles</h2>
+        ${allProfiles.length === 0 ? html`<p class="muted">No tuned or saved profile yet.</p>` : html`<ul>
+          ${allProfiles.map((p) => html`<li>${p.id || p.name} ${p.mode ? `(${p.mode})` : ""}
+            <button type="button" class="secondary small" disabled=${act.busy} onClick=${() => write(() => api("POST", "/api/profiles", { name: p.id || p.name, action: "apply" }))}>Apply</button></li>`)}</ul>`}
+        <div class="row">
+          <${Field} label="Save the current point as"><input value=${name} onInput=${(e) => setName(e.target.value)} maxlength="64" /><//>
+          <button type="button" disabled=${!name || act.busy} onClick=${() => write(() => api("POST", "/api/profiles", { name, action: "save" }))}>Save profile</button>
+        </div>
+      </section>
+    </div>`;
+  }
+
+  // ---------------------------------------------------------------- Shares
+
+  function SharesScreen() {
+    const stats = usePoll(() => api("GET", "/api/stats"), SCREEN_POLL_MS);
+    const hist = usePoll(() => api("GET", "/api/history/shares"), 60000);
+    const sh = get(stats.data, "shares") || {};
+    const samples = get(hist.data, "samples") || [];
+    const times = samples.map((s) => s.t_ms / 1000);
+    return html`<div class="screen" id="screen-shares">
+      <section class="card" data-src="/api/stats">
+        <h2>Shares</h2>
+        <${Loading} q=${stats} />
+        <div class="tiles">
+          <${Tile} label="Accepted"><${V} k="shares.accepted" v=${sh.accepted} f="int" /><//>
+          <${Tile} label="Rejected"><${V} k="shares.rejected" v=${sh.rejected} f="int" /><//>
+          <${Tile} label="Stale"><${V} k="shares.stale" v=${sh.stale} f="int" /><//>
+          <${Tile} label="Best share"><${V} k="shares.best_share" v=${sh.best_share} f="diff" /><//>
+        </div>
+        <h3>Per pool and reject reasons</h3>
+        <div class="scroll"><table>
+          <thead><tr><th scope="col">Pool</th><th scope="col">Accepted</th><th scope="col">Rejected</th><th scope="col">Stale</th><th scope="col">Reject reasons</th></tr></thead>
+          <tbody>${(sh.pools || []).map((p, i) => html`<tr><td class="url">${p.url}</td><td><${V} k=${`shares.pools.${i}.accepted`} v=${p.accepted} f="int" /></td>
+            <td><${V} k=${`shares.pools.${i}.rejected`} v=${p.rejected} f="int" /></td><td>${FMT.int(p.stale)}</td>
+            <td>${Object.entries(p.reject_reasons || {}).map(([k, v]) => `${k}: ${v}`).join(", ") || "none"}</td></tr>`)}</tbody>
+        </table></div>
+      </section>
+      <section class="card" data-src="/api/history/shares">
+        <h2>Shares per minute</h2>
+        <${Chart} id="chart-shares" title="Shares per minute" times=${times}
+          series=${[{ label: "Accepted", unit: "/min", values: samples.map((s) => s.accepted_delta) }, { label: "Rejected", unit: "/min", values: samples.map((s) => s.rejected_delta) }]} />
+      </section>
+    </div>`;
+  }
+
+  // ---------------------------------------------------------------- Hacker: diagnostics
+
+  const DIAG_KINDS = [
+    { id: "board-health", label: "Board health", duration: 3 },
+    { id: "chip-health", label: "Chip health", duration: 10 },
+    { id: "hashreport", label: "Hash report", duration: 10 },
+  ];
+
+  function DiagnosticRun({ kind }) {
+    const status = usePoll(() => api("GET", `/api/diagnostics/${kind.id}/status`), 2000);
+    const [result, setResult] = useState(null);
+    const [act, run] = useAction();
+    const st = status.data || {};
+    const running = st.state === "running";
+    useEffect(() => {
+      if (st.state && !running && st.run_id) {
+        api("GET", `/api/diagnostics/${kind.id}/result`).then(setResult).catch(() => setResult(null));
+      }
+    }, [st.run_id, st.state]);
+    const report = get(result, "report") || {};
+    return html`<section class="card diag" id=${`diag-${kind.id}`} data-src=${`/api/diagnostics/${kind.id}/status`}>
+      <div class="card-head"><h2>${kind.label}</h2>
+        <button type="button" disabled=${running || act.busy} onClick=${() => run(async () => {
+          await api("POST", `/api/diagnostics/${kind.id}/start`, { duration_s: kind.duration });
+          await status.reload();
+        })}>Run (${kind.duration} s)</button></div>
+      <p>State: <span class=${stateClass(st.state)}><${V} k="state" v=${st.state} /></span>
+        ${running ? html` <progress max="100" value=${st.progress_percent || 0} aria-label=${`${kind.label} progress`}></progress> ${FMT.int(st.progress_percent)} %` : null}</p>
+      ${result ? html`<p>Verdict of the last run: <strong class=${stateClass(result.verdict)}>${result.verdict}</strong> (finished ${FMT.time(get(result, "run.finished_ms"))})</p>
+        <div class="scroll"><table><thead><tr><th scope="col">Chain</th><th scope="col">Verdict</th><th scope="col">Details</th></tr></thead>
+          <tbody>${(report.chains || []).map((c) => html`<tr><td>${c.chain_id}</td><td class=${stateClass(c.verdict)}>${c.verdict || c.state}</td>
+            <td>${c.summary ? `ok ${c.summary.ok}, weak ${c.summary.weak}, dead ${c.summary.dead}` : isNum(c.percent) ? `${num(c.percent, 1)} % of nominal` : (c.checks || []).map((k) => `${k.check} ${k.verdict}`).join(", ")}</td></tr>`)}</tbody></table></div>` : null}
+      <${Err} error=${act.error || st.error} />
+    </section>`;
+  }
+
+  const DiagnosticsScreen = () => html`<div class="screen" id="screen-diagnostics">${DIAG_KINDS.map((k) => html`<${DiagnosticRun} kind=${k} />`)}</div>`;
+
+  // ---------------------------------------------------------------- Hacker: services, logs
+
+  function ServicesScreen() {
+    const q = usePoll(() => api("GET", "/api/system/health"), 5000);
+    const [act, run] = useAction();
+    const restart = (name) => run(async () => {
+      if (!(await askConfirm(`Restart ${name}?`, `The supervisor stops ${name} and starts it again. Mining pauses briefly if it is a mining service.`, "Restart"))) return null;
+      const r = await api("POST", "/api/action/restart", { service: name });
+      await q.reload();
+      return r;
+    });
+    const services = get(q.data, "services") || [];
+    return html`<div class="screen" id="screen-services">
+      <section class="card" data-src="/api/system/health">
+        <h2>Services</h2>
+        <p>Healthy: <strong class=${q.data && q.data.healthy ? "s-ok" : "s-warn"}><${V} k="healthy" v=${get(q.data, "healthy")} f="bool" /></strong></p>
+        <${Loading} q=${q} />
+        <div class="scroll"><table id="services">
+          <thead><tr><th scope="col">Service</th><th scope="col">State</th><th scope="col">PID</th><th scope="col">Restarts</th><th scope="col">Up for</th><th scope="col">Last exit</th><th scope="col"><span class="sr">Actions</span></th></tr></thead>
+          <tbody>${services.map((s, i) => html`<tr data-service=${s.name}>
+            <td><${V} k=${`services.${i}.name`} v=${s.name} /></td><td class=${stateClass(s.state)}><${V} k=${`services.${i}.state`} v=${s.state} /></td>
+            <td><${V} k=${`services.${i}.pid`} v=${s.pid} /></td><td class="restarts"><${V} k=${`services.${i}.restarts`} v=${s.restarts} f="int" /></td>
+            <td>${FMT.duration(s.uptime_s)}</td><td>${FMT.text(s.last_exit)}</td>
+            <td><button type="button" class="secondary small restart" disabled=${act.busy} onClick=${() => restart(s.name)}>Restart</button></td></tr>`)}</tbody>
+        </table></div>
+        <${Err} error=${act.error} />
+      </section>
+    </div>`;
+  }
+
+  function LogsScreen() {
+    const health = usePoll(() => api("GET", "/api/system/health"), 0);
+    const [service, setService] = useState("hw-agent");
+    const [follow, setFollow] = useState(true);
+    const q = usePoll(() => api("GET", `/api/debug/log?service=${encodeURIComponent(service)}&lines=200`), follow ? 3000 : 0, [service, follow]);
+    const pre = useRef(null);
+    useEffect(() => {
+      if (pre.current && follow) pre.current.scrollTop = pre.current.scrollHeight;
+    }, [q.data]);
+    const names = (get(health.data, "services") || []).map((s) => s.name);
+    return html`<div class="screen" id="screen-logs">
+      <section class="card" data-src="/api/debug/log">
+        <div class="card-head"><h2>Logs</h2>
+          <div class="row"><${Field} label="Service"><select id="log-service" value=${service} onChange=${(e) => setService(e.target.value)}>
+            ${(names.length ? names : [service]).map((n) => html`<option value=${n}>${n}</option>`)}</select><//>
+            <label class="check"><input type="checkbox" checked=${follow} onChange=${(e) => setFollow(e.target.checked)} /> Follow</label></div></div>
+        <${Err} error=${q.error} />
+        <pre id="log-lines" ref=${pre} tabindex="0" aria-label=${`Recent log lines of ${service}`}>${(get(q.data, "lines") || []).join("\n")}</pre>
+        <p class="muted">${FMT.int(get(q.data, "count"))} lines from ${FMT.text(get(q.data, "source"))}</p>
+      </section>
+    </div>`;
+  }
+
+  // ---------------------------------------------------------------- Hacker: debug writes
+
+  const DEBUG_WRITES = [
+    { id: "pid", path: "/api/debug/pid-params", title: "Fan PID gains", fields: [["kp", "Kp", 2], ["ki", "Ki", 0.1], ["kd", "Kd", 0.5]] },
+    { id: "psu", path: "/api/debug/psu/control", title: "PSU output voltage", fields: [["voltage_mv", "Voltage (mV)", 12000]] },
+    { id: "freq", path: "/api/debug/chip/frequency", title: "Chain frequency", fields: [["chain_id", "Chain", 0], ["frequency_mhz", "Frequency (MHz)", 550]] },
+    { id: "volt", path: "/api/debug/chip/voltage", title: "Chain voltage", fields: [["chain_id", "Chain", 0], ["voltage_mv", "Voltage (mV)", 8800]] },
+    { id: "reg", path: "/api/debug/registers", title: "Write a chip register", fields: [["chain_id", "Chain", 0], ["chip", "Chip", 0], ["register", "Register", "0x18"], ["value", "Value", "0x00000000"]] },
+  ];
+
+  function DebugWrite({ spec }) {
+    const [values, setValues] = useState(Object.fromEntries(spec.fields.map(([k, , d]) => [k, String(d)])));
+    const [act, run] = useAction();
+    const submit = (e) => {
+      e.preventDefault();
+      run(async () => {
+        const body = { confirm: true };
+        for (const [k] of spec.fields) {
+          const raw = values[k].trim();
+          body[k] = /^0x/i.test(raw) ? raw : Number(raw);
+        }
+        const detail = spec.fields.map(([k, label]) => `${label} = ${values[k]}`).join(", ");
+        if (!(await askConfirm(`${spec.title}?`, `This writes to the hardware (${spec.path}: ${detail}). Wrong values can stop hashing or damage the board.`, "Write"))) return null;
+        return api("POST", spec.path, body);
+      });
+    };
+    return html`<form class="card debug-write" id=${`debug-${spec.id}`} onSubmit=${submit} data-src=${spec.path}>
+      <h2>${spec.title}</h2>
+      <div class="row wrap">${spec.fields.map(([k, label]) => html`<${Field} label=${label}><input name=${k} value=${values[k]} onInput=${(e) => setValues({ ...values, [k]: e.target.value })} required /><//>`)}</div>
+      <button type="submit" class="danger" disabled=${act.busy}>Write…</button>
+      ${act.result ? html`<pre class="result" role="status">${JSON.stringify(act.result, null, 1)}</pre>` : null}
+      <${Err} error=${act.error} />
+    </form>`;
+  }
+
+  function DebugScreen() {
+    const pid = usePoll(() => api("GET", "/api/debug/pid-state"), 5000);
+    const [reg, setReg] = useState({ chain_id: "0", chip: "0", register: "0x00" });
+    const [act, run] = useAction();
+    return html`<div class="screen" id="screen-debug">
+      <p class="warning" role="note">Hacker mode: these forms talk to the hardware directly. Every write asks for confirmation and is recorded in hw-agent's debug audit log.</p>
+      <section class="card" data-src="/api/debug/pid-state"><h2>Fan controller</h2><${KV} obj=${pid.data} src="/api/debug/pid-state" /><${Err} error=${pid.error} /></section>
+      <form class="card" onSubmit=${(e) => { e.preventDefault(); run(() => api("GET", `/api/debug/registers?chain_id=${encodeURIComponent(reg.chain_id)}&chip=${encodeURIComponent(reg.chip)}&register=${encodeURIComponent(reg.register)}`)); }}>
+        <h2>Read a chip register</h2>
+        <div class="row wrap">${["chain_id", "chip", "register"].map((k) => html`<${Field} label=${k.replace("_", " ")}><input value=${reg[k]} onInput=${(e) => setReg({ ...reg, [k]: e.target.value })} /><//>`)}</div>
+        <button type="submit" disabled=${act.busy}>Read</button>
+        ${act.result ? html`<${KV} obj=${act.result} src="/api/debug/registers" />` : null}<${Err} error=${act.error} />
+      </form>
+      ${DEBUG_WRITES.map((s) => html`<${DebugWrite} spec=${s} />`)}
+    </div>`;
+  }
+
+  // ---------------------------------------------------------------- Hacker: catalogues, network
+
+  function CataloguesScreen() {
+    const index = usePoll(() => api("GET", "/api/re/catalog/index"), 0);
+    const [path, setPath] = useState("");
+    const cat = usePoll(() => (path ? api("GET", path) : Promise.resolve(null)), 0, [path]);
+    const entries = get(index.data, "entries") || [];
+    const paths = entries.map((e) => e.path || e.route || (typeof e === "string" ? e : null)).filter((p) => typeof p === "string" && p.startsWith("/api/"));
+    const list = get(cat.data, "entries");
+    return html`<div class="screen" id="screen-catalogues">
+      <section class="card" data-src="/api/re/catalog/index">
+        <h2>Reverse-engineering catalogues</h2>
+        <p class="muted">Read-only constants; reading them touches no hardware.</p>
+        <${Field} label="Catalogue"><select id="catalogue" value=${path} onChange=${(e) => setPath(e.target.value)}>
+          <option value="">Choose…</option>${paths.map((p) => html`<option value=${p}>${p}</option>`)}</select><//>
+        <${Err} error=${index.error || cat.error} />
+        ${cat.data ? html`<h3>${cat.data.title || path}</h3><p class="muted">${cat.data.source || ""}</p>
+          ${Array.isArray(list) && list.length && typeof list[0] === "object" ? html`<div class="scroll"><table><thead><tr>${Object.keys(list[0]).map((k) => html`<th scope="col">${k}</th>`)}</tr></thead>
+            <tbody>${list.map((row) => html`<tr>${Object.keys(list[0]).map((k) => html`<td>${typeof row[k] === "object" ? JSON.stringify(row[k]) : FMT.text(row[k])}</td>`)}</tr>`)}</tbody></table></div>`
+            : html`<pre>${JSON.stringify(list ?? cat.data, null, 1)}</pre>`}` : null}
+      </section>
+    </div>`;
+  }
+
+  function NetworkScreen({ refreshStatus }) {
+    const q = usePoll(() => api("GET", "/api/network/info"), 0);
+    const [name, setName] = useState(null);
+    const [act, run] = useAction();
+    return html`<div class="screen" id="screen-network">
+      <section class="card" data-src="/api/network/info">
+        <h2>Network</h2>
+        <${Loading} q=${q} /><${KV} obj=${q.data} src="/api/network/info" />
+        <form class="row" onSubmit=${(e) => { e.preventDefault(); run(async () => { await api("POST", "/api/network/hostname", { hostname: name }); setName(null); await q.reload(); refreshStatus(); return true; }); }}>
+          <${Field} label="Hostname"><input id="hostname-input" value=${name ?? get(q.data, "hostname") ?? ""} onInput=${(e) => setName(e.target.value)} pattern="[A-Za-z0-9-]{1,63}" /><//>
+          <button type="submit" disabled=${name === null || act.busy}>Rename</button>
+        </form>
+        <${Err} error=${act.error} />
+        ${get(q.data, "endpoints") ? html`<pre>${JSON.stringify(q.data.endpoints, null, 1)}</pre>` : null}
+      </section>
+    </div>`;
+  }
+
+  // ---------------------------------------------------------------- Settings
+
+  function download(blob, name) {
+    const url = URL.createObjectURL(blob);
+    const a = document.createElement("a");
+    a.href = url;
+    a.download = name;
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 1000);
+  }
+
+  function SettingsScreen({ theme, setTheme, mode, onLogout }) {
+    const econ = useEconomics();
+    const donation = usePoll(() => api("GET", "/api/config/donation"), 0);
+    const info = usePoll(() => api("GET", "/api/donation/info"), 0);
+    const manifest = usePoll(() => api("GET", "/api/config/backup/manifest"), 0);
+    const [price, setPrice] = useState(null);
+    const [cur, setCur] = useState(null);
+    const [btc, setBtc] = useState(localStorage.getItem(BTC_KEY) || "");
+    const [don, setDon] = useState(null);
+    const [act, run] = useAction();
+    const d = don || get(donation.data, "config") || {};
+    const currencies = Intl.supportedValuesOf ? Intl.supportedValuesOf("currency") : ["USD", "EUR", "GBP"];
+    const importFile = (file) => run(async () => {
+      const text = await file.text();
+      if (!(await askConfirm("Import this configuration?", `${file.name} replaces the miner's configuration (pools, power, thermal, …). Settings that need a restart apply after it.`, "Import"))) return null;
+      return api("POST", "/api/config/import", { toml: text });
+    });
+    return html`<div class="screen" id="screen-settings">
+      <section class="card">
+        <h2>Display</h2>
+        <div class="row wrap">
+          <${Field} label="Theme"><select id="theme" value=${theme} onChange=${(e) => setTheme(e.target.value)}>
+            <option value="auto">Follow the system</option><option value="dark">Dark</option><option value="light">Light</option></select><//>
+          <${Field} label="BTC price (for converting sats; stays in this browser)"><input type="number" min="0" value=${btc}
+            onInput=${(e) => { setBtc(e.target.value); localStorage.setItem(BTC_KEY, e.target.value); }} /><//>
+        </div>
+      </section>
+      <section class="card" data-src="/api/setup/status">
+        <h2>Electricity</h2>
+        <form class="row wrap" onSubmit=${(e) => { e.preventDefault(); run(async () => { await api("POST", "/api/setup/step-economics", { electricity_price_per_kwh: Number(price ?? econ.price ?? 0), currency: cur || econ.currency || "USD" }); await econ.reload(); return true; }); }}>
+          <${Field} label="Price per kWh"><input id="price" type="number" min="0" max="10" step="0.001" value=${price ?? econ.price ?? ""} onInput=${(e) => setPrice(e.target.value)} /><//>
+          <${Field} label="Currency"><select id="currency" value=${cur || econ.currency || "USD"} onChange=${(e) => setCur(e.target.value)}>
+            ${currencies.map((c) => html`<option value=${c}>${c}</option>`)}</select><//>
+          <button type="submit" disabled=${act.busy}>Save</button>
+        </form>
+      </section>
+      <section class="card" data-src="/api/config/donation">
+        <h2>Donation (optional)</h2>
+        <p>${get(info.data, "trust_model")}</p>
+        <dl class="kv" data-src="/api/donation/info"><dt>Pool</dt><dd><${V} k="pool_url" v=${get(info.data, "pool_url")} /></dd>
+          <dt>Payout address</dt><dd><${V} k="payout_address" v=${get(info.data, "payout_address")} /></dd>
+          <dt>Explorer</dt><dd>${get(info.data, "explorer_url") || "–"}</dd></dl>
+        <form class="row wrap" onSubmit=${(e) => { e.preventDefault(); run(async () => { await api("POST", "/api/config/donation", { enabled: !!d.enabled, percent: Number(d.percent) || 0 }); setDon(null); await donation.reload(); return true; }); }}>
+          <label class="check"><input type="checkbox" id="donation-enabled" checked=${!!d.enabled} onChange=${(e) => setDon({ ...d, enabled: e.target.checked })} /> Donate</label>
+          <${Field} label="Share of mining time (0–5 %)"><input id="donation-percent" type="number" min="0" max="5" step="0.1" value=${d.percent ?? 0} onInput=${(e) => setDon({ ...d, percent: e.target.value })} /><//>
+          <button type="submit" disabled=${act.busy}>Save</button>
+        </form>
+        <p class="muted">${get(donation.data, "note")}</p>
+      </section>
+      <section class="card" data-src="/api/config/backup/manifest">
+        <h2>Configuration backup</h2>
+        <p class="muted">The export contains secrets: ${(get(manifest.data, "contains_secrets") || []).join(", ")}. ${(get(manifest.data, "excluded") || []).join(" ")}</p>
+        <div class="row wrap">
+          <button type="button" id="config-export" disabled=${act.busy} onClick=${() => run(async () => { download(await api("GET", "/api/config/export", undefined, { blob: true }), "svcos-config.toml"); return true; })}>Export config</button>
+          <label class="button secondary">Import config…<input type="file" accept=".toml,text/plain" class="sr" onChange=${(e) => e.target.files[0] && importFile(e.target.files[0])} /></label>
+          ${MODE_RANK[mode] >= 1 ? html`<button type="button" class="secondary" disabled=${act.busy} onClick=${() => run(async () => { download(await api("GET", "/api/log/backup", undefined, { blob: true }), "svcos-logs.tar.gz"); return true; })}>Download logs</button>` : null}
+        </div>
+      </section>
+      <section class="card">
+        <h2>Session</h2>
+        <div class="row wrap"><a class="button secondary" href="#/setup">Run the setup wizard again</a>
+          <button type="button" class="secondary" onClick=${onLogout}>Log out</button></div>
+      </section>
+      <${Err} error=${act.error} />
+      ${act.result && act.result !== true ? html`<pre class="result" role="status">${JSON.stringify(act.result, null, 1)}</pre>` : null}
+    </div>`;
+  }
+
+  // ---------------------------------------------------------------- Firmware
+
+  // Show what every lifecycle route reports; a route that is not implemented yet shows its
+  // envelope (501) instead of a button that cannot work.
+  function RouteState({ path, title }) {
+    const q = usePoll(() => api("GET", path), 0);
+    return html`<section class="card" data-src=${path}><h2>${title}</h2><p class="muted"><code>GET ${path}</code></p>
+      ${q.error ? html`<p class=${q.error.status === 501 ? "muted" : "error"} role="status">${q.error.status === 501 ? "Not available on this build yet: " : ""}${q.error.message}</p>` : null}
+      ${q.data ? html`<${KV} obj=${q.data} src=${path} />` : null}</section>`;
+  }
+
+  function FirmwareScreen() {
+    const version = usePoll(() => api("GET", "/api/dashboard/version"), 0);
+    const cap = usePoll(() => api("GET", "/api/system/update_capability"), 0);
+    return html`<div class="screen" id="screen-firmware">
+      <section class="card" data-src="/api/dashboard/version"><h2>Firmware</h2><${Loading} q=${version} /><${KV} obj=${version.data} src="/api/dashboard/version" /></section>
+      <section class="card" data-src="/api/system/update_capability"><h2>Update capability</h2><${Err} error=${cap.error} /><${KV} obj=${cap.data} src="/api/system/update_capability" />
+        ${get(cap.data, "methods") ? html`<pre>${JSON.stringify(cap.data.methods, null, 1)}</pre>` : null}</section>
+      <${RouteState} path="/api/system/update/metadata" title="Update metadata" />
+      <${RouteState} path="/api/system/upgrade/status" title="Upgrade" />
+      <${RouteState} path="/api/v1/firmware/update/status" title="Firmware update (v1)" />
+      <${RouteState} path="/api/system/restore-to-stock/status" title="Restore to stock" />
+      <${RouteState} path="/api/system/restore-to-stock/preflight-checks" title="Restore-to-stock preflight checks" />
+    </div>`;
+  }
+
+  // ---------------------------------------------------------------- setup wizard
+
+  const WIZARD_STEPS = [
+    { id: "safety", title: "Safety" },
+    { id: "password", title: "Password" },
+    { id: "pool", title: "Pool" },
+    { id: "mode", title: "Mode" },
+    { id: "power", title: "Power" },
+    { id: "economics", title: "Electricity" },
+    { id: "quiet_hours", title: "Quiet hours" },
+    { id: "summary", title: "Summary" },
+  ];
+  const MINER_STEP = { safety: "safety", password: "password", pool: "pool", power: "circuit", economics: "economics", quiet_hours: "quiet_hours" };
+
+  function strength(pw) {
+    let score = 0;
+    if (pw.length >= 8) score++;
+    if (pw.length >= 12) score++;
+    if (pw.length >= 16) score++;
+    if (/[a-z]/.test(pw) && /[A-Z]/.test(pw)) score++;
+    if (/\d/.test(pw)) score++;
+    if (/[^A-Za-z0-9]/.test(pw) || / /.test(pw)) score++;
+    const words = ["too short", "weak", "weak", "fair", "good", "strong", "very strong"];
+    return { score, word: pw.length < 8 ? "too short (8 characters at least)" : words[score] };
+  }
+
+  // Where to resume: right after the step the miner recorded last (or further, if this tab got
+  // further), but never past a missing safety acknowledgement or password, which everything
+  // else depends on.
+  function resumeIndex(status) {
+    const steps = Object.fromEntries((get(status, "steps") || []).map((s) => [s.step, s]));
+    const pending = (id) => !steps[id] || steps[id].status === "pending";
+    if (pending("safety")) return 0;
+    if (!status.password_set || !token()) return 1;
+    let idx = 2, newest = -1;
+    WIZARD_STEPS.forEach((w, i) => {
+      const rec = steps[MINER_STEP[w.id]];
+      if (rec && rec.status !== "pending" && isNum(rec.at_ms) && rec.at_ms >= newest) {
+        newest = rec.at_ms;
+        idx = i + 1;
+      }
+    });
+    const local = Number(sessionStorage.getItem(WIZARD_KEY) || 0);
+    return Math.min(Math.max(idx, local), WIZARD_STEPS.length - 1);
+  }
+
+  function Wizard({ onDone, onLoggedIn }) {
+    const q = usePoll(() => api("GET", "/api/setup/status"), 0);
+    const [step, setStep] = useState(null);
+    const [act, run] = useAction();
+    const st = q.data;
+    useEffect(() => {
+      if (st && step === null) setStep(resumeIndex(st));
+    }, [st]);
+    const heading = useRef(null);
+    useEffect(() => {
+      if (heading.current) heading.current.focus();
+    }, [step]);
+    if (!st || step === null) return html`<section class="card narrow"><${Loading} q=${q} /></section>`;
+    const go = (i) => {
+      sessionStorage.setItem(WIZARD_KEY, String(i));
+      setStep(i);
+    };
+    const next = () => go(step + 1);
+    const doStep = (fn) => run(async () => {
+      await fn();
+      await q.reload();
+      next();
+      return true;
+    });
+    const w = WIZARD_STEPS[step];
+    const props = { st, act, doStep, next, run, q, onLoggedIn, onDone };
+    const View = { safety: WizSafety, password: WizPassword, pool: WizPool, mode: WizMode, power: WizPower, economics: WizEconomics, quiet_hours: WizQuiet, summary: WizSummary }[w.id];
+    return html`<section class="card wizard" id="wizard" data-step=${w.id} aria-labelledby="wizard-title">
+      <ol class="steps" aria-label="Setup steps">${WIZARD_STEPS.map((s, i) => html`<li class=${i === step ? "on" : i < step ? "past" : ""} aria-current=${i === step ? "step" : undefined}>${s.title}</li>`)}</ol>
+      <h2 id="wizard-title" tabindex="-1" ref=${heading}>Step ${step + 1} of ${WIZARD_STEPS.length}: ${w.title}</h2>
+      <${View} ...${props} />
+      <${Err} error=${act.error} />
+      <div class="row wizard-nav">
+        ${step > 0 ? html`<button type="button" class="secondary" id="wizard-back" onClick=${() => go(step - 1)}>Back</button>` : null}
+        ${token() && !(w.id === "summary") ? html`<button type="button" class="link" id="wizard-later" onClick=${() => { sessionStorage.setItem(DISMISSED_KEY, "1"); onDone(); }}>Finish setup later</button>` : null}
+      </div>
+    </section>`;
+  }
+
+  function Skip({ onClick, disabled, label = "Skip" }) {
+    return html`<button type="button" class="secondary" id="wizard-skip" disabled=${disabled} onClick=${onClick}>${label}</button>`;
+  }
+
+  function WizSafety({ doStep, act }) {
+    const warnings = usePoll(() => api("GET", "/api/safety/warnings"), 0);
+    return html`<div>
+      <p>Before the miner draws full power, read what it needs from your home:</p>
+      <ul id="safety-warnings">${(get(warnings.data, "warnings") || []).map((w) => html`<li class=${w.severity === "critical" ? "s-bad" : w.severity === "warning" ? "s-warn" : ""}><strong>${w.severity}</strong>: ${w.message}</li>`)}</ul>
+      <div class="row"><button type="button" id="wizard-next" disabled=${act.busy} onClick=${() => doStep(() => api("POST", "/api/setup/step1-safety", { accept: true }))}>I have read this</button>
+        <${Skip} disabled=${act.busy} onClick=${() => doStep(() => api("POST", "/api/setup/skip-safety", { reason: "skipped in the dashboard" }))} /></div>
+    </div>`;
+  }
+
+  function WizPassword({ st, doStep, act, run, next, onLoggedIn }) {
+    const [pw, setPw] = useState("");
+    const [again, setAgain] = useState("");
+    const [err, setErr] = useState(null);
+    const s = strength(pw);
+    if (st.password_set && token()) {
+      return html`<div><p>A password is already set on this miner.</p>
+        <div class="row"><button type="button" id="wizard-next" disabled=${act.busy} onClick=${() => doStep(() => api("POST", "/api/setup/skip-password", {}))}>Keep the current password</button></div></div>`;
+    }
+    const submit = (e) => {
+      e.preventDefault();
+      if (pw !== again) return setErr(new Error("The two passwords differ."));
+      if (pw.length < 8) return setErr(new Error("Use 8 characters at least."));
+      setErr(null);
+      return doStep(async () => {
+        await api("POST", "/api/setup/step3-password", { password: pw });
+        await login(pw);
+        onLoggedIn();
+      });
+    };
+    return html`<form onSubmit=${submit}>
+      <p>Choose the miner's password. It is stored on the miner only (as an argon2id hash); a lost password is cleared only by holding the reset button for 15 seconds.</p>
+      <input type="text" name="username" value="admin" autocomplete="username" hidden />
+      <${Field} label="New password" hint=${html`Strength: <strong id="pw-strength" class=${s.score >= 4 ? "s-ok" : s.score >= 3 ? "s-warn" : "s-bad"}>${s.word}</strong>`}>
+        <input id="wizard-password" type="password" autocomplete="new-password" value=${pw} onInput=${(e) => setPw(e.target.value)} required minlength="8" /><//>
+      <${Field} label="Repeat it"><input id="wizard-password2" type="password" autocomplete="new-password" value=${again} onInput=${(e) => setAgain(e.target.value)} required /><//>
+      <${Err} error=${err} />
+      <div class="row"><button type="submit" id="wizard-next" disabled=${act.busy}>Set password</button>
+        ${st.password_set ? html`<${Skip} onClick=${next} />` : null}</div>
+      ${st.password_set ? null : html`<p class="muted">The password cannot be skipped on first boot: every later step needs it.</p>`}
+    </form>`;
+  }
+
+  function WizPool({ doStep, act, next }) {
+    const pools = usePoll(() => api("GET", "/api/pools"), 0);
+    const first = (get(pools.data, "pools") || [])[0] || {};
+    const [f, setF] = useState(null);
+    const v = f || { url: first.url || "", user: first.user || "", password: "" };
+    const [test, setTest] = useState(null);
+    const [testing, setTesting] = useState(false);
+    const body = () => {
+      const b = { url: v.url.trim(), user: v.user.trim() };
+      if (v.password) b.password = v.password;
+      return b;
+    };
+    const runTest = async () => {
+      setTesting(true);
+      try {
+        setTest({ res: await api("POST", "/api/setup/test-pool", body()) });
+      } catch (e) {
+        setTest({ error: e });
+      }
+      setTesting(false);
+    };
+    const save = (e) => {
+      e.preventDefault();
+      const b = body();
+      if (!b.password) b.password = first.url === b.url && first.password ? first.password : "";
+      doStep(() => api("POST", "/api/setup/step5-pool", { pools: [b] }));
+    };
+    return html`<form onSubmit=${save}>
+      <p>Where should the miner send its work? More pools can be added later on the Pools screen.</p>
+      <${Field} label="Pool URL"><input id="wizard-pool-url" class="wide" value=${v.url} required placeholder="stratum+tcp://pool.example:3333" onInput=${(e) => setF({ ...v, url: e.target.value })} /><//>
+      <${Field} label="Worker (user name)"><input id="wizard-pool-user" value=${v.user} required onInput=${(e) => setF({ ...v, user: e.target.value })} /><//>
+      <${Field} label="Pool password (often x or empty)"><input id="wizard-pool-pass" type="password" autocomplete="off" value=${v.password} onInput=${(e) => setF({ ...v, password: e.target.value })} /><//>
+      <div class="row wrap">
+        <button type="button" class="secondary" id="wizard-test-pool" disabled=${testing || !v.url} onClick=${runTest}>Test pool</button>
+        ${testing ? html`<span class="muted">connecting…</span>` : null}
+        ${test && test.res ? html`<span id="wizard-test-result" class=${test.res.ok ? "s-ok" : "s-bad"} role="status">${test.res.ok ? "The pool answered" : "Failed"}:
+          ${(test.res.steps || []).map((s) => `${s.name} ${s.ok ? "ok" : "failed"}`).join(", ")} ${test.res.error || ""}</span>` : null}
+        <${Err} error=${test && test.error} />
+      </div>
+      <div class="row"><button type="submit" id="wizard-next" disabled=${act.busy}>Save pool</button><${Skip} onClick=${next} /></div>
+    </form>`;
+  }
+
+  function WizMode({ st, doStep, act, next }) {
+    const choices = [
+      ["home", "A quiet heater for a room: on/off, heat level, thermostat, night mode. Nothing that can hurt the hardware."],
+      ["standard", "Everything about mining: charts, chips, pools, autotuner, shares."],
+      ["hacker", "Everything, plus diagnostics, logs, services and direct hardware access."],
+    ];
+    return html`<div><fieldset class="modes"><legend>How will you use this miner?</legend>
+      ${choices.map(([m, text]) => html`<button type="button" class=${"mode-card" + (st.mode === m ? " on" : "")} id=${`wizard-mode-${m}`} aria-pressed=${st.mode === m} disabled=${act.busy}
+        onClick=${() => doStep(() => api("POST", "/api/setup/step4-mode", { mode: m }))}><strong>${MODE_LABEL[m]}</strong><span>${text}</span></button>`)}
+      </fieldset><div class="row"><${Skip} onClick=${next} label="Keep the current mode" /></div></div>`;
+  }
+
+  function WizPower({ st, doStep, act, next }) {
+    const us = /-(US|CA|MX)$/i.test(navigator.language || "");
+    const circuit = (get(st, "steps") || []).find((s) => s.step === "circuit");
+    const prev = (circuit && circuit.values) || {};
+    const [v, setV] = useState({ voltage_v: prev.voltage_v || (us ? 120 : 230), breaker_a: prev.breaker_a || (us ? 15 : 16), target: "" });
+    const cap = Math.floor(0.8 * Number(v.voltage_v) * Number(v.breaker_a));
+    const home = st.mode === "home";
+    const save = (e) => {
+      e.preventDefault();
+      doStep(async () => {
+        await api("POST", "/api/setup/step2-circuit", { voltage_v: Number(v.voltage_v), breaker_a: Number(v.breaker_a) });
+        if (v.target !== "") await api("POST", "/api/config", { hardware: { power_target_watt: Number(v.target) } });
+      });
+    };
+    return html`<form onSubmit=${save}>
+      <p>The miner never draws more than 80 % of the circuit it is plugged into (a continuous load).</p>
+      <div class="row wrap">
+        <${Field} label="Circuit voltage (V)"><input id="wizard-voltage" type="number" min="90" max="480" value=${v.voltage_v} onInput=${(e) => setV({ ...v, voltage_v: e.target.value })} required /><//>
+        <${Field} label="Breaker rating (A)"><input id="wizard-breaker" type="number" min="5" max="100" value=${v.breaker_a} onInput=${(e) => setV({ ...v, breaker_a: e.target.value })} required /><//>
+      </div>
+      <p>Power limit from this circuit: <strong id="wizard-cap">${FMT.watt(cap)}</strong></p>
+      <${Field} label=${home ? "Heat level (W, optional)" : "Power target (W, optional)"} hint="Empty keeps the board's own target.">
+        <input id="wizard-target" type="number" min="100" max=${cap} step="50" value=${v.target} onInput=${(e) => setV({ ...v, target: e.target.value })} /><//>
+      <div class="row"><button type="submit" id="wizard-next" disabled=${act.busy}>Save power</button><${Skip} onClick=${next} /></div>
+      <p class="muted">The circuit is required to finish the wizard; skipping leaves it for later.</p>
+    </form>`;
+  }
+
+  function WizEconomics({ st, doStep, act, next }) {
+    const rec = (get(st, "steps") || []).find((s) => s.step === "economics");
+    const prev = (rec && rec.values) || {};
+    const [v, setV] = useState({ price: prev.electricity_price_per_kwh ?? "", currency: prev.currency || "USD" });
+    const currencies = Intl.supportedValuesOf ? Intl.supportedValuesOf("currency") : ["USD", "EUR", "GBP"];
+    return html`<form onSubmit=${(e) => { e.preventDefault(); doStep(() => api("POST", "/api/setup/step-economics", { electricity_price_per_kwh: Number(v.price), currency: v.currency })); }}>
+      <p>With your electricity price the dashboard shows what the heat costs per day.</p>
+      <div class="row wrap">
+        <${Field} label="Price per kWh"><input id="wizard-price" type="number" min="0" max="10" step="0.001" value=${v.price} onInput=${(e) => setV({ ...v, price: e.target.value })} required /><//>
+        <${Field} label="Currency"><select id="wizard-currency" value=${v.currency} onChange=${(e) => setV({ ...v, currency: e.target.value })}>
+          ${currencies.map((c) => html`<option value=${c}>${c}</option>`)}</select><//>
+      </div>
+      <div class="row"><button type="submit" id="wizard-next" disabled=${act.busy}>Save price</button><${Skip} onClick=${next} /></div>
+    </form>`;
+  }
+
+  function WizQuiet({ doStep, act, next }) {
+    const [v, setV] = useState({ enabled: true, start: "22:00", end: "07:00", power_cap_watt: "", fan_max_percent: "40" });
+    const save = (e) => {
+      e.preventDefault();
+      const body = { enabled: v.enabled, start: v.start, end: v.end, utc_offset_min: -new Date().getTimezoneOffset() };
+      if (v.power_cap_watt !== "") body.power_cap_watt = Number(v.power_cap_watt);
+      if (v.fan_max_percent !== "") body.fan_max_percent = Number(v.fan_max_percent);
+      doStep(() => api("POST", "/api/setup/quiet-hours", body));
+    };
+    return html`<form onSubmit=${save}>
+      <p>During quiet hours the miner can hold its power and fan speed lower (for a bedroom, say).</p>
+      <label class="check"><input type="checkbox" id="wizard-quiet-enabled" checked=${v.enabled} onChange=${(e) => setV({ ...v, enabled: e.target.checked })} /> Use quiet hours</label>
+      <div class="row wrap">
+        <${Field} label="From"><input id="wizard-quiet-start" type="time" value=${v.start} onInput=${(e) => setV({ ...v, start: e.target.value })} /><//>
+        <${Field} label="Until"><input id="wizard-quiet-end" type="time" value=${v.end} onInput=${(e) => setV({ ...v, end: e.target.value })} /><//>
+        <${Field} label="Power cap (W, optional)"><input id="wizard-quiet-cap" type="number" min="0" step="50" value=${v.power_cap_watt} onInput=${(e) => setV({ ...v, power_cap_watt: e.target.value })} /><//>
+        <${Field} label="Fan limit (%)"><input id="wizard-quiet-fan" type="number" min="0" max="100" value=${v.fan_max_percent} onInput=${(e) => setV({ ...v, fan_max_percent: e.target.value })} /><//>
+      </div>
+      <div class="row"><button type="submit" id="wizard-next" disabled=${act.busy}>Save quiet hours</button><${Skip} onClick=${next} /></div>
+    </form>`;
+  }
+
+  function WizSummary({ st, run, act, onDone, q }) {
+    const labels = { safety: "Safety", circuit: "Circuit", password: "Password", economics: "Electricity", quiet_hours: "Quiet hours", mode: "Mode", pool: "Pool" };
+    const finish = () => run(async () => {
+      await api("POST", "/api/setup/complete", {});
+      sessionStorage.removeItem(WIZARD_KEY);
+      await q.reload();
+      onDone();
+      return true;
+    });
+    return html`<div data-src="/api/setup/status">
+      <table id="wizard-summary"><thead><tr><th scope="col">Step</th><th scope="col">Status</th><th scope="col">Values</th></tr></thead>
+        <tbody>${(st.steps || []).map((s) => html`<tr><td>${labels[s.step] || s.step}</td><td class=${s.status === "pending" ? "s-warn" : "s-ok"}>${s.status}</td>
+          <td>${s.values ? Object.entries(s.values).map(([k, x]) => `${k.replace(/_/g, " ")}: ${typeof x === "object" ? JSON.stringify(x) : x}`).join(", ") : ""}</td></tr>`)}</tbody></table>
+      ${st.can_complete ? null : html`<p class="s-warn" role="status">Still needed before finishing: ${(st.missing || []).join(", ")}. Use Back to reach them.</p>`}
+      ${st.complete ? html`<p class="s-ok">The wizard was completed on ${FMT.time(st.completed_at_ms)}; finishing again keeps the settings above.</p>` : null}
+      <div class="row"><button type="button" id="wizard-finish" disabled=${!st.can_complete || act.busy} onClick=${finish}>Finish and start mining</button></div>
+    </div>`;
+  }
+
+  // ---------------------------------------------------------------- login and the shell
+
+  function Login({ message, onLoggedIn }) {
+    const [pw, setPw] = useState("");
+    const [act, run] = useAction();
+    const input = useRef(null);
+    useEffect(() => input.current && input.current.focus(), []);
+    return html`<section class="card narrow" id="view-login">
+      <h2>Log in</h2>
+      ${message ? html`<p class="notice" role="status" id="login-message">${message}</p>` : null}
+      <form id="login-form" onSubmit=${(e) => { e.preventDefault(); run(async () => { await login(pw); setPw(""); onLoggedIn(); return true; }); }}>
+        <input type="text" name="username" value="admin" autocomplete="username" hidden />
+        <${Field} label="Password"><input id="login-password" ref=${input} type="password" autocomplete="current-password" value=${pw} onInput=${(e) => setPw(e.target.value)} required /><//>
+        <button type="submit" disabled=${act.busy}>${act.busy ? "Checking…" : "Log in"}</button>
+        <${Err} error=${act.error} />
+      </form>
+    </section>`;
+  }
+
+  function useHash() {
+    const [hash, setHash] = useState(location.hash);
+    useEffect(() => {
+      const on = () => setHash(location.hash);
+      window.addEventListener("hashchange", on);
+      return () => window.removeEventListener("hashchange", on);
+    }, []);
+    return hash.replace(/^#\/?/, "");
+  }
+
+  function applyTheme(theme) {
+    if (theme === "auto") document.documentElement.removeAttribute("data-theme");
+    else document.documentElement.setAttribute("data-theme", theme);
+  }
+
+  function App() {
+    // phase: loading | wizard | login | app
+    const [phase, setPhase] = useState("loading");
+    const [message, setMessage] = useState("");
+    const [fatal, setFatal] = useState(null);
+    const [status, setStatus] = useState(null);
+    const [statusError, setStatusError] = useState(null);
+    const [theme, setThemeState] = useState(localStorage.getItem(THEME_KEY) || "auto");
+    const route = useHash();
+    const setTheme = (t) => {
+      localStorage.setItem(THEME_KEY, t);
+      applyTheme(t);
+      setThemeState(t);
+    };
+
+    const boot = useCallback(async () => {
+      try {
+        const auth = await api("GET", "/api/auth/status");
+        setFatal(null);
+        if (auth.password_set === false) {
+          sessionStorage.removeItem(TOKEN_KEY);
+          setPhase("wizard");
+        } else if (!token()) {
+          setPhase("login");
+        } else {
+          const setup = await api("GET", "/api/setup/status");
+          setPhase(setup.complete || sessionStorage.getItem(DISMISSED_KEY) ? "app" : "wizard");
+        }
+      } catch (e) {
+        setFatal(e);
+        setTimeout(boot, 3000);
+      }
+    }, []);
+
+    useEffect(() => {
+      sessionEnded = () => {
+        sessionStorage.removeItem(TOKEN_KEY);
+        setStatus(null);
+        setMessage("Your session has ended (logged out or expired). Log in again to continue.");
+        setPhase("login");
+      };
+      boot();
+    }, []);
+
+    // The one live poll every screen shares: /api/status.
+    const refresh = useRef(() => {});
+    useEffect(() => {
+      if (phase !== "app") return undefined;
+      let alive = true, timer = null;
+      const tick = async () => {
+        timer = null;
+        if (!alive || document.hidden) return;
+        try {
+          const s = await api("GET", "/api/status");
+          if (alive) {
+            setStatus(s);
+            setStatusError(null);
+          }
+        } catch (e) {
+          if (alive) setStatusError(e);
+        }
+        if (alive) timer = setTimeout(tick, STATUS_POLL_MS);
+      };
+      refresh.current = () => {
+        if (timer !== null) clearTimeout(timer);
+        tick();
+      };
+      const onVisible = () => !document.hidden && timer === null && tick();
+      document.addEventListener("visibilitychange", onVisible);
+      tick();
+      return () => {
+        alive = false;
+        if (timer !== null) clearTimeout(timer);
+        document.removeEventListener("visibilitychange", onVisible);
+      };
+    }, [phase]);
+
+    const logout = async () => {
+      try {
+        await api("DELETE", "/api/auth/session/current");
+      } catch (_) {
+        // Logging out locally is what matters; the session expires on the miner anyway.
+      }
+      sessionStorage.removeItem(TOKEN_KEY);
+      setStatus(null);
+      setMessage("You are logged out.");
+      setPhase("login");
+    };
+
+    const mode = status && status.mode;
+    useEffect(() => {
+      if (status && status.hostname) document.title = `${status.hostname} · svcOS`;
+    }, [status && status.hostname]);
+
+    let body;
+    if (fatal) body = html`<section class="card narrow"><${Err} error=${fatal} /><p class="muted">Retrying…</p></section>`;
+    else if (phase === "loading") body = html`<section class="card narrow"><p>Connecting to the miner…</p></section>`;
+    else if (phase === "login") body = html`<${Login} message=${message} onLoggedIn=${() => { setMessage(""); boot(); }} />`;
+    else if (phase === "wizard" || route === "setup")
+      body = html`<${Wizard} onLoggedIn=${() => {}} onDone=${() => { location.hash = "#/"; setPhase("app"); }} />`;
+    else if (!status) body = statusError ? html`<section class="card"><${Err} error=${statusError} /></section>` : html`<section class="card narrow"><p>Loading…</p></section>`;
+    else {
+      const screen = SCREENS.find((s) => s.id === route) || SCREENS.find((s) => s.id === HOME_SCREEN[mode]) || SCREENS[0];
+      const allowed = MODE_RANK[mode] >= MODE_RANK[screen.needs];
+      const View = screen.view();
+      body = allowed
+        ? html`<${View} key=${screen.id} status=${status} mode=${mode} theme=${theme} setTheme=${setTheme} onLogout=${logout} refreshStatus=${() => refresh.current()} />`
+        : html`<${Gate} needs=${screen.needs} mode=${mode} onModeChanged=${() => refresh.current()} />`;
+    }
+
+    const inApp = phase === "app" && status && route !== "setup";
+    const current = inApp ? (SCREENS.find((s) => s.id === route) || SCREENS.find((s) => s.id === HOME_SCREEN[mode]) || SCREENS[0]).id : null;
+    return html`
+      <a class="skip" href="#main">Skip to content</a>
+      <header>
+        <h1><img src=${document.querySelector("link[rel=icon]").href} alt="" width="24" height="24" /> <span id="hostname">${(status && status.hostname) || "svcOS"}</span></h1>
+        ${inApp ? html`<${ModeSwitch} mode=${mode} onChanged=${() => refresh.current()} />` : null}
+        ${inApp ? html`<button type="button" id="logout" class="secondary" onClick=${logout}>Log out</button>` : null}
+      </header>
+      ${inApp ? html`<nav aria-label="Screens"><ul>
+        ${SCREENS.filter((s) => MODE_RANK[s.group] <= MODE_RANK[mode]).map((s) => html`<li><a href=${`#/${s.id}`} id=${`nav-${s.id}`} aria-current=${s.id === current ? "page" : undefined}>${s.label}</a></li>`)}
+      </ul></nav>` : null}
+      ${statusError && status ? html`<div id="banner" role="alert">${statusError.message}</div>` : null}
+      <main id="main" tabindex="-1">${body}</main>
+      <${ConfirmHost} />
+      <footer>svcOS · local only, no cloud · Preact, htm and uPlot (MIT / Apache-2.0)</footer>`;
+  }
+
+  function ModeSwitch({ mode, onChanged }) {
+    const [act, run] = useAction();
+    return html`<div class="seg mode-switch" role="radiogroup" aria-label="Operating mode">
+      ${["home", "standard", "hacker"].map((m) => html`<button type="button" role="radio" id=${`mode-${m}`} aria-checked=${m === mode} class=${m === mode ? "on" : ""} disabled=${act.busy}
+        onClick=${() => m !== mode && run(async () => { await switchMode(m); location.hash = `#/${HOME_SCREEN[m]}`; onChanged(); })}>${MODE_LABEL[m]}</button>`)}
+      ${act.error ? html`<span class="error" role="alert">${act.error.message}</span>` : null}
+    </div>`;
+  }
+
+  applyTheme(localStorage.getItem(THEME_KEY) || "auto");
+  render(html`<${App} />`, document.getElementById("app"));
 })();

@@ -1,0 +1,646 @@
+"""The dashboard in a real headless Chromium, driven over the DevTools protocol, against a real
+`svcos sim` behind its port-80 proxy.
+
+Every screen marks each value it shows with the member of the REST answer it came from
+(`data-src` on a container, `data-k`/`data-v`/`data-f` on the value). The tests record the
+bodies Chromium actually received (Network.getResponseBody) and check that the page shows exactly
+those values, formatted by the page's own formatter. The network log is checked too: no request
+to another origin, no failed request, no console error.
+
+One stack and one browser serve the whole module; the setup wizard gets a fresh stack of its own.
+"""
+
+import asyncio
+import base64
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from conftest import PASSWORD, http, start_sim, stop_sim, wait_for
+
+pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed")
+
+CHROMIUM_FLAGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--remote-debugging-port=0",
+]
+
+
+class Browser:
+    """One Chromium process with one page."""
+
+    def __init__(self, width=1280, height=1000):
+        self.profile = Path(tempfile.mkdtemp(prefix="svcos-chromium-"))
+        self.proc = subprocess.Popen(
+            [shutil.which("chromium"), *CHROMIUM_FLAGS, f"--user-data-dir={self.profile}",
+             f"--window-size={width},{height}", "about:blank"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        port_file = self.profile / "DevToolsActivePort"
+        wait_for(port_file.exists, 60, "Chromium's DevTools port")
+        port = int(port_file.read_text().splitlines()[0])
+
+        def page_ws():
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=2) as r:
+                pages = [t for t in json.load(r) if t.get("type") == "page"]
+            return pages[0]["webSocketDebuggerUrl"] if pages else None
+
+        self.ws_url = wait_for(page_ws, 60, "a Chromium page target")
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+class Page:
+    """A DevTools session on the page: calls, plus a log of requests, bodies and console errors."""
+
+    def __init__(self, ws, origin: str):
+        self.ws = ws
+        self.origin = origin
+        self.next_id = 0
+        self.pending = {}
+        self.requests = {}  # requestId -> {url, method, post, status, failed}
+        self.bodies = {}  # path -> [parsed JSON bodies, newest last]
+        self.console_errors = []
+        self.log_errors = []
+        self.tasks = set()
+
+    async def __aenter__(self):
+        self.reader = asyncio.create_task(self._read())
+        for domain in ("Page", "Runtime", "Network", "Log"):
+            await self.call(f"{domain}.enable")
+        return self
+
+    async def __aexit__(self, *exc):
+        self.reader.cancel()
+
+    async def _read(self):
+        async for raw in self.ws:
+            msg = json.loads(raw)
+            if "id" in msg:
+                fut = self.pending.pop(msg["id"], None)
+                if fut and not fut.done():
+                    fut.set_result(msg)
+                continue
+            self._event(msg.get("method"), msg.get("params", {}))
+
+    def _event(self, method, p):
+        if method == "Network.requestWillBeSent":
+            r = p["request"]
+            self.requests[p["requestId"]] = {"url": r["url"], "method": r["method"], "post": r.get("postData"),
+                                             "status": None, "failed": None, "mime": None}
+        elif method == "Network.responseReceived":
+            rec = self.requests.get(p["requestId"])
+            if rec is not None:
+                rec["status"] = p["response"]["status"]
+                rec["mime"] = p["response"].get("mimeType")
+        elif method == "Network.loadingFailed":
+            rec = self.requests.get(p["requestId"])
+            if rec is not None and not p.get("canceled"):
+                rec["failed"] = p.get("errorText")
+        elif method == "Network.loadingFinished":
+            rec = self.requests.get(p["requestId"])
+            if rec and "/api/" in rec["url"] and rec["mime"] == "application/json" and rec["method"] == "GET":
+                task = asyncio.create_task(self._body(p["requestId"], rec))
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
+        elif method == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+            self.console_errors.append(p)
+        elif method == "Runtime.exceptionThrown":
+            self.console_errors.append(p)
+        elif method == "Log.entryAdded" and p["entry"].get("level") == "error":
+            self.log_errors.append(p["entry"])
+
+    async def _body(self, request_id, rec):
+        try:
+            res = await self.call("Network.getResponseBody", requestId=request_id)
+        except AssertionError:
+            return
+        body = res["body"]
+        if res.get("base64Encoded"):
+            body = base64.b64decode(body).decode()
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            return
+        bucket = self.bodies.setdefault(urlparse(rec["url"]).path, [])
+        bucket.append(parsed)
+        del bucket[:-6]
+
+    async def call(self, method: str, **params):
+        self.next_id += 1
+        my_id = self.next_id
+        fut = asyncio.get_running_loop().create_future()
+        self.pending[my_id] = fut
+        await self.ws.send(json.dumps({"id": my_id, "method": method, "params": params}))
+        msg = await asyncio.wait_for(fut, 60)
+        if "error" in msg:
+            raise AssertionError(f"{method}: {msg['error']}")
+        return msg["result"]
+
+    async def js(self, expression: str):
+        result = await self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in result:
+            raise AssertionError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    async def until(self, expression: str, timeout: float, what: str):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            last = await self.js(expression)
+            if last:
+                return last
+            await asyncio.sleep(0.25)
+        shot = await self.screenshot()
+        path = Path(tempfile.gettempdir()) / f"svcos-dashboard-failure-{int(time.time())}.png"
+        path.write_bytes(shot)
+        raise AssertionError(f"timed out waiting for {what}; last {last!r}; screenshot {path}")
+
+    async def goto(self, url: str):
+        await self.call("Page.navigate", url=url)
+
+    async def click(self, selector: str):
+        ok = await self.js(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); if (!e || e.disabled) return false; e.click(); return true; }})()")
+        assert ok, f"cannot click {selector}"
+
+    async def type(self, selector: str, value: str):
+        """Set an input's value the way typing does (Preact listens to input/change events)."""
+        ok = await self.js(
+            f"""(() => {{ const e = document.querySelector({json.dumps(selector)}); if (!e) return false;
+            const proto = e.tagName === 'SELECT' ? HTMLSelectElement.prototype : HTMLInputElement.prototype;
+            Object.getOwnPropertyDescriptor(proto, 'value').set.call(e, {json.dumps(value)});
+            e.dispatchEvent(new Event('input', {{bubbles: true}}));
+            e.dispatchEvent(new Event('change', {{bubbles: true}}));
+            return true; }})()"""
+        )
+        assert ok, f"no input {selector}"
+
+    async def screenshot(self) -> bytes:
+        res = await self.call("Page.captureScreenshot", format="png")
+        return base64.b64decode(res["data"])
+
+    async def check_values(self, root: str) -> int:
+        """Every value under `root` equals the same member of one REST answer the page received
+        from its `data-src`, and shows as the page's formatter prints it. Returns how many."""
+        groups = await self.js(
+            f"""(() => {{
+            const out = {{}};
+            for (const el of document.querySelectorAll({json.dumps(root)} + ' [data-k]')) {{
+              const src = el.closest('[data-src]');
+              if (!src) continue;
+              const key = src.dataset.src;
+              (out[key] = out[key] || []).push({{k: el.dataset.k, v: el.dataset.v, f: el.dataset.f,
+                text: el.textContent, want: window.svcosFmt[el.dataset.f](JSON.parse(el.dataset.v))}});
+            }}
+            return out; }})()"""
+        )
+        assert groups, f"no values under {root}"
+        total = 0
+        for src, values in groups.items():
+            for v in values:
+                assert v["text"] == v["want"], (src, v)
+            bodies = self.bodies.get(urlparse(src).path, [])
+            assert bodies, f"the page shows values of {src} but Chromium received no answer from it"
+
+            def matches(body):
+                for v in values:
+                    cur = body
+                    for part in v["k"].split("."):
+                        cur = cur[int(part)] if isinstance(cur, list) and part.isdigit() and int(part) < len(cur) else (
+                            cur.get(part) if isinstance(cur, dict) else None)
+                    if json.loads(v["v"]) != cur:
+                        return f"{v['k']}: page {v['v']} vs REST {cur!r}"
+                return None
+
+            verdicts = [matches(b) for b in reversed(bodies)]
+            assert None in verdicts, f"{src}: the page's values match no answer it received: {verdicts}"
+            total += len(values)
+        return total
+
+    def network_problems(self, allowed_status=()) -> list:
+        """Requests to another origin, failed requests and unexpected error statuses."""
+        problems = []
+        for rec in self.requests.values():
+            url = rec["url"]
+            if url.startswith("data:") or url.startswith("blob:") or url == "about:blank":
+                continue
+            if not url.startswith(self.origin + "/"):
+                problems.append(("foreign origin", url))
+            if rec["failed"]:
+                problems.append(("failed", url, rec["failed"]))
+            status = rec["status"]
+            if status is not None and status >= 400 and (status, urlparse(url).path) not in allowed_status \
+                    and status not in [s for s in allowed_status if isinstance(s, int)]:
+                problems.append(("status", status, rec["method"], url))
+        return problems
+
+
+def run_page(browser: Browser, origin: str, drive):
+    """Connect to the page and run `drive(page)`."""
+    import websockets
+
+    async def main():
+        async with websockets.connect(browser.ws_url, max_size=None) as ws:
+            async with Page(ws, origin) as page:
+                return await drive(page)
+
+    return asyncio.run(main())
+
+
+def finish_wizard_by_rest(sim, token):
+    """The module's shared stack skips the wizard (it has its own test)."""
+    for path, body in (("/api/setup/step1-safety", {"accept": True}),
+                       ("/api/setup/step2-circuit", {"voltage_v": 230, "breaker_a": 16}),
+                       ("/api/setup/complete", {})):
+        status, _, answer = http("POST", f"{sim.api_url}{path}", token=token, body=body)
+        assert status == 200, (path, answer)
+
+
+def set_mode(sim, token, mode):
+    status, _, body = http("POST", f"{sim.api_url}/api/config", token=token, body={"system": {"mode": mode}})
+    assert status == 200, body
+
+
+@pytest.fixture(scope="module")
+def browser():
+    b = Browser()
+    yield b
+    b.close()
+
+
+@pytest.fixture(scope="module")
+def ready(sim, token):
+    finish_wizard_by_rest(sim, token)
+    set_mode(sim, token, "standard")
+    return token
+
+
+async def open_logged_in(page: Page, sim, token, route: str):
+    """Open a screen with the session token in place (the UI login has its own test)."""
+    await page.goto(f"{sim.http_url}/")
+    await page.until("!!document.getElementById('app')", 30, "the page")
+    await page.js(f"sessionStorage.setItem('svcos.token', {json.dumps(token)}); true")
+    await page.goto(f"{sim.http_url}/#/{route}")
+    await page.call("Page.reload")
+    await page.until("!!document.querySelector('nav')", 60, "the dashboard shell")
+
+
+def assert_clean(page: Page, allowed_status=()):
+    problems = page.network_problems(allowed_status)
+    assert not problems, problems
+    assert not page.console_errors, page.console_errors
+    unexpected = [e for e in page.log_errors if e.get("source") != "network"]
+    assert not unexpected, unexpected
+
+
+# ------------------------------------------------------------------------------------------ assets
+
+
+def raw_get(url, headers=None):
+    req = urllib.request.Request(url, headers=headers or {})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
+
+
+def test_assets_are_hashed_precompressed_and_cached(sim):
+    status, headers, body = raw_get(f"{sim.http_url}/")
+    assert status == 200 and headers["cache-control"] == "no-cache"
+    assert "script-src 'self'" in headers["content-security-policy"]
+    html = body.decode()
+    assert "<script>" not in html
+    refs = [part.split('"')[0] for part in html.split('"/static/')[1:]]
+    assert len(refs) == 6, refs
+    total = 0
+    for ref in refs:
+        url = f"{sim.http_url}/static/{ref}"
+        status, h, plain = raw_get(url)
+        assert h["cache-control"] == "public, max-age=31536000, immutable", (ref, h)
+        assert h["vary"] == "Accept-Encoding"
+        status, hb, br = raw_get(url, {"Accept-Encoding": "br, gzip"})
+        if hb.get("content-encoding") == "br":
+            assert len(br) < len(plain)
+        status, hg, gz = raw_get(url, {"Accept-Encoding": "gzip"})
+        if hg.get("content-encoding") == "gzip":
+            import gzip
+
+            assert gzip.decompress(gz) == plain, ref
+        total += len(br)
+        # Revalidation of a hashed name is never needed, but a conditional GET still works.
+        req = urllib.request.Request(url, headers={"If-None-Match": h["etag"]})
+        try:
+            urllib.request.urlopen(req, timeout=10)
+            raise AssertionError("expected 304")
+        except urllib.error.HTTPError as e:
+            assert e.code == 304
+    status, hi, index_br = raw_get(f"{sim.http_url}/", {"Accept-Encoding": "br"})
+    total += len(index_br)
+    print(f"first load, brotli: {total} bytes over {len(refs) + 1} files")
+    assert total <= 250 * 1024
+
+
+# ------------------------------------------------------------------------------------------ login
+
+
+def test_login_logout_and_session_expiry(sim, ready, browser):
+    async def drive(page: Page):
+        await page.goto(f"{sim.http_url}/")
+        await page.until("!!document.getElementById('app')", 30, "the page")
+        await page.js("sessionStorage.clear(); true")
+        await page.call("Page.reload")
+        await page.until("!!document.getElementById('login-form')", 60, "the login form")
+        # A wrong password shows the envelope's message and stays on the login form.
+        await page.type("#login-password", "wrong password")
+        await page.js("document.getElementById('login-form').requestSubmit(); true")
+        error = await page.until("document.querySelector('#view-login .error')?.textContent", 90, "the login error")
+        await page.type("#login-password", PASSWORD)
+        await page.js("document.getElementById('login-form').requestSubmit(); true")
+        await page.until("!!document.querySelector('nav')", 90, "the dashboard after login")
+        token = await page.js("sessionStorage.getItem('svcos.token')")
+        # Logout revokes the session on the miner.
+        await page.click("#logout")
+        await page.until("!!document.getElementById('login-form')", 30, "the login form after logout")
+        after_logout = await page.js("sessionStorage.getItem('svcos.token')")
+        # Expiry: the miner stops accepting the token (revoked here); the next poll returns to login.
+        await page.type("#login-password", PASSWORD)
+        await page.js("document.getElementById('login-form').requestSubmit(); true")
+        await page.until("!!document.querySelector('nav')", 90, "the dashboard after the second login")
+        second = await page.js("sessionStorage.getItem('svcos.token')")
+        status, _, body = http("DELETE", f"{sim.api_url}/api/auth/session/current", token=second)
+        assert status == 200, body
+        message = await page.until("document.getElementById('login-message')?.textContent", 30, "the expiry message")
+        return error, token, after_logout, message, page
+
+    error, token, after_logout, message, page = run_page(browser, sim.http_url, drive)
+    assert "password" in error.lower() or "401" in error or error, error
+    assert token and after_logout is None
+    assert http("GET", f"{sim.api_url}/api/status", token=token)[0] == 401
+    assert "session has ended" in message
+    # Wrong password and the revoked session's last poll answer 401; nothing else fails.
+    assert_clean(page, allowed_status=(401,))
+
+
+# ------------------------------------------------------------------------------------------ Mining
+
+
+def test_mining_screens_show_the_rest_answers_and_charts_draw_history(sim, ready, browser):
+    async def drive(page: Page):
+        await open_logged_in(page, sim, ready, "mining")
+        await page.until("document.querySelectorAll('#screen-mining [data-k]').length > 10", 60, "the overview")
+        await page.until("document.querySelector('#chart-hashrate')?.dataset.points > 0", 60, "chart points")
+        await page.until("!!document.querySelector('#chart-hashrate canvas')", 30, "the chart canvas")
+        await asyncio.sleep(1)
+        counted = {"mining": await page.check_values("#screen-mining")}
+        points = int(await page.js("document.querySelector('#chart-hashrate').dataset.points"))
+        rolling = page.bodies["/api/metrics/rolling"][-1]["samples"]
+        # The 1 h range reads /api/history.
+        await page.js("[...document.querySelectorAll('#charts [role=radio]')].find(b => b.textContent === '1 h').click(); true")
+        await page.until("document.querySelector('#charts')?.dataset.src === '/api/history'", 30, "the 1 h range")
+        # One sample per minute: the first arrives a minute after the gateway started.
+        hour = int(await page.until("Number(document.querySelector('#chart-hashrate').dataset.points)", 120, "history points"))
+        history = len(page.bodies["/api/history"][-1]["samples"])
+        for route, root, ready_expr in (
+            ("chips", "#screen-chips", "document.querySelectorAll('#screen-chips .chip').length > 0"),
+            ("pools", "#screen-pools", "document.querySelectorAll('#screen-pools [data-k]').length > 2"),
+            ("tuner", "#screen-tuner", "document.querySelectorAll('#screen-tuner [data-k]').length > 2"),
+            ("shares", "#screen-shares", "document.querySelectorAll('#screen-shares [data-k]').length > 2"),
+        ):
+            await page.js(f"location.hash = '#/{route}'; true")
+            await page.until(ready_expr, 60, f"the {route} screen")
+            await asyncio.sleep(0.5)
+            counted[route] = await page.check_values(root)
+        return counted, points, len(rolling), hour, history, page
+
+    counted, points, rolling, hour, history, page = run_page(browser, sim.http_url, drive)
+    print(f"values checked against REST answers: {counted}; chart points {points} of {rolling} "
+          f"per-second samples, {hour} of {history} per-minute samples")
+    assert counted["mining"] >= 15 and all(n > 0 for n in counted.values()), counted
+    assert 0 < points <= rolling
+    assert 0 < hour <= history
+    assert_clean(page)
+
+
+def test_pool_edit_reaches_stratum_agent(sim, ready, browser):
+    worker = f"dash.edit{int(time.time()) % 1000}"
+
+    async def drive(page: Page):
+        await open_logged_in(page, sim, ready, "pools")
+        await page.until("document.querySelectorAll('#screen-pools .pool-user').length > 0", 60, "the pool editor")
+        await page.type("#screen-pools .pool-user", worker)
+        await page.click("#screen-pools .pool-test")
+        result = await page.until("document.querySelector('.pool-test-result')?.textContent", 60, "the pool test")
+        await page.click("#pool-save")
+        await page.until("document.querySelector('#screen-pools [role=status]')?.textContent === 'Saved'", 60, "saved")
+        return result, page
+
+    result, page = run_page(browser, sim.http_url, drive)
+    assert "reachable" in result, result
+
+    def live_user():
+        _, _, body = http("GET", f"{sim.api_url}/api/pools", token=ready)
+        status = body["pools"][0].get("status") or {}
+        return status.get("user") == worker and status.get("state") == "alive" and body
+
+    wait_for(live_user, 60, "stratum-agent mining with the edited worker")
+    posts = [r for r in page.requests.values() if r["method"] == "POST" and r["url"].endswith("/api/pools")]
+    assert posts and json.loads(posts[-1]["post"])["pools"][0]["user"] == worker
+    assert_clean(page)
+
+
+# ------------------------------------------------------------------------------------------ modes
+
+
+def test_space_heater_mode_and_gating(sim, ready, browser):
+    set_mode(sim, ready, "home")
+
+    async def drive(page: Page):
+        await open_logged_in(page, sim, ready, "heater")
+        await page.until("document.querySelectorAll('#screen-heater [data-k]').length > 3", 60, "the heater")
+        await asyncio.sleep(0.5)
+        values = await page.check_values("#screen-heater")
+        nav = await page.js("[...document.querySelectorAll('nav a')].map(a => a.textContent)")
+        # A Mining screen in Space Heater mode says which mode it needs instead of failing.
+        await page.js("location.hash = '#/mining'; true")
+        gate = await page.until("document.getElementById('gate')?.textContent", 30, "the mode gate")
+        # Switching from the gate makes the screen usable.
+        await page.click("#gate button")
+        await page.until("!!document.getElementById('screen-mining')", 60, "the overview after switching")
+        nav_after = await page.js("[...document.querySelectorAll('nav a')].map(a => a.textContent)")
+        return values, nav, gate, nav_after, page
+
+    values, nav, gate, nav_after, page = run_page(browser, sim.http_url, drive)
+    assert values >= 4
+    assert "Heater" in nav and "Overview" not in nav and "Services" not in nav, nav
+    assert "needs Mining mode" in gate and "Space Heater" in gate, gate
+    assert "Overview" in nav_after and "Services" not in nav_after, nav_after
+    assert http("GET", f"{sim.api_url}/api/status", token=ready)[2]["mode"] == "standard"
+    assert_clean(page)
+
+
+def test_hacker_mode_debug_write_confirms_and_service_restart(sim, ready, browser):
+    set_mode(sim, ready, "hacker")
+    before = {s["name"]: s for s in http("GET", f"{sim.api_url}/api/system/health", token=ready)[2]["services"]}
+
+    async def drive(page: Page):
+        await open_logged_in(page, sim, ready, "debug")
+        await page.until("!!document.querySelector('#debug-pid button[type=submit]')", 60, "the debug screen")
+        await page.click("#debug-pid button[type=submit]")
+        dialog = await page.until("document.querySelector('dialog[open]')?.textContent", 30, "the confirmation dialog")
+        await page.click("#confirm-ok")
+        await page.until("document.querySelector('#debug-pid .result')?.textContent", 30, "the write's answer")
+        # Services: restart the tuner, confirm, and see its restart count move.
+        await page.js("location.hash = '#/services'; true")
+        await page.until("!!document.querySelector('tr[data-service=tuner] button.restart')", 60, "the services table")
+        await page.click("tr[data-service=tuner] button.restart")
+        await page.until("!!document.querySelector('dialog[open]')", 30, "the restart confirmation")
+        await page.click("#confirm-ok")
+        shown = await page.until(
+            f"(() => {{ const v = document.querySelector('tr[data-service=tuner] .restarts [data-k]'); return v && JSON.parse(v.dataset.v) === {before['tuner']['restarts'] + 1} && v.textContent; }})()",
+            90, "the tuner's restart count raised by one")
+        await asyncio.sleep(0.5)
+        services = await page.check_values("#screen-services")
+        # Logs and diagnostics answer too.
+        await page.js("location.hash = '#/logs'; true")
+        await page.until("document.getElementById('log-lines')?.textContent.length > 0", 60, "log lines")
+        await page.js("location.hash = '#/diagnostics'; true")
+        await page.until("!!document.querySelector('#diag-board-health button')", 30, "diagnostics")
+        await page.click("#diag-board-health button")
+        verdict = await page.until("document.querySelector('#diag-board-health strong')?.textContent", 90, "a board-health verdict")
+        return dialog, shown, services, verdict, page
+
+    dialog, shown, services, verdict, page = run_page(browser, sim.http_url, drive)
+    assert "Fan PID gains" in dialog and "/api/debug/pid-params" in dialog
+    writes = [r for r in page.requests.values() if r["method"] == "POST" and r["url"].endswith("/api/debug/pid-params")]
+    assert len(writes) == 1 and json.loads(writes[0]["post"])["confirm"] is True, writes
+    assert writes[0]["status"] == 200
+    after = {s["name"]: s for s in http("GET", f"{sim.api_url}/api/system/health", token=ready)[2]["services"]}
+    assert after["tuner"]["restarts"] == before["tuner"]["restarts"] + 1
+    assert after["hw-agent"]["restarts"] == before["hw-agent"]["restarts"]
+    assert services > 10 and verdict in ("pass", "warn", "fail")
+    set_mode(sim, ready, "standard")
+    assert_clean(page)
+
+
+def test_firmware_page_shows_what_the_lifecycle_routes_report(sim, ready, browser):
+    async def drive(page: Page):
+        await open_logged_in(page, sim, ready, "firmware")
+        await page.until("document.querySelectorAll('#screen-firmware [data-k]').length > 2", 60, "firmware values")
+        await page.until("!document.getElementById('screen-firmware').textContent.includes('Loading')", 60, "every route answered")
+        await asyncio.sleep(1)
+        return await page.check_values("#screen-firmware"), page
+
+    values, page = run_page(browser, sim.http_url, drive)
+    assert values > 2
+    # Routes still planned answer 501 with the envelope; the page shows it (and no button).
+    planned = {(501, urlparse(r["url"]).path) for r in page.requests.values() if r["status"] == 501}
+    assert_clean(page, allowed_status=tuple(planned))
+
+
+# ------------------------------------------------------------------------------------------ wizard
+
+
+@pytest.fixture
+def fresh_sim():
+    tmp = Path(tempfile.mkdtemp(prefix="svcos-wizard-"))
+    s = start_sim(tmp)
+    try:
+        yield s
+    finally:
+        stop_sim(s)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_setup_wizard_end_to_end_on_a_fresh_stack(fresh_sim, browser):
+    sim = fresh_sim
+    pool_url = f"stratum+tcp://{sim.bind}:{sim.pool_port}"
+
+    async def step(page, name):
+        await page.until(f"document.getElementById('wizard')?.dataset.step === '{name}'", 90, f"the {name} step")
+
+    async def drive(page: Page):
+        await page.goto(f"{sim.http_url}/")
+        await step(page, "safety")
+        await page.until("document.querySelectorAll('#safety-warnings li').length > 0", 30, "the safety warnings")
+        await page.click("#wizard-next")
+        await step(page, "password")
+        await page.type("#wizard-password", "short")
+        hint = await page.js("document.getElementById('pw-strength').textContent")
+        await page.type("#wizard-password", PASSWORD)
+        await page.type("#wizard-password2", PASSWORD)
+        await page.click("#wizard-next")
+        await step(page, "pool")
+        await page.type("#wizard-pool-url", pool_url)
+        await page.type("#wizard-pool-user", "wizard.worker")
+        await page.click("#wizard-test-pool")
+        tested = await page.until("document.getElementById('wizard-test-result')?.textContent", 60, "the pool test")
+        await page.click("#wizard-next")
+        await step(page, "mode")
+        # Reload in the middle: the wizard resumes from the miner's state (after the pool).
+        await page.call("Page.reload")
+        await page.until("!!document.getElementById('wizard') || !!document.getElementById('login-form')", 60, "the page after reload")
+        await step(page, "mode")
+        await page.click("#wizard-mode-standard")
+        await step(page, "power")
+        await page.type("#wizard-voltage", "230")
+        await page.type("#wizard-breaker", "16")
+        cap = await page.js("document.getElementById('wizard-cap').textContent")
+        await page.type("#wizard-target", "1000")
+        await page.click("#wizard-next")
+        await step(page, "economics")
+        await page.type("#wizard-price", "0.25")
+        await page.type("#wizard-currency", "EUR")
+        await page.click("#wizard-next")
+        await step(page, "quiet_hours")
+        await page.type("#wizard-quiet-start", "01:00")
+        await page.type("#wizard-quiet-end", "05:00")
+        await page.type("#wizard-quiet-cap", "1500")
+        await page.click("#wizard-next")
+        await step(page, "summary")
+        await page.until("!document.getElementById('wizard-finish').disabled", 30, "Finish enabled")
+        await page.click("#wizard-finish")
+        await page.until("!!document.getElementById('screen-mining')", 90, "the Mining overview after the wizard")
+        token = await page.js("sessionStorage.getItem('svcos.token')")
+        return hint, tested, cap, token, page
+
+    hint, tested, cap, token, page = run_page(browser, sim.http_url, drive)
+    assert "too short" in hint
+    assert tested.startswith("The pool answered"), tested
+    assert "2,944" in cap or "2944" in cap or "2.944" in cap, cap
+    status, _, setup = http("GET", f"{sim.api_url}/api/setup/status")
+    assert setup["complete"] is True and setup["password_set"] is True, setup
+    steps = {s["step"]: s for s in setup["steps"]}
+    assert steps["economics"]["values"] == {"electricity_price_per_kwh": 0.25, "currency": "EUR"}
+    assert steps["quiet_hours"]["status"] == "done"
+    _, _, pools = http("GET", f"{sim.api_url}/api/pools", token=token)
+    assert [(p["url"], p["user"]) for p in pools["pools"]] == [(pool_url, "wizard.worker")], pools
+
+    def mining_with_target():
+        _, _, s = http("GET", f"{sim.api_url}/api/status", token=token)
+        m = s["mining"]
+        return s["mode"] == "standard" and m["power_target_watt"] == 1000 and s["pools"]["accepted"] > 0 and s
+
+    s = wait_for(mining_with_target, 120, "mining at the wizard's power target with accepted shares")
+    print(f"after the wizard: target {s['mining']['power_target_watt']} W, {s['pools']['accepted']} shares accepted")
+    assert_clean(page)

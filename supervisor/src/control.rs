@@ -44,6 +44,9 @@ pub fn info_to_pb(info: &ServiceInfo) -> pb::ServiceInfo {
         restarts: info.restarts,
         uptime_s: info.uptime_s,
         last_exit: info.last_exit.clone().unwrap_or_default(),
+        backoff_ms: info.backoff_ms,
+        escalation: info.escalation.as_str().to_string(),
+        recent_restarts: info.recent_restarts,
     }
 }
 

@@ -73,6 +73,12 @@ pub struct StatusRow {
     pub uptime_s: u64,
     /// How the previous process ended, null if none did.
     pub last_exit: Option<String>,
+    /// Delay of the latest automatic restart, ms.
+    pub backoff_ms: u64,
+    /// Rung of the escalation ladder: none, restart-dependants, reboot, slow-retry.
+    pub escalation: String,
+    /// Automatic restarts inside the intensity window.
+    pub recent_restarts: u32,
 }
 
 fn state_name(state: i32) -> &'static str {
@@ -96,24 +102,33 @@ pub fn row(info: &pb::ServiceInfo) -> StatusRow {
         restarts: info.restarts,
         uptime_s: info.uptime_s,
         last_exit: (!info.last_exit.is_empty()).then(|| info.last_exit.clone()),
+        backoff_ms: info.backoff_ms,
+        escalation: if info.escalation.is_empty() {
+            "none".into()
+        } else {
+            info.escalation.clone()
+        },
+        recent_restarts: info.recent_restarts,
     }
 }
 
 /// Render rows as an aligned table.
 pub fn table(rows: &[StatusRow]) -> String {
     let mut out = format!(
-        "{:<14} {:<9} {:>8} {:>8} {:>9}  {}\n",
-        "SERVICE", "STATE", "PID", "RESTARTS", "UPTIME", "LAST EXIT"
+        "{:<14} {:<9} {:>8} {:>8} {:>9} {:>8}  {:<18} {}\n",
+        "SERVICE", "STATE", "PID", "RESTARTS", "UPTIME", "BACKOFF", "ESCALATION", "LAST EXIT"
     );
     for r in rows {
         let pid = r.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
         out.push_str(&format!(
-            "{:<14} {:<9} {:>8} {:>8} {:>8}s  {}\n",
+            "{:<14} {:<9} {:>8} {:>8} {:>8}s {:>6}ms  {:<18} {}\n",
             r.name,
             r.state,
             pid,
             r.restarts,
             r.uptime_s,
+            r.backoff_ms,
+            r.escalation,
             r.last_exit.as_deref().unwrap_or("-")
         ));
     }
@@ -213,12 +228,15 @@ mod tests {
             restarts: 2,
             uptime_s: 0,
             last_exit: String::new(),
+            ..Default::default()
         });
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["pid"], serde_json::Value::Null);
         assert_eq!(v["last_exit"], serde_json::Value::Null);
         assert_eq!(v["state"], "stopped");
         assert_eq!(v["restarts"], 2);
+        assert_eq!(v["escalation"], "none");
+        assert_eq!(v["backoff_ms"], 0);
         assert!(table(&[r]).contains("auth"));
     }
 }

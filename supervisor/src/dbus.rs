@@ -1,9 +1,10 @@
 //! The D-Bus admin surface: `org.svcos.Supervisor1` at `/org/svcos/Supervisor1`.
 //!
 //! `ListServices() → a(ssuuts)`: (name, state, pid, restarts, uptime_s, last_exit), pid 0 and
-//! last_exit "" when there is none. `Restart(s)`, `Stop(s)`, `Start(s)` return when the service
-//! reached the asked state. Signal `ServiceStateChanged(s name, s state, u pid)` on every
-//! transition.
+//! last_exit "" when there is none. `ListRestartState() → a(sstu)`: (name, escalation,
+//! backoff_ms, recent_restarts), the restart policy's view (see [`crate::policy`]).
+//! `Restart(s)`, `Stop(s)`, `Start(s)` return when the service reached the asked state. Signal
+//! `ServiceStateChanged(s name, s state, u pid)` on every transition.
 
 use zbus::object_server::SignalEmitter;
 
@@ -56,6 +57,23 @@ impl Supervisor1 {
     async fn list_services(&self) -> zbus::fdo::Result<Vec<Row>> {
         let all = self.handle.list().await.map_err(to_fdo)?;
         Ok(all.iter().map(row).collect())
+    }
+
+    /// Every service's restart-policy state, in boot order: (name, escalation, backoff_ms,
+    /// recent_restarts).
+    async fn list_restart_state(&self) -> zbus::fdo::Result<Vec<(String, String, u64, u32)>> {
+        let all = self.handle.list().await.map_err(to_fdo)?;
+        Ok(all
+            .iter()
+            .map(|i| {
+                (
+                    i.name.to_string(),
+                    i.escalation.as_str().to_string(),
+                    i.backoff_ms,
+                    i.recent_restarts,
+                )
+            })
+            .collect())
     }
 
     /// Restart a service; returns once it is serving again.

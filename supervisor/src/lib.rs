@@ -29,6 +29,7 @@ pub mod ctl;
 // zbus's interface macro generates undocumented helper methods (signal emitters).
 #[allow(missing_docs)]
 pub mod dbus;
+pub mod fdstore;
 pub mod logs;
 pub mod manager;
 pub mod notify;
@@ -337,9 +338,27 @@ fn run(
             let group = service_group()?;
             nix::unistd::chown(&layout.socket(ServiceName::Supervisor), None, Some(group))?;
         }
+        let store_group = if drop_privileges {
+            Some(service_group()?)
+        } else {
+            None
+        };
+        let fd_store = match fdstore::serve(&layout, services.clone(), store_group) {
+            Ok(store) => Some(store),
+            Err(e) => {
+                tracing::warn!(error = %e, "no fd store: UART bytes are lost while hw-agent restarts");
+                None
+            }
+        };
         let settings = Settings {
             layout: layout.clone(),
             services,
+            fd_store,
+            reboot: if sim_dir.is_some() {
+                manager::RebootAction::RestartStack
+            } else {
+                manager::RebootAction::Systemd
+            },
             sim_dir,
             policies: config.supervisor.clone(),
             drop_privileges,
@@ -393,6 +412,7 @@ fn run(
         control_shutdown.trigger();
         let _ = control.await;
         let _ = std::fs::remove_file(layout.socket(ServiceName::Supervisor));
+        let _ = std::fs::remove_file(fdstore::socket_path(&layout));
         procfs::remove_pidfile(&layout.pidfile(ServiceName::Supervisor));
         anyhow::Ok(lifecycle.updater.is_reboot_requested())
     });

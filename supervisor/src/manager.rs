@@ -13,6 +13,10 @@
 //! - `Stop`: any state; answers once no process is left. The service stays stopped.
 //! - `Start`: when stopped or failed (clears the restart history); a no-op when already up.
 //!   Answers once SERVING.
+//!
+//! Exits are judged by [`policy::decide`]; the manager carries the decision out: a backoff
+//! timer, a rest-for-one restart of the dependants, or a reboot ([`RebootAction`]), recorded
+//! first in the persisted reboot-loop guard ([`RebootGuard`]).
 
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
@@ -23,13 +27,14 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
+use serde::{Deserialize, Serialize};
 use svcos_common::config::SupervisorConfig;
-use svcos_common::{Layout, ServiceName, Shutdown, ipc};
+use svcos_common::{Layout, ServiceName, Shutdown, fsutil, ipc};
 
 use crate::child::{self, Credentials, SpawnSpec};
 use crate::logs;
 use crate::notify;
-use crate::policy::{self, Decision, ExitEvent, ExitKind, History};
+use crate::policy::{self, Decision, ExitEvent, ExitKind, History, Level};
 use crate::procfs::{self, ProcessId};
 
 /// How long boot waits for one service to report SERVING before it moves on to the next.
@@ -88,6 +93,12 @@ pub struct ServiceInfo {
     pub uptime_s: u64,
     /// How the previous process ended, if one did.
     pub last_exit: Option<String>,
+    /// Delay of the latest automatic restart (0 until one happened, or after a stable run).
+    pub backoff_ms: u64,
+    /// Rung of the escalation ladder it is on.
+    pub escalation: Level,
+    /// Automatic restarts inside the current intensity window.
+    pub recent_restarts: u32,
 }
 
 /// A state transition, broadcast to D-Bus and anyone else listening.
@@ -217,6 +228,17 @@ impl Handle {
     }
 }
 
+/// What "reboot" means for this instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RebootAction {
+    /// Ask systemd over the system bus to start `reboot.target` (the image). The failing
+    /// service also gets a slow restart scheduled, in case the reboot never comes.
+    Systemd,
+    /// Stop every service in reverse boot order and boot the whole stack again, simulated
+    /// board included, with every restart history cleared (the sim: a testable reboot).
+    RestartStack,
+}
+
 /// What the manager needs to know about this instance.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -230,6 +252,56 @@ pub struct Settings {
     pub policies: SupervisorConfig,
     /// Switch each child to its own system user (production as root).
     pub drop_privileges: bool,
+    /// How escalation reboots.
+    pub reboot: RebootAction,
+    /// The descriptor store, cleared by a stack restart.
+    pub fd_store: Option<std::sync::Arc<crate::fdstore::FdStore>>,
+}
+
+/// File of the reboot-loop guard, in the supervisor's state directory (it must survive reboots).
+pub const REBOOT_GUARD_FILE: &str = "reboots.json";
+
+/// The persisted reboot-loop guard: when escalation rebooted, in unix seconds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RebootGuard {
+    /// Unix seconds of each escalation reboot, oldest first (pruned to the window).
+    pub reboots: Vec<i64>,
+}
+
+impl RebootGuard {
+    /// Where the guard lives for `layout`.
+    pub fn path(layout: &Layout) -> PathBuf {
+        layout
+            .service_state_dir(ServiceName::Supervisor)
+            .join(REBOOT_GUARD_FILE)
+    }
+
+    /// Load; a missing file is an empty guard, and an unreadable one too (logged): refusing
+    /// every reboot for a corrupt file would turn the guard into a trap.
+    pub fn load(path: &std::path::Path) -> RebootGuard {
+        match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+                tracing::warn!(path = %path.display(), error = %e, "unreadable reboot guard; starting empty");
+                RebootGuard::default()
+            }),
+            Err(_) => RebootGuard::default(),
+        }
+    }
+
+    /// Record a reboot at `now_s`, forget those older than `window_s`, and save atomically.
+    pub fn record(&mut self, path: &std::path::Path, now_s: i64, window_s: u64) {
+        let window = i64::try_from(window_s).unwrap_or(i64::MAX);
+        self.reboots
+            .retain(|t| now_s.saturating_sub(*t) < window && *t <= now_s);
+        self.reboots.push(now_s);
+        let bytes = serde_json::to_vec(self).expect("guard serialises");
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        if let Err(e) = fsutil::atomic_write(path, &bytes, 0o600) {
+            tracing::warn!(path = %path.display(), error = %e, "reboot guard not saved");
+        }
+    }
 }
 
 /// What to do once a stopping process has exited.
@@ -304,6 +376,8 @@ struct Manager {
     booting: Option<ServiceName>,
     /// Counts boot steps, so a start timeout only ever ends the step it was set for.
     boot_step: usize,
+    /// Set by a reboot decision under [`RebootAction::RestartStack`]; acted on by the run loop.
+    stack_restart_pending: bool,
 }
 
 /// Start the manager task: it adopts or starts every service in boot order, supervises them
@@ -357,6 +431,7 @@ pub fn start(settings: Settings, shutdown: Shutdown) -> (Handle, tokio::task::Jo
         ready_tx,
         booting: None,
         boot_step: 0,
+        stack_restart_pending: false,
     };
     let task = tokio::spawn(manager.run(command_rx, events_rx, shutdown));
     (handle, task)
@@ -376,6 +451,9 @@ impl Manager {
                 Some(ev) = events.recv() => self.on_event(ev),
                 Some(cmd) = commands.recv() => self.on_command(cmd),
                 _ = shutdown.wait() => break,
+            }
+            if std::mem::take(&mut self.stack_restart_pending) {
+                self.restart_stack(&mut events).await;
             }
         }
         drop(commands);
@@ -408,6 +486,17 @@ impl Manager {
             restarts: slot.restarts,
             uptime_s,
             last_exit: slot.last_exit.clone(),
+            backoff_ms: slot.history.last_delay.as_millis() as u64,
+            escalation: slot.history.level,
+            recent_restarts: slot.history.recent(
+                self.now(),
+                Duration::from_secs(
+                    self.settings
+                        .policies
+                        .policy(slot.service.as_str())
+                        .intensity_window_s,
+                ),
+            ),
         }
     }
 
@@ -844,25 +933,62 @@ impl Manager {
             return;
         }
         let now = self.now();
-        let policy = self.settings.policies.policy(service.as_str()).clone();
+        let policy = self.settings.policies.effective_policy(service.as_str());
+        let escalation = self.settings.policies.escalation.clone();
+        let guard_path = RebootGuard::path(&self.settings.layout);
+        let guard = RebootGuard::load(&guard_path);
+        let now_s = svcos_common::time::unix_ms() / 1000;
+        let reboot_allowed = policy::reboot_allowed(
+            &guard.reboots,
+            now_s,
+            escalation.reboot_max,
+            escalation.reboot_window_s,
+        );
         let exit = ExitEvent {
             kind,
             started_at: self.slots[i].started_at,
         };
-        match policy::decide(&policy, &exit, &self.slots[i].history, now) {
-            Decision::Restart { delay, streak } => {
-                tracing::warn!(%service, pid = process.pid, exit = %kind, delay_ms = delay.as_millis() as u64, "exited; restarting");
-                let slot = &mut self.slots[i];
-                slot.history.record_restart(
-                    now,
-                    streak,
-                    Duration::from_secs(policy.intensity_window_s),
-                );
-                slot.restarts += 1;
-                slot.epoch += 1;
-                let epoch = slot.epoch;
-                self.set_state(i, State::Backoff);
-                self.schedule(delay, Event::RestartDue { service, epoch });
+        let decision = policy::decide(
+            &policy,
+            &escalation,
+            &exit,
+            &self.slots[i].history,
+            now,
+            reboot_allowed,
+        );
+        let window = Duration::from_secs(policy.intensity_window_s);
+        self.slots[i].history.record(&decision, now, window);
+        match decision {
+            Decision::Restart {
+                delay,
+                level,
+                dependants,
+                ..
+            } => {
+                tracing::warn!(%service, pid = process.pid, exit = %kind, delay_ms = delay.as_millis() as u64, escalation = level.as_str(), "exited; restarting");
+                self.schedule_restart(i, delay);
+                if dependants {
+                    self.restart_dependants(i);
+                }
+            }
+            Decision::Reboot { .. } => {
+                let mut guard = guard;
+                guard.record(&guard_path, now_s, escalation.reboot_window_s);
+                match self.settings.reboot {
+                    RebootAction::Systemd => {
+                        tracing::error!(%service, exit = %kind, "keeps failing after its dependants were restarted; rebooting through systemd");
+                        request_systemd_reboot();
+                        // Should the reboot not come, keep trying slowly: never abandon mining.
+                        self.schedule_restart(i, Duration::from_millis(escalation.slow_retry_ms));
+                    }
+                    RebootAction::RestartStack => {
+                        tracing::error!(%service, exit = %kind, "keeps failing after its dependants were restarted; restarting the whole stack (the sim's reboot)");
+                        self.slots[i].restarts += 1;
+                        self.slots[i].epoch += 1;
+                        self.set_state(i, State::Backoff);
+                        self.stack_restart_pending = true;
+                    }
+                }
             }
             Decision::GiveUp(reason) => {
                 tracing::warn!(%service, pid = process.pid, exit = %kind, "exited");
@@ -880,10 +1006,59 @@ impl Manager {
         }
     }
 
+    /// Enter backoff and start slot `i` again after `delay`.
+    fn schedule_restart(&mut self, i: usize, delay: Duration) {
+        let service = self.slots[i].service;
+        let slot = &mut self.slots[i];
+        slot.restarts += 1;
+        slot.epoch += 1;
+        let epoch = slot.epoch;
+        self.set_state(i, State::Backoff);
+        self.schedule(delay, Event::RestartDue { service, epoch });
+    }
+
+    /// Rest-for-one: restart every service after slot `i` in boot order that has a process
+    /// (they may hold state derived from the failing one). Their own histories are untouched.
+    fn restart_dependants(&mut self, i: usize) {
+        let failing = self.slots[i].service;
+        for j in i + 1..self.slots.len() {
+            if matches!(self.slots[j].state, State::Starting | State::Running) {
+                tracing::warn!(service = %self.slots[j].service, %failing, "restarting as a dependant of a failing service");
+                self.supersede(j);
+                self.begin_stop(j, AfterStop::StartAgain);
+            }
+        }
+    }
+
+    /// The sim's reboot: everything down in reverse boot order, histories cleared, boot again.
+    async fn restart_stack(&mut self, events: &mut mpsc::UnboundedReceiver<Event>) {
+        tracing::warn!("escalation: restarting the whole stack");
+        // Nothing may boot while everything stops.
+        self.boot_queue.clear();
+        self.booting = None;
+        self.stop_all(events).await;
+        if let Some(store) = &self.settings.fd_store {
+            store.clear();
+        }
+        for slot in &mut self.slots {
+            slot.history.clear();
+            slot.epoch += 1;
+            slot.after_stop = AfterStop::StayStopped;
+        }
+        self.boot_queue = self.settings.services.iter().copied().collect();
+        self.booting = None;
+        self.advance_boot();
+    }
+
     /// Stop everything in reverse boot order, each with its grace period, then SIGKILL.
     async fn shutdown_all(&mut self, events: &mut mpsc::UnboundedReceiver<Event>) {
         tracing::info!("shutting down all services in reverse boot order");
         notify::stopping();
+        self.stop_all(events).await;
+    }
+
+    /// Stop every service in reverse boot order; none is restarted.
+    async fn stop_all(&mut self, events: &mut mpsc::UnboundedReceiver<Event>) {
         for i in (0..self.slots.len()).rev() {
             let service = self.slots[i].service;
             self.slots[i].run_cancel.trigger();
@@ -940,4 +1115,31 @@ impl Manager {
         }
         true
     }
+}
+
+/// Ask systemd for a reboot (`StartUnit("reboot.target", "replace-irreversibly")` on the system
+/// bus), in the background: the manager never waits on D-Bus. systemd then stops this unit like
+/// any other (every service in reverse boot order) before the board resets.
+fn request_systemd_reboot() {
+    tokio::spawn(async {
+        let result = async {
+            let conn = zbus::Connection::system().await?;
+            conn.call_method(
+                Some("org.freedesktop.systemd1"),
+                "/org/freedesktop/systemd1",
+                Some("org.freedesktop.systemd1.Manager"),
+                "StartUnit",
+                &("reboot.target", "replace-irreversibly"),
+            )
+            .await?;
+            zbus::Result::Ok(())
+        }
+        .await;
+        match result {
+            Ok(()) => tracing::warn!("reboot requested from systemd"),
+            Err(e) => {
+                tracing::error!(error = %e, "systemd did not accept the reboot; retrying the service slowly instead")
+            }
+        }
+    });
 }

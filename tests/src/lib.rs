@@ -97,6 +97,15 @@ pub struct ServiceStatus {
     pub uptime_s: u64,
     /// How the previous process ended.
     pub last_exit: Option<String>,
+    /// Delay of the latest automatic restart, ms.
+    #[serde(default)]
+    pub backoff_ms: u64,
+    /// Rung of the escalation ladder.
+    #[serde(default)]
+    pub escalation: String,
+    /// Automatic restarts inside the intensity window.
+    #[serde(default)]
+    pub recent_restarts: u32,
 }
 
 /// A running `svcos sim` stack. Dropping it stops everything (SIGTERM, then waits).

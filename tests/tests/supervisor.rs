@@ -309,6 +309,12 @@ fn dbus_list_restart_and_state_signal() {
         );
     }
 
+    let policy = bus.busctl(&[&["call"], &obj[..], &["ListRestartState"]].concat());
+    assert!(policy.status.success(), "{policy:?}");
+    let text = String::from_utf8_lossy(&policy.stdout);
+    assert!(text.starts_with("a(sstu) 9 "), "{text}");
+    assert!(text.contains("\"tuner\" \"none\" 0 0"), "{text}");
+
     // Watch signals while restarting the tuner through D-Bus. gdbus flushes every line, so
     // the test sees the subscription and each signal as they happen.
     let old = sim.pid("tuner").unwrap();
@@ -351,32 +357,81 @@ fn dbus_list_restart_and_state_signal() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown service"));
 }
 
+fn row<'a>(st: &'a [svcos_e2e::ServiceStatus], name: &str) -> &'a svcos_e2e::ServiceStatus {
+    st.iter().find(|s| s.name == name).expect("service listed")
+}
+
+/// A crash loop climbs the escalation ladder instead of ending `failed`: dependants restarted,
+/// then the sim's reboot (whole stack), then, with the reboot-loop guard spent, slow retries.
+/// `strategy = "never"` still leaves a service down.
 #[test]
-fn intensity_limit_and_never_strategy_leave_the_rest_running() {
+fn crash_loop_escalates_and_never_strategy_stays_down() {
     let mut sim = Sim::start(SimOptions {
         config_patch: Some(
             "[supervisor.services.tuner]\nintensity_max_restarts = 2\nintensity_window_s = 600\n\
-             backoff_floor_ms = 1\nbackoff_cap_ms = 1\n\
-             [supervisor.services.legacy-tcp]\nstrategy = \"never\"\n"
+             backoff_floor_ms = 1\nbackoff_cap_ms = 1\nstable_after_ms = 600000\n\
+             [supervisor.services.legacy-tcp]\nstrategy = \"never\"\n\
+             [supervisor.escalation]\nreboot_max = 1\nslow_retry_ms = 3000\n"
                 .into(),
         ),
         ..SimOptions::default()
     })
     .unwrap();
     let before = pids(&sim);
-    // Two crashes are restarted; the third exceeds the limit of two restarts in the window.
+    // Two crashes are plain restarts; the third breaches two restarts in the window: the tuner
+    // comes back with every service after it in boot order (rest-for-one).
     sim.kill_service_and_wait("tuner").unwrap();
     sim.kill_service_and_wait("tuner").unwrap();
+    assert_eq!(row(&sim.status().unwrap(), "tuner").escalation, "none");
+    sim.kill_service_and_wait("tuner").unwrap();
+    let st = sim
+        .wait_for(WAIT, |st| {
+            ["legacy-tcp", "gateway", "proxy"].iter().all(|n| {
+                let s = row(st, n);
+                s.state == "running" && s.pid != Some(before[*n])
+            })
+        })
+        .unwrap();
+    assert_eq!(row(&st, "tuner").escalation, "restart-dependants");
+    assert_eq!(row(&st, "tuner").state, "running");
+    for n in ["hw-sim", "test-pool", "hw-agent", "stratum-agent", "auth"] {
+        assert_eq!(row(&st, n).pid, Some(before[n]), "{n} is not a dependant");
+    }
+    // Two more breach the limit at this rung: the sim reboots, i.e. the whole stack restarts
+    // (simulated board included) and every history starts over.
+    sim.kill_service_and_wait("tuner").unwrap();
+    let hw_sim = row(&sim.status().unwrap(), "hw-sim").pid;
     sim.signal_service("tuner", Signal::SIGKILL).unwrap();
     let st = sim
         .wait_for(WAIT, |st| {
-            st.iter().any(|s| s.name == "tuner" && s.state == "failed")
+            st.iter().all(|s| s.state == "running") && row(st, "hw-sim").pid != hw_sim
         })
         .unwrap();
-    let tuner = st.iter().find(|s| s.name == "tuner").unwrap();
-    assert_eq!(tuner.pid, None);
-    assert_eq!(tuner.restarts, 2);
-    assert!(sim.processes_of("tuner").is_empty());
+    assert!(st.iter().all(|s| s.escalation == "none"), "{st:#?}");
+    let guard = sim.dir().join("state/supervisor/reboots.json");
+    let text = std::fs::read_to_string(&guard).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["reboots"].as_array().map(Vec::len), Some(1), "{text}");
+    // Again up to the reboot rung: the guard allows one reboot per hour, so the tuner falls
+    // back to slow retries, and comes back after them; it is never `failed`.
+    for _ in 0..4 {
+        sim.kill_service_and_wait("tuner").unwrap();
+    }
+    let hw_sim = row(&sim.status().unwrap(), "hw-sim").pid;
+    sim.signal_service("tuner", Signal::SIGKILL).unwrap();
+    let st = sim
+        .wait_for(WAIT, |st| row(st, "tuner").escalation == "slow-retry")
+        .unwrap();
+    let tuner = row(&st, "tuner");
+    assert_eq!(tuner.backoff_ms, 3000, "{tuner:?}");
+    assert_ne!(tuner.state, "failed");
+    sim.wait_for(WAIT, |st| row(st, "tuner").state == "running")
+        .unwrap();
+    assert_eq!(
+        row(&sim.status().unwrap(), "hw-sim").pid,
+        hw_sim,
+        "no second reboot"
+    );
     // strategy = never: a crash leaves it down.
     sim.signal_service("legacy-tcp", Signal::SIGKILL).unwrap();
     sim.wait_for(WAIT, |st| {
@@ -384,18 +439,13 @@ fn intensity_limit_and_never_strategy_leave_the_rest_running() {
             .any(|s| s.name == "legacy-tcp" && s.state == "failed" && s.pid.is_none())
     })
     .unwrap();
-    // Everyone else kept running, untouched.
-    let now = sim.status().unwrap();
-    for s in &now {
-        if s.name != "tuner" && s.name != "legacy-tcp" {
-            assert_eq!(s.state, "running", "{s:?}");
-            assert_eq!(s.pid, Some(before[&s.name]), "{s:?}");
-        }
-    }
-    // An operator's start brings a failed service back with a clean history.
+    // An operator's start brings it back with a clean history.
+    let out = sim.ctl(&["start", "legacy-tcp"]).unwrap();
+    assert!(out.status.success(), "{out:?}");
     let out = sim.ctl(&["start", "tuner"]).unwrap();
     assert!(out.status.success(), "{out:?}");
-    sim.kill_service_and_wait("tuner").unwrap();
+    let table = String::from_utf8(sim.ctl(&["status"]).unwrap().stdout).unwrap();
+    assert!(table.contains("ESCALATION"), "{table}");
 }
 
 #[test]

@@ -12,6 +12,7 @@
 pub mod config;
 pub mod entry;
 pub mod exit;
+pub mod fdstore;
 pub mod fsutil;
 pub mod ipc;
 pub mod logging;

@@ -26,9 +26,11 @@ use tokio::sync::{Notify, oneshot, watch};
 use crate::accounting::{ChainAccounting, Rates};
 use crate::drivers::ChainPort;
 use crate::drivers::serial::SerialChain;
+use crate::jobtable::{self, FrameRecord, RecentFrames, SaverWake};
 use crate::probes::Probes;
 use crate::shares::PendingShare;
 use crate::state::ChainState as SavedChain;
+use crate::uarts::UartRegistry;
 use crate::work::{ActiveJob, NonceVerdict, Work, WorkSlots};
 
 /// Frequency chips run at right after power-up, MHz (where every ramp starts).
@@ -293,12 +295,27 @@ pub struct ChainSetup {
     pub enabled: bool,
 }
 
+/// A chain found still configured: what its thread starts from.
+pub struct Reattach {
+    /// The port, opened (or adopted from the supervisor) and probed.
+    pub port: Box<dyn ChainPort>,
+    /// Its saved state.
+    pub saved: SavedChain,
+    /// The frames its chips were last given (see [`jobtable`]).
+    pub frames: Vec<FrameRecord>,
+    /// Bytes read during the probe after its answer.
+    pub decoder: ResponseDecoder,
+    /// Nonces read during the probe ahead of its answer (found while hw-agent was away).
+    pub early: Vec<bm::NonceResponse>,
+}
+
 /// How a chain starts.
 pub enum Start {
-    /// Full bring-up at 115200 baud.
-    Cold,
-    /// Re-attach to chips that kept running, with the port already opened and probed.
-    Reattach(Box<dyn ChainPort>, SavedChain),
+    /// Full bring-up at 115200 baud, on this already open port if given (an adopted UART
+    /// cannot be opened again, see [`crate::uarts`]).
+    Cold(Option<Box<dyn ChainPort>>),
+    /// Re-attach to chips that kept running.
+    Reattach(Box<Reattach>),
     /// The operator had switched the chain off: stay off (its power line is low) until enabled,
     /// keeping the saved counters.
     Disabled(SavedChain),
@@ -320,6 +337,10 @@ pub struct ChainLinks {
     /// Rung when a UART vanished (device gone, hw-sim restarted with new PTYs): only a fresh
     /// discovery can find it again, so the service exits and is restarted.
     pub uart_lost: Arc<Notify>,
+    /// Open UARTs, left with the supervisor across restarts.
+    pub uarts: Arc<UartRegistry>,
+    /// Wakes the state saver after a frame (the job table must reach the file soon).
+    pub saver: Arc<SaverWake>,
 }
 
 /// The control plane's handle on a chain thread.
@@ -332,6 +353,8 @@ pub struct ChainHandle {
     pub snapshot: watch::Receiver<Arc<ChainSnapshot>>,
     /// Latest saveable state (re-attach file).
     pub saved: Arc<Mutex<Option<SavedChain>>>,
+    /// The frames last written (job table of the re-attach file).
+    pub frames: RecentFrames,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -364,14 +387,17 @@ pub fn spawn(setup: ChainSetup, start: Start, links: ChainLinks) -> std::io::Res
     wake_rx.set_nonblocking(true)?;
     let (snap_tx, snap_rx) = watch::channel(Arc::new(ChainSnapshot::initial(&setup)));
     let saved = Arc::new(Mutex::new(None));
+    let frames = RecentFrames::default();
     let chain_id = setup.chain_id;
     let worker_saved = Arc::clone(&saved);
+    let worker_frames = Arc::clone(&frames);
     let thread = std::thread::Builder::new()
         .name(format!("chain{chain_id}"))
         .stack_size(crate::THREAD_STACK)
         .spawn(move || {
             raise_priority(chain_id);
             let mut w = Worker::new(setup, rx, wake_rx, snap_tx, worker_saved, links);
+            w.frames = worker_frames;
             w.run(start);
         })?;
     Ok(ChainHandle {
@@ -380,6 +406,7 @@ pub fn spawn(setup: ChainSetup, start: Start, links: ChainLinks) -> std::io::Res
         waker,
         snapshot: snap_rx,
         saved,
+        frames,
         thread: Mutex::new(Some(thread)),
     })
 }
@@ -411,56 +438,69 @@ pub fn set_scheduling(priority: Option<i32>, thread: &str) {
     }
 }
 
-/// Open a chain's UART at a saved baud and check that chip 0 still answers there: the whole
-/// re-attach handshake, one register read, no enumeration and no reset.
-pub fn probe_reattach(saved: &SavedChain) -> Result<Box<dyn ChainPort>, ChainError> {
+/// What a successful re-attach probe leaves: the port, the decoder holding what followed the
+/// answer, and the nonces read ahead of it.
+pub type Probed = (Box<dyn ChainPort>, ResponseDecoder, Vec<bm::NonceResponse>);
+
+/// Check that a chain's last chip still answers at the saved baud on `port`: the whole
+/// re-attach handshake, one register read, no enumeration and no reset. On failure the port is
+/// handed back for a cold bring-up.
+pub fn probe_reattach(
+    saved: &SavedChain,
+    mut port: Box<dyn ChainPort>,
+) -> Result<Probed, (ChainError, Box<dyn ChainPort>)> {
     let chain = saved.chain_id;
-    let mut port: Box<dyn ChainPort> = Box::new(
-        SerialChain::open(&saved.device, saved.baud)
-            .map_err(|source| ChainError::Driver { chain, source })?,
-    );
     // The last chip: on a chain that lost its configuration every chip sits at address 0, so
     // only a configured chain answers at the last (non-zero) address; and its ticket mask must
     // be ours, not the power-on one (which also covers single-chip chains at address 0).
-    let last = *saved
-        .chip_addresses
-        .last()
-        .ok_or(ChainError::NotRunning { chain })?;
+    let Some(&last) = saved.chip_addresses.last() else {
+        return Err((ChainError::NotRunning { chain }, port));
+    };
     let ticket = TicketMask::for_difficulty(saved.ticket_difficulty).to_register();
     let cmd = Command::ReadRegister {
         target: Target::Chip(last),
         register: reg::TICKET_MASK,
     };
-    port.write_all(&cmd.encode())
-        .map_err(|source| ChainError::Driver { chain, source })?;
+    if let Err(source) = port.write_all(&cmd.encode()) {
+        return Err((ChainError::Driver { chain, source }, port));
+    }
     let mut decoder = ResponseDecoder::new();
+    let mut early = Vec::new();
     let deadline = Instant::now() + Duration::from_millis(200);
-    let mut buf = [0u8; 512];
+    let mut buf = [0u8; 4096];
     while Instant::now() < deadline {
         if !wait_readable(port.as_ref(), deadline) {
             break;
         }
-        let n = port
-            .read(&mut buf)
-            .map_err(|source| ChainError::Driver { chain, source })?;
+        let n = match port.read(&mut buf) {
+            Ok(n) => n,
+            Err(source) => return Err((ChainError::Driver { chain, source }, port)),
+        };
         decoder.push(&buf[..n]);
-        // Nonces for the old jobs may be queued ahead of the answer: skip them.
-        for r in decoder.by_ref() {
-            if let Response::Register(r) = r
-                && r.register == reg::TICKET_MASK
-                && r.chip_address == last
-            {
-                if r.value == ticket {
-                    return Ok(port);
+        // Nonces the chips found while nobody read the UART come first: keep them for the
+        // restored job table.
+        while let Some(r) = decoder.next_response() {
+            match r {
+                Response::Register(r)
+                    if r.register == reg::TICKET_MASK && r.chip_address == last =>
+                {
+                    if r.value == ticket {
+                        return Ok((port, decoder, early));
+                    }
+                    return Err((ChainError::NotRunning { chain }, port));
                 }
-                return Err(ChainError::NotRunning { chain });
+                Response::Register(_) => {}
+                Response::Nonce(n) => early.push(n),
             }
         }
     }
-    Err(ChainError::BaudSwitch {
-        chain,
-        baud: saved.baud,
-    })
+    Err((
+        ChainError::BaudSwitch {
+            chain,
+            baud: saved.baud,
+        },
+        port,
+    ))
 }
 
 fn wait_readable(port: &dyn ChainPort, deadline: Instant) -> bool {
@@ -501,6 +541,11 @@ struct Worker {
     wake: UnixDatagram,
     snap: watch::Sender<Arc<ChainSnapshot>>,
     saved: Arc<Mutex<Option<SavedChain>>>,
+    /// The frames last written, for the job table.
+    frames: RecentFrames,
+    /// The UART while the chain is powered down (or before a cold bring-up): an adopted
+    /// descriptor cannot be opened again, so it is kept rather than closed.
+    spare_port: Option<Box<dyn ChainPort>>,
     links: ChainLinks,
     origin: Instant,
     buf: Vec<u8>,
@@ -540,6 +585,8 @@ impl Worker {
             wake,
             snap,
             saved,
+            frames: RecentFrames::default(),
+            spare_port: None,
             links,
             origin: Instant::now(),
             buf: vec![0; 4096],
@@ -557,8 +604,11 @@ impl Worker {
 
     fn run(&mut self, start: Start) {
         match start {
-            Start::Reattach(port, saved) => self.reattach(port, saved),
-            Start::Cold => self.cold_start(),
+            Start::Reattach(r) => self.reattach(*r),
+            Start::Cold(port) => {
+                self.spare_port = port;
+                self.cold_start();
+            }
             Start::Disabled(saved) => {
                 self.restore_counters(&saved);
                 self.enabled = false;
@@ -780,7 +830,7 @@ impl Worker {
             self.cold_start();
         } else if !want && brought_up {
             // The board thread cuts the chain's power after this; stop feeding first.
-            self.port = None;
+            self.park_port();
             self.chips.clear();
             self.chip_version_mask = None;
             self.slots.clear();
@@ -847,12 +897,18 @@ impl Worker {
             self.chip_version_mask = Some(job.version_mask);
         }
         let elapsed_s = (svcos_common::time::unix_ms() - job.arrived_unix_ms).max(0) as u64 / 1000;
-        let work = Work::roll(&job, self.chain(), self.frame_counter, elapsed_s);
+        let counter = self.frame_counter;
+        let work = Work::roll(&job, self.chain(), counter, elapsed_s);
         self.frame_counter = self.frame_counter.wrapping_add(1);
         let job_id = self.next_job_id;
         self.next_job_id = self.next_job_id.wrapping_add(1);
         let header = work.header_bytes(work.base_version(), 0);
         out.extend_from_slice(&bm::Job::from_header_bytes(job_id, &header).encode());
+        let record = FrameRecord {
+            job_id,
+            counter,
+            work: work.clone(),
+        };
         self.slots.store(usize::from(job_id), work);
         let interval = self.frame_interval(job.version_mask);
         let Some(port) = self.port.as_mut() else {
@@ -867,6 +923,9 @@ impl Worker {
                         .probes
                         .clean_frame_written(job.generation, job.arrived.elapsed());
                 }
+                // After the write, so the latency above never includes it.
+                jobtable::push(&self.frames, record);
+                self.links.saver.wake();
             }
             Err(e) => {
                 tracing::warn!(chain = self.chain(), error = %e, "job write failed");
@@ -887,6 +946,7 @@ impl Worker {
                 // an error: let go of it instead of spinning.
                 tracing::warn!(chain = self.setup.chain_id, error = %e, "uart read failed");
                 self.port = None;
+                self.links.uarts.remove(self.setup.chain_id);
                 self.links.uart_lost.notify_one();
                 self.set_status(ChainStatus::Fault(e.to_string()));
                 return;
@@ -899,6 +959,7 @@ impl Worker {
             if self.empty_reads > MAX_EMPTY_READS {
                 tracing::warn!(chain = self.setup.chain_id, "uart hung up");
                 self.port = None;
+                self.links.uarts.remove(self.setup.chain_id);
                 self.links.uart_lost.notify_one();
                 self.set_status(ChainStatus::Fault("UART hung up".into()));
             }
@@ -1084,6 +1145,8 @@ impl Worker {
             stale: self.acct.stale,
             chip_nonces: self.acct.chips.iter().map(|c| c.nonces).collect(),
             chip_hw_errors: self.acct.chips.iter().map(|c| c.hw_errors).collect(),
+            // The saver fills these from the frame ring.
+            frames: Vec::new(),
         };
         *self.saved.lock().unwrap_or_else(|p| p.into_inner()) = Some(s);
     }
@@ -1104,19 +1167,33 @@ impl Worker {
             }
             Err(ChainError::NoChips { .. }) => {
                 tracing::warn!(chain = self.chain(), "no chips answered");
-                self.port = None;
+                self.park_port();
                 self.set_status(ChainStatus::Missing);
             }
             Err(e) => {
                 tracing::warn!(chain = self.chain(), error = %e, "bring-up failed");
-                self.port = None;
+                self.park_port();
                 self.set_status(ChainStatus::Fault(e.to_string()));
             }
         }
         self.save_state();
     }
 
-    fn reattach(&mut self, port: Box<dyn ChainPort>, saved: SavedChain) {
+    /// Keep the UART open but unused (powered down, or bring-up failed).
+    fn park_port(&mut self) {
+        if let Some(p) = self.port.take() {
+            self.spare_port = Some(p);
+        }
+    }
+
+    fn reattach(&mut self, r: Reattach) {
+        let Reattach {
+            port,
+            saved,
+            frames,
+            decoder,
+            early,
+        } = r;
         let n = saved.chip_addresses.len();
         self.chips = saved
             .chip_addresses
@@ -1141,9 +1218,46 @@ impl Worker {
         self.enabled = saved.enabled;
         // The chips still hold the old mask; write it again with the first job to be sure.
         self.chip_version_mask = None;
+        self.links
+            .uarts
+            .set(self.setup.chain_id, &self.setup.device, port.poll_fd());
         self.port = Some(port);
         self.setup.ticket = TicketMask::for_difficulty(saved.ticket_difficulty);
+        // The job table: the chips keep hashing these frames until our first new job, and the
+        // nonces they found while nobody listened are verified against them like any other.
+        let restored = frames.len();
+        for f in &frames {
+            self.slots.store(usize::from(f.job_id), f.work.clone());
+        }
+        if let Some(last) = frames.last() {
+            self.next_job_id = last.job_id.wrapping_add(1);
+            self.frame_counter = frames
+                .iter()
+                .map(|f| f.counter)
+                .max()
+                .unwrap_or(0)
+                .wrapping_add(1);
+        }
+        *self.frames.lock().unwrap_or_else(|p| p.into_inner()) = frames.into();
+        self.decoder = decoder;
         self.set_status(ChainStatus::Mining);
+        let read_at = Instant::now();
+        let read_at_us = svcos_common::time::unix_us();
+        let buffered = early.len();
+        for n in early {
+            self.on_nonce(n, read_at, read_at_us);
+        }
+        while let Some(r) = self.decoder.next_response() {
+            if let Response::Nonce(n) = r {
+                self.on_nonce(n, read_at, read_at_us);
+            }
+        }
+        tracing::info!(
+            chain = self.chain(),
+            frames = restored,
+            buffered_nonces = buffered,
+            "re-attached with the saved job table"
+        );
         self.save_state();
     }
 
@@ -1216,11 +1330,23 @@ impl Worker {
     fn bring_up(&mut self) -> Result<(), ChainError> {
         let chain = self.chain();
         let started = Instant::now();
-        let mut port = SerialChain::open(&self.setup.device, bm::DEFAULT_BAUD)
-            .map_err(|source| ChainError::Driver { chain, source })?;
+        let mut port: Box<dyn ChainPort> = match self.spare_port.take() {
+            Some(mut p) => {
+                p.set_baud(bm::DEFAULT_BAUD)
+                    .map_err(|source| ChainError::Driver { chain, source })?;
+                p
+            }
+            None => Box::new(
+                SerialChain::open(&self.setup.device, bm::DEFAULT_BAUD)
+                    .map_err(|source| ChainError::Driver { chain, source })?,
+            ),
+        };
         port.clear_input()
             .map_err(|source| ChainError::Driver { chain, source })?;
-        self.port = Some(Box::new(port));
+        self.links
+            .uarts
+            .set(chain, &self.setup.device, port.poll_fd());
+        self.port = Some(port);
         self.decoder = ResponseDecoder::new();
         self.slots.clear();
         self.chip_version_mask = None;

@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | `chain<N>` (one per chain, [`chain`]) | the UART, decoder, job-id ring, accounting | UART bytes, a command, the next frame's due time |
 //! | `board` ([`control`]) | PSU, sensors, fans, GPIO, thermal policy | a command, 100 ms (button/LED), 500 ms (control step) |
-//! | `state-saver` | nothing; copies counters to the re-attach file | 1 s |
+//! | `state-saver` | nothing; copies counters and the job table to the re-attach file, leaves the UARTs with the supervisor | 1 s, and after each job frame (at most every 100 ms) |
 //! | main (current-thread tokio) | gRPC server, StreamJobs/SubmitShare client, telemetry assembly | I/O |
 //!
 //! The mining path never touches the runtime: a job goes from the StreamJobs task straight to
@@ -29,6 +29,10 @@
 //! 3. A graceful stop leaves the chips hashing, so a restart of either kind re-attaches. A
 //!    chain whose UART vanishes (hw-sim restarted, adapter unplugged) ends the process with a
 //!    failure: only a fresh discovery can find the board again, and the supervisor restarts us.
+//! 4. No work is lost across a restart: the UARTs stay open in the supervisor's descriptor
+//!    store ([`uarts`]), so the kernel keeps what the chips send while we are away, and the
+//!    re-attach file carries the job table ([`jobtable`]): the frames each chain's chips were
+//!    given, so those nonces are verified and submitted like any other.
 //!
 //! # Accounting
 //!
@@ -43,6 +47,7 @@ pub mod control;
 pub mod diagnostics;
 pub mod drivers;
 pub mod error;
+pub mod jobtable;
 pub mod probes;
 pub mod service;
 pub mod shares;
@@ -50,6 +55,7 @@ pub mod state;
 pub mod stratum;
 pub mod telemetry;
 pub mod thermal;
+pub mod uarts;
 pub mod work;
 
 use std::ffi::OsString;
@@ -294,10 +300,13 @@ pub async fn run_with_probes(
     // Device I/O blocks (and the sim drivers block on their own runtime): off the executor.
     let voltage_mv = ctx.config.hardware.voltage_mv;
     let saved_for_prepare = saved.clone();
-    let (found, starts) =
-        tokio::task::spawn_blocking(move || prepare(found, saved_for_prepare.as_ref(), voltage_mv))
-            .await?;
-    let any_cold = starts.iter().any(|s| matches!(s, Start::Cold));
+    let layout_for_prepare = ctx.layout.clone();
+    let (found, starts) = tokio::task::spawn_blocking(move || {
+        let inherited = uarts::fetch_inherited(&layout_for_prepare);
+        prepare(found, saved_for_prepare.as_ref(), voltage_mv, inherited)
+    })
+    .await?;
+    let any_cold = starts.iter().any(|s| matches!(s, Start::Cold(_)));
     let mining_started_ms = saved
         .as_ref()
         .filter(|_| !any_cold)
@@ -307,13 +316,21 @@ pub async fn run_with_probes(
     // Chain threads.
     let (share_tx, share_rx) = mpsc::channel(shares::DEFAULT_CAPACITY);
     let state_changed = Arc::new(Notify::new());
+    // Work generations continue from the saved ones, so restored frames stay current until the
+    // first job after the restart.
+    let resumed = saved
+        .as_ref()
+        .filter(|_| !any_cold)
+        .map(|s| (s.generation, s.pool_epoch));
     let links = ChainLinks {
         shares: share_tx,
-        generation: Arc::new(AtomicU64::new(0)),
+        generation: Arc::new(AtomicU64::new(resumed.map_or(0, |r| r.0))),
         probes: Arc::clone(&probes),
         state_changed: Arc::clone(&state_changed),
         shares_dropped: Arc::new(AtomicU64::new(0)),
         uart_lost: Arc::new(Notify::new()),
+        uarts: Arc::new(uarts::UartRegistry::default()),
+        saver: Arc::new(jobtable::SaverWake::default()),
     };
     probes.set_chains(starts.len());
     let mut handles = Vec::new();
@@ -372,10 +389,16 @@ pub async fn run_with_probes(
     if let Some(s) = &saved {
         share_counters.sent.store(s.shares_sent, Ordering::Relaxed);
     }
+    let book = match resumed {
+        Some((generation, epoch)) => work::JobBook::resume(generation, epoch),
+        None => work::JobBook::default(),
+    };
+    let jobs_for_saver = jobs_rx.clone();
     tokio::spawn(stratum::follow_jobs(
         stratum_channel.clone(),
         Arc::clone(&chains),
         Arc::clone(&links.generation),
+        book,
         jobs_tx,
         shutdown.clone(),
     ));
@@ -436,7 +459,8 @@ pub async fn run_with_probes(
         });
     }
 
-    // Re-attach state, every second, off the runtime thread (fsync may take a while).
+    // Re-attach state, every second and soon after each job frame, off the runtime thread
+    // (fsync may take a while); the UARTs go to the supervisor's store from here too.
     let saver_stop = Arc::new(AtomicBool::new(false));
     let saver = {
         let chains = Arc::clone(&chains);
@@ -444,12 +468,25 @@ pub async fn run_with_probes(
         let stop = Arc::clone(&saver_stop);
         let model = spec.model.clone();
         let path = state_path.clone();
+        let generation = Arc::clone(&links.generation);
+        let wake = Arc::clone(&links.saver);
+        let registry = Arc::clone(&links.uarts);
+        let mut depositor = uarts::Depositor::new(ctx.layout.clone());
         std::thread::Builder::new()
             .name("state-saver".into())
             .stack_size(THREAD_STACK)
             .spawn(move || {
                 chain::set_scheduling(None, "state-saver");
+                wake.register();
                 let save = || {
+                    let recent: Vec<Vec<jobtable::FrameRecord>> = chains
+                        .iter()
+                        .map(|c| {
+                            let ring = c.frames.lock().unwrap_or_else(|p| p.into_inner());
+                            ring.iter().cloned().collect()
+                        })
+                        .collect();
+                    let (jobs, frames) = jobtable::save(&recent);
                     let state = ReattachState {
                         format: state::FORMAT,
                         model: model.clone(),
@@ -457,18 +494,31 @@ pub async fn run_with_probes(
                         shares_sent: counters.sent.load(Ordering::Relaxed),
                         chains: chains
                             .iter()
-                            .filter_map(|c| {
-                                c.saved.lock().unwrap_or_else(|p| p.into_inner()).clone()
+                            .zip(frames)
+                            .filter_map(|(c, frames)| {
+                                let mut s =
+                                    c.saved.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
+                                s.frames = frames;
+                                Some(s)
                             })
                             .collect(),
+                        jobs,
+                        generation: generation.load(Ordering::Acquire),
+                        pool_epoch: jobs_for_saver.borrow().epoch,
                     };
                     if let Err(e) = state.save(&path) {
                         tracing::warn!(error = %e, "re-attach state not saved");
                     }
                 };
                 while !stop.load(Ordering::Relaxed) {
+                    let began = Instant::now();
                     std::thread::park_timeout(Duration::from_secs(1));
+                    // Frames can go out far faster than a file should be written.
+                    if let Some(rest) = jobtable::MIN_SAVE_INTERVAL.checked_sub(began.elapsed()) {
+                        std::thread::sleep(rest);
+                    }
                     save();
+                    depositor.tick(&registry);
                 }
                 save();
             })?
@@ -558,9 +608,12 @@ fn prepare(
     mut found: Discovered,
     saved: Option<&ReattachState>,
     voltage_mv: f64,
+    mut inherited: std::collections::HashMap<String, std::os::fd::OwnedFd>,
 ) -> (Discovered, Vec<Start>) {
     let mut starts = Vec::new();
     for (i, device) in found.devices.iter().enumerate() {
+        // The UART a previous hw-agent left with the supervisor, still open at its baud.
+        let kept = inherited.remove(device);
         let entry = saved.and_then(|s| {
             s.chains
                 .iter()
@@ -579,25 +632,54 @@ fn prepare(
             continue;
         }
         let candidate = entry.filter(|c| !c.chip_addresses.is_empty());
+        let kept_port = kept.and_then(|fd| {
+            let baud = candidate.map_or(svcos_bm13xx::DEFAULT_BAUD, |c| c.baud);
+            drivers::serial::SerialChain::adopt(fd, device, baud)
+                .inspect_err(|e| tracing::warn!(chain = i, error = %e, "kept UART unusable"))
+                .ok()
+                .map(|p| Box::new(p) as Box<dyn drivers::ChainPort>)
+        });
         let start = match candidate {
-            Some(c) => match chain::probe_reattach(c) {
-                Ok(port) => {
-                    tracing::info!(
-                        chain = i,
-                        baud = c.baud,
-                        chips = c.chip_addresses.len(),
-                        "re-attached without bring-up"
-                    );
-                    Start::Reattach(port, c.clone())
+            Some(c) => {
+                let port = match kept_port {
+                    Some(p) => Ok(p),
+                    None => drivers::serial::SerialChain::open(&c.device, c.baud)
+                        .map(|p| Box::new(p) as Box<dyn drivers::ChainPort>),
+                };
+                match port {
+                    Ok(port) => match chain::probe_reattach(c, port) {
+                        Ok((port, decoder, early)) => {
+                            tracing::info!(
+                                chain = i,
+                                baud = c.baud,
+                                chips = c.chip_addresses.len(),
+                                "re-attached without bring-up"
+                            );
+                            let frames = saved.map_or_else(Vec::new, |s| {
+                                jobtable::restore(i as u32, &s.jobs, &c.frames)
+                            });
+                            Start::Reattach(Box::new(chain::Reattach {
+                                port,
+                                saved: c.clone(),
+                                frames,
+                                decoder,
+                                early,
+                            }))
+                        }
+                        Err((e, port)) => {
+                            tracing::info!(chain = i, error = %e, "re-attach probe failed; cold bring-up");
+                            Start::Cold(Some(port))
+                        }
+                    },
+                    Err(e) => {
+                        tracing::info!(chain = i, error = %e, "re-attach open failed; cold bring-up");
+                        Start::Cold(None)
+                    }
                 }
-                Err(e) => {
-                    tracing::info!(chain = i, error = %e, "re-attach probe failed; cold bring-up");
-                    Start::Cold
-                }
-            },
-            None => Start::Cold,
+            }
+            None => Start::Cold(kept_port),
         };
-        if matches!(start, Start::Cold) {
+        if matches!(start, Start::Cold(_)) {
             // Chips left at another baud or half-configured answer nothing at 115200: make
             // them forget everything first, as a power-on would.
             let gpio = found.peripherals.gpio.as_mut();

@@ -5,7 +5,7 @@
 //! reboot exactly when the chips lose their configuration too) and written with
 //! `fsutil::atomic_write`, so a SIGKILL at any instant leaves the previous or the next copy,
 //! never a torn one. Counters are refreshed every second; a restart loses at most that much
-//! accounting.
+//! accounting. The job table ([`crate::jobtable`]) is refreshed soon after every job frame.
 
 use std::path::{Path, PathBuf};
 
@@ -70,6 +70,9 @@ pub struct ChainState {
     pub chip_nonces: Vec<u64>,
     /// Per chip HW errors.
     pub chip_hw_errors: Vec<u64>,
+    /// The job frames last written, oldest first (templates in [`ReattachState::jobs`]).
+    #[serde(default)]
+    pub frames: Vec<crate::jobtable::SavedFrame>,
 }
 
 /// The whole re-attach file.
@@ -85,6 +88,15 @@ pub struct ReattachState {
     pub shares_sent: u64,
     /// Per chain.
     pub chains: Vec<ChainState>,
+    /// Templates the saved frames rolled.
+    #[serde(default)]
+    pub jobs: Vec<crate::jobtable::SavedJob>,
+    /// Work generation when saved (generations continue across a restart).
+    #[serde(default)]
+    pub generation: u64,
+    /// Pool epoch of the current work when saved.
+    #[serde(default)]
+    pub pool_epoch: Option<u64>,
 }
 
 impl ReattachState {
@@ -161,7 +173,16 @@ mod tests {
                 stale: 0,
                 chip_nonces: vec![3, 3, 4],
                 chip_hw_errors: vec![0, 1, 0],
+                frames: vec![crate::jobtable::SavedFrame {
+                    job_id: 7,
+                    job: 0,
+                    counter: 12,
+                    ntime: 1_700_000_000,
+                }],
             }],
+            jobs: Vec::new(),
+            generation: 4,
+            pool_epoch: Some(2),
         };
         s.save(&path).unwrap();
         assert_eq!(ReattachState::load(&path).unwrap(), Some(s.clone()));

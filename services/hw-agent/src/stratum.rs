@@ -55,11 +55,11 @@ pub async fn follow_jobs(
     channel: Channel,
     chains: Arc<Vec<ChainHandle>>,
     generation: Arc<AtomicU64>,
+    mut book: JobBook,
     status: watch::Sender<JobStatus>,
     shutdown: Shutdown,
 ) {
     let mut client = StratumServiceClient::new(channel);
-    let mut book = JobBook::default();
     let mut backoff = Backoff::default();
     let mut warned = false;
     while !shutdown.is_triggered() {

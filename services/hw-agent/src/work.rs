@@ -131,6 +131,11 @@ pub struct JobBook {
 }
 
 impl JobBook {
+    /// Continue from a saved generation and epoch (after a restart that re-attached).
+    pub fn resume(generation: u64, epoch: Option<u64>) -> Self {
+        JobBook { generation, epoch }
+    }
+
     /// The generation a new template belongs to, and whether it invalidates earlier work
     /// (clean_jobs, or the first job of a new pool epoch).
     pub fn admit(&mut self, t: &JobTemplate) -> (u64, bool) {

@@ -118,6 +118,7 @@ fn service_json(s: &ServiceInfo) -> Value {
     json!({
         "name": s.name, "state": enum_word(s.state().as_str_name(), "SERVICE_STATE_"),
         "pid": s.pid, "restarts": s.restarts, "uptime_s": s.uptime_s, "last_exit": s.last_exit,
+        "backoff_ms": s.backoff_ms, "escalation": s.escalation, "recent_restarts": s.recent_restarts,
     })
 }
 

@@ -33,7 +33,9 @@ pub use mqtt::{MqttConfig, is_valid_host};
 pub use pools::{PoolConfig, StratumConfig};
 pub use power::{MAX_WATT, PowerConfig, PsuOverrideConfig};
 pub use sim::SimConfig;
-pub use supervisor::{RestartPolicyConfig, RestartStrategy, SupervisorConfig};
+pub use supervisor::{
+    EscalationConfig, MINING_CRITICAL, RestartPolicyConfig, RestartStrategy, SupervisorConfig,
+};
 pub use system::{Mode, SystemConfig};
 pub use thermal::ThermalConfig;
 pub use tuner::{TuneModeConfig, TunerConfig};

@@ -2,7 +2,7 @@
 //! slave hw-sim advertises in the sim. Same code for both, which is the point of the PTY.
 
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::time::Duration;
 
 use serialport::{ClearBuffer, DataBits, FlowControl, Parity, SerialPort, StopBits, TTYPort};
@@ -33,6 +33,31 @@ impl SerialChain {
                 device: device.to_string(),
                 source,
             })?;
+        Ok(SerialChain {
+            port,
+            device: device.to_string(),
+            baud,
+        })
+    }
+
+    /// Adopt an already open descriptor of `device` (kept by the supervisor across a restart):
+    /// the same open file, so the bytes the kernel buffered meanwhile are still there. Line
+    /// settings are re-applied; the speed is set to `baud`.
+    pub fn adopt(fd: OwnedFd, device: &str, baud: u32) -> Result<Self, DriverError> {
+        let serial = |source| DriverError::Serial {
+            device: device.to_string(),
+            source,
+        };
+        // SAFETY: `fd` is an open descriptor we own; TTYPort takes over closing it.
+        let mut port = unsafe { TTYPort::from_raw_fd(fd.into_raw_fd()) };
+        port.set_data_bits(DataBits::Eight).map_err(serial)?;
+        port.set_parity(Parity::None).map_err(serial)?;
+        port.set_stop_bits(StopBits::One).map_err(serial)?;
+        port.set_flow_control(FlowControl::None).map_err(serial)?;
+        port.set_timeout(READ_TIMEOUT).map_err(serial)?;
+        if port.baud_rate().ok() != Some(baud) {
+            port.set_baud_rate(baud).map_err(serial)?;
+        }
         Ok(SerialChain {
             port,
             device: device.to_string(),

@@ -246,6 +246,7 @@ fn chaos_soak_keeps_mining_and_loses_no_shares() {
             .enable_all()
             .build()
             .unwrap();
+        let _in_runtime = rt.enter();
         let mut pool = TestPoolServiceClient::new(svcos_common::ipc::channel_with_timeout(
             dir.join("run/test-pool.sock"),
             Duration::from_secs(2),

@@ -121,10 +121,12 @@ fn handle(
     setsockopt(conn, sockopt::SendTimeout, &tv)?;
     let cred = getsockopt(conn, sockopt::PeerCredentials)?;
     let Some(service) = service_of(layout, services, cred.pid() as u32) else {
-        return Err(io::Error::other(format!(
-            "pid {} is no managed service",
-            cred.pid()
-        )));
+        // Also a service that asks before its pidfile is written (it retries): not worth a warning.
+        tracing::debug!(
+            pid = cred.pid(),
+            "fd store: caller is no managed service (yet)"
+        );
+        return Ok(());
     };
     let (text, fds) = fdstore::recv(conn.as_raw_fd())?;
     match fdstore::parse_request(&text) {

@@ -18,8 +18,8 @@
 //! runs 10 minutes of calm and 10 of chaos, kills any process including the supervisor (which is
 //! then started again, as systemd would) and hw-sim (a board power cycle), and adds bursts of
 //! hw-agent kills that exceed the restart intensity, so the escalation ladder is exercised
-//! (including the sim's reboot). `SVCOS_CHAOS_SECS` overrides the window length and
-//! `SVCOS_CHAOS_SEED` the seed. It prints its figures; docs/PERFORMANCE.md records them.
+//! (including the sim's reboot). `SVCOS_CHAOS_SECS` overrides the window length,
+//! `SVCOS_CHAOS_SEED` the seed and `SVCOS_CHAOS_VICTIMS` (comma-separated) the processes killed. It prints its figures; docs/PERFORMANCE.md records them.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -226,8 +226,12 @@ fn chaos_soak_keeps_mining_and_loses_no_shares() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0x5eed_c4a0_5);
     let length = Duration::from_secs(secs);
-    let mut victims: Vec<&str> = SHORT_VICTIMS.to_vec();
-    if long {
+    let chosen = std::env::var("SVCOS_CHAOS_VICTIMS").ok();
+    let mut victims: Vec<&str> = match &chosen {
+        Some(list) => list.split(',').filter(|v| !v.is_empty()).collect(),
+        None => SHORT_VICTIMS.to_vec(),
+    };
+    if long && chosen.is_none() {
         victims.extend(LONG_EXTRA);
     }
     // A low pool difficulty gives enough shares per window for the ratio to mean something.

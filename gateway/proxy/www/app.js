@@ -94,6 +94,7 @@
   }
 
   let sessionEnded = () => {};
+  let modeChanged = () => {};
   const token = () => sessionStorage.getItem(TOKEN_KEY);
 
   async function api(method, path, body, opts = {}) {
@@ -119,6 +120,9 @@
     if (!r.ok) {
       const err = new ApiError(r.status, data);
       if (r.status === 401 && t && !opts.loginAttempt) sessionEnded();
+      // The mode was changed elsewhere (another tab, MQTT, the API): re-read it so the
+      // navigation and the gates follow.
+      if (r.status === 403 && err.body.current_mode) modeChanged();
       throw err;
     }
     return data;
@@ -139,6 +143,8 @@
     const run = useRef(null);
     useEffect(() => {
       let alive = true, timer = null, busy = false;
+      // New inputs (another range, another service): never show the old answer under them.
+      setState((s) => (s.loaded ? { data: null, error: null, loaded: false } : s));
       const tick = async () => {
         timer = null;
         if (!alive || busy || document.hidden) return;
@@ -658,7 +664,7 @@
           <button type="button" class="secondary" id="pool-add" onClick=${() => setDraft([...rows, { url: "", user: "", password: "", enabled: true, quota: 0 }])}>Add pool</button>
           <button type="button" id="pool-save" disabled=${!draft || act.busy} onClick=${save}>Save pools</button>
           ${draft ? html`<button type="button" class="secondary" onClick=${() => setDraft(null)}>Discard changes</button>` : null}
-          ${act.result ? html`<span class="s-ok" role="status">Saved</span>` : null}
+          ${act.result ? html`<span class="s-ok" role="status" id="pool-saved">Saved</span>` : null}
         </div>
         <${Err} error=${act.error} />
       </section>
@@ -900,12 +906,18 @@
 
   // ---------------------------------------------------------------- Hacker: catalogues, network
 
+  // Catalogues outside /api/re/* (same `svcos.api.catalog.v1` shape).
+  const FIRMWARE_CATALOGUES = ["fwa_architecture", "fwa_responses", "fwa_status_codes", "fwa_web_map", "proto_wire_types", "fwb_overlay", "fwb_schema"]
+    .map((n) => `/api/firmware/${n}`).concat(["/api/cgminer/catalog", "/api/diagnostics/error_vocab"]);
+
   function CataloguesScreen() {
     const index = usePoll(() => api("GET", "/api/re/catalog/index"), 0);
     const [path, setPath] = useState("");
     const cat = usePoll(() => (path ? api("GET", path) : Promise.resolve(null)), 0, [path]);
     const entries = get(index.data, "entries") || [];
-    const paths = entries.map((e) => e.path || e.route || (typeof e === "string" ? e : null)).filter((p) => typeof p === "string" && p.startsWith("/api/"));
+    const paths = entries.map((e) => e.path || e.route || (typeof e === "string" ? e : null))
+      .filter((p) => typeof p === "string" && p.startsWith("/api/") && p !== "/api/re/catalog/index")
+      .concat(FIRMWARE_CATALOGUES);
     const list = get(cat.data, "entries");
     return html`<div class="screen" id="screen-catalogues">
       <section class="card" data-src="/api/re/catalog/index">
@@ -1140,7 +1152,9 @@
     const warnings = usePoll(() => api("GET", "/api/safety/warnings"), 0);
     return html`<div>
       <p>Before the miner draws full power, read what it needs from your home:</p>
-      <ul id="safety-warnings">${(get(warnings.data, "warnings") || []).map((w) => html`<li class=${w.severity === "critical" ? "s-bad" : w.severity === "warning" ? "s-warn" : ""}><strong>${w.severity}</strong>: ${w.message}</li>`)}</ul>
+      ${warnings.loaded ? html`<ul id="safety-warnings">${(get(warnings.data, "warnings") || []).map((w) => html`<li class=${w.severity === "critical" ? "s-bad" : w.severity === "warning" ? "s-warn" : ""}><strong>${w.severity}</strong>: ${w.message}</li>`)}
+        ${(get(warnings.data, "warnings") || []).length === 0 ? html`<li>The miner reports no warning for its current configuration.</li>` : null}</ul>` : html`<${Loading} q=${warnings} />`}
+      <p>In any case: plug it into a circuit rated for its power (next steps ask for it), keep its air inlet and outlet free, and keep it away from anything that must not get warm.</p>
       <div class="row"><button type="button" id="wizard-next" disabled=${act.busy} onClick=${() => doStep(() => api("POST", "/api/setup/step1-safety", { accept: true }))}>I have read this</button>
         <${Skip} disabled=${act.busy} onClick=${() => doStep(() => api("POST", "/api/setup/skip-safety", { reason: "skipped in the dashboard" }))} /></div>
     </div>`;
@@ -1443,6 +1457,7 @@
     };
 
     const mode = status && status.mode;
+    modeChanged = () => refresh.current();
     useEffect(() => {
       if (status && status.hostname) document.title = `${status.hostname} · svcOS`;
     }, [status && status.hostname]);

@@ -266,6 +266,10 @@ async fn home_mode_reaches_only_the_home_set() {
     ] {
         assert_eq!(h.get(path, Some(GOOD)).await.status, 200, "{path}");
     }
+    // The Space Heater screen reads the thermostat from the home status (no other GET for it).
+    let home = h.get("/api/home/status", Some(GOOD)).await.json();
+    assert_eq!(home["thermostat"]["schema"], "svcos.api.home.thermostat.v1");
+    assert!(home["thermostat"]["target_room_c"].is_number(), "{home}");
     assert_eq!(
         h.send_json("POST", "/api/action/sleep", Some(GOOD), &json!({}))
             .await

@@ -372,6 +372,9 @@ async fn home_status(State(state): State<AppState>) -> ApiResult {
         "temp_max_c": round(t.temp_max_c, 1),
         "hashrate_ghs_1m": round(t.hashrate.as_ref().map_or(0.0, |h| h.ghs_1m), 3),
         "sleeping": t.state() == MiningState::Sleeping,
+        // The dashboard's Space Heater screen shows the room reading and target from here:
+        // there is no other GET for the thermostat, and home mode reaches /api/home/* only.
+        "thermostat": crate::handlers::operations::home::thermostat_body(&state, None),
     })))
 }
 

@@ -114,7 +114,8 @@ async fn presets(State(_state): State<AppState>) -> Response {
     }))
 }
 
-fn thermostat_body(state: &AppState, action: Option<ThermostatAction>) -> Value {
+/// The thermostat as `/api/home/target` answers it (also a member of `/api/home/status`).
+pub(crate) fn thermostat_body(state: &AppState, action: Option<ThermostatAction>) -> Value {
     let config = state.config();
     let t = state
         .ops

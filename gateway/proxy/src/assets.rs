@@ -224,7 +224,11 @@ mod tests {
         let index = std::str::from_utf8(index().identity).unwrap();
         for a in ASSETS.iter().filter(|a| a.immutable) {
             assert!(a.path.starts_with("/static/"), "{}", a.path);
-            assert!(index.contains(a.path), "index.html does not load {}", a.path);
+            assert!(
+                index.contains(a.path),
+                "index.html does not load {}",
+                a.path
+            );
         }
         assert!(!index.contains("\"/static/app.js\""));
         let mut etags: Vec<_> = ASSETS.iter().map(|a| a.etag).collect();

@@ -402,9 +402,14 @@ async fn dashboard_is_served_and_nothing_else() {
     let html = String::from_utf8_lossy(&body).to_string();
     assert!(!html.contains("<script>"), "no inline script under the CSP");
     // The script is loaded under its content-hashed name, never the plain one.
-    let start = html.find("/static/app.").expect("index.html loads app.<hash>.js");
+    let start = html
+        .find("/static/app.")
+        .expect("index.html loads app.<hash>.js");
     let app = &html[start..start + html[start..].find('"').unwrap()];
-    assert!(app.ends_with(".js") && app.len() == "/static/app.0123456789.js".len(), "{app}");
+    assert!(
+        app.ends_with(".js") && app.len() == "/static/app.0123456789.js".len(),
+        "{app}"
+    );
 
     let (status, headers, body) = send(proxy, Method::GET, app, &[], "").await;
     assert_eq!(status, StatusCode::OK);
@@ -423,7 +428,8 @@ async fn dashboard_is_served_and_nothing_else() {
     let (status, _, body) = send(proxy, Method::GET, app, &[("if-none-match", &etag)], "").await;
     assert_eq!(status, StatusCode::NOT_MODIFIED);
     assert!(body.is_empty());
-    let (status, headers, body) = send(proxy, Method::GET, app, &[("accept-encoding", "gzip")], "").await;
+    let (status, headers, body) =
+        send(proxy, Method::GET, app, &[("accept-encoding", "gzip")], "").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(headers[header::CONTENT_ENCODING], "gzip");
     assert_eq!(headers[header::VARY], "Accept-Encoding");

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "python"))
 
 from conftest import PASSWORD, http, start_sim, stop_sim  # noqa: E402
-from test_dashboard import Browser, finish_wizard_by_rest, run_page  # noqa: E402
+from test_dashboard import Browser, finish_wizard_by_rest, run_page, wait_for_proxy  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -46,6 +46,7 @@ def main():
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="svcos-dashperf-"))
     sim = start_sim(tmp)
+    wait_for_proxy(sim)
     browser = Browser()
     try:
         http("POST", f"{sim.api_url}/api/auth/setup", body={"password": PASSWORD})

@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from conftest import PASSWORD, ROOT, http, start_sim, stop_sim, wait_for  # noqa: E402
-from test_dashboard import Browser, run_page  # noqa: E402
+from test_dashboard import Browser, run_page, wait_for_proxy  # noqa: E402
 
 SIZES = {"desktop": (1280, 900, False), "phone": (390, 844, True)}
 # (mode, screen) pairs: each mode's own screens.
@@ -52,6 +52,7 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="svcos-shots-"))
     sim = start_sim(tmp)
+    wait_for_proxy(sim)
     browser = Browser()
     try:
         async def wizard(page):
@@ -68,7 +69,7 @@ def main():
             await page.click("#wizard-next")
             await page.until("document.getElementById('wizard')?.dataset.step === 'pool'", 120, "pool step")
             await page.click("#wizard-test-pool")
-            await page.until("document.getElementById('wizard-test-result')", 60, "the pool test")
+            await page.until("!!document.getElementById('wizard-test-result')", 60, "the pool test")
             for size in SIZES:
                 await capture(page, out / f"wizard-pool-{size}.png", size)
             return await page.js("sessionStorage.getItem('svcos.token')")

@@ -426,8 +426,8 @@
           <button type="button" disabled=${act.busy} onClick=${() => applyThermostat(true)}>Use thermostat</button>
           <button type="button" class="secondary" disabled=${act.busy} onClick=${() => applyThermostat(false)}>Turn thermostat off</button>
         </div>
-        <p class="muted">Thermostat: ${get(cfg, "home.thermostat_enabled") ? "on" : "off"}. Room readings come from
-          <code>POST /api/home/room-temp</code> (for example a Home Assistant automation).</p>
+        <p class="muted">Thermostat: ${get(cfg, "home.thermostat_enabled") ? "on" : "off"}. Room readings come from <code>POST /api/home/room-temp</code>
+          (for example a Home Assistant automation).</p>
         <${Err} error=${act.error} />
       </section>
 

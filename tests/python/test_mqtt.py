@@ -354,3 +354,188 @@ def test_bad_mqtt_settings_get_the_envelope(sim, token):
         assert err["code"] == "config_validation" and err["field"] == field, (body, err)
     code, _, body = http("GET", f"{sim.api_url}/api/config/mqtt", token)
     assert code == 200 and body["config"]["enabled"] is False, body
+
+
+def publish(broker, topic, payload, retain=False):
+    """Publish one message with QoS 1 and wait until the broker has it."""
+    c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=f"pytest-pub-{uuid.uuid4().hex[:8]}")
+    if broker.auth:
+        c.username_pw_set(USER, PASSWORD)
+    c.connect("127.0.0.1", broker.port, keepalive=30)
+    c.loop_start()
+    try:
+        c.publish(topic, payload, qos=1, retain=retain).wait_for_publish(10)
+    finally:
+        c.loop_stop()
+        c.disconnect()
+
+
+def get_config(sim, token):
+    code, _, body = http("GET", f"{sim.api_url}/api/config", token)
+    assert code == 200, body
+    return body["config"]
+
+
+def mining_state(sim, token):
+    code, _, body = http("GET", f"{sim.api_url}/api/status", token)
+    assert code == 200, body
+    return body["mining"]["state"]
+
+
+def test_home_assistant_commands(sim, token, brokers, restore_mqtt):
+    """Command entities: discovery, a command changes the miner through the REST write it
+    mirrors (validation, mode rules, audit), a bad payload is refused, logged and moves nothing."""
+    anon, _ = brokers
+    before = get_config(sim, token)
+    sub = Collector(anon)
+    assert sub.wait_connected(10)
+    prefix = f"{PREFIX}-cmd"
+    # An old retained OFF waits on the broker: it is replayed when the miner subscribes, and a
+    # replay must never act.
+    configure(sim, token, enabled=False, topic_prefix=prefix)
+    publish(anon, topics(sim, token)["commands"]["mining"], "OFF", retain=True)
+    configure(
+        sim, token, enabled=True, host="127.0.0.1", port=anon.port, publish_interval_s=1,
+        keep_alive_s=5, topic_prefix=prefix, commands=True,
+    )
+    wait_for(lambda: mqtt_status(sim, token)["connected"], 30, "the MQTT session")
+    t = topics(sim, token)
+    replay = wait_for(
+        lambda: [r for r in sub.json_on(t["command_result"]) if r["entity"] == "mining"],
+        30, "the verdict on the retained command",
+    )[0]
+    assert not replay["ok"] and replay["status"] == 400 and "retained" in replay["error"], replay
+    publish(anon, t["commands"]["mining"], b"", retain=True)  # clear it from the broker
+    time.sleep(1)
+    assert mining_state(sim, token) == "mining"
+    node = t["base"].split("/", 1)[1]
+    cmd = t["commands"]
+    assert cmd == {e: f"{t['base']}/{e}/set" for e in ("mining", "power_target", "mode", "restart")}, t
+    results = t["command_result"]
+
+    # Discovery: one config per command entity, with default_entity_id (object_id is
+    # deprecated by Home Assistant and gone from every config, sensors included).
+    want = {"switch": "mining", "number": "power_target", "select": "mode", "button": "restart"}
+
+    def discovery():
+        found = {}
+        for topic, p, retained in sub.messages():
+            parts = topic.split("/")
+            if len(parts) == 5 and parts[0] == "homeassistant" and parts[2] == node and p:
+                found[(parts[1], parts[3])] = (json.loads(p), retained)
+        return found if all((c, o) in found for c, o in want.items()) else None
+
+    found = wait_for(discovery, 30, "discovery of the command entities")
+    for (component, obj), (config, _) in found.items():
+        assert "object_id" not in config, config
+        assert config["default_entity_id"] == f"{component}.{node}_{obj}", config
+    for component, obj in want.items():
+        config = found[(component, obj)][0]
+        assert config["command_topic"] == cmd[obj], config
+        assert config["availability_topic"] == t["availability"], config
+    assert found[("number", "power_target")][0]["unit_of_measurement"] == "W"
+    assert found[("select", "mode")][0]["options"] == ["home", "standard", "hacker"]
+    assert found[("button", "restart")][0]["payload_press"] == "PRESS"
+
+    def result_for(entity, payload, seen):
+        def find():
+            for r in sub.json_on(results)[seen:]:
+                if r["entity"] == entity and r["payload"] == payload:
+                    return r
+            return None
+        return wait_for(find, 60, f"the result of {entity}={payload!r}")
+
+    def command(entity, payload, retain=False):
+        seen = len(sub.json_on(results))
+        publish(anon, cmd[entity], payload, retain=retain)
+        r = result_for(entity, payload, seen)
+        assert r["schema"] == "svcos.mqtt.command_result.v1", r
+        return r
+
+    def audit():
+        code, _, body = http("GET", f"{sim.api_url}/api/audit-log", token)
+        assert code == 200, body
+        return body["entries"]
+
+    try:
+        # The switch: OFF puts the miner to sleep, ON wakes it (POST /api/action/sleep|wake).
+        r = command("mining", "OFF")
+        assert r["ok"] and r["status"] == 200 and r["route"] == "/api/action/sleep", r
+        wait_for(lambda: mining_state(sim, token) == "sleeping", 30, "sleeping after OFF")
+        wait_for(
+            lambda: any(s.get("state") == "sleeping" for s in sub.json_on(t["state"])),
+            30, "the state message to show sleeping",
+        )
+        r = command("mining", "ON")
+        assert r["ok"] and r["route"] == "/api/action/wake", r
+        wait_for(lambda: mining_state(sim, token) == "mining", 60, "mining after ON")
+        entries = audit()
+        assert any(
+            e["path"] == "/api/action/sleep" and e["status"] == 200
+            and e["session_id"] == "internal:mqtt" for e in entries
+        ), entries[-5:]
+
+        # The number: the power target goes through POST /api/config.
+        r = command("power_target", "900")
+        assert r["ok"] and r["route"] == "/api/config", r
+        assert get_config(sim, token)["hardware"]["power_target_watt"] == 900
+
+        # Bad payloads: refused, logged, audited; nothing else moves.
+        settled = get_config(sim, token)
+        audit_len = len(audit())
+        r = command("mining", "banana")
+        assert not r["ok"] and r["status"] == 400 and r["route"] is None, r
+        assert "ON or OFF" in r["error"], r
+        r = command("power_target", "lots")
+        assert not r["ok"] and r["status"] == 400 and r["route"] == "/api/config", r
+        assert "hardware.power_target_watt" in r["error"], r
+        r = command("power_target", "-5")
+        assert not r["ok"] and r["status"] == 400 and "hardware.power_target_watt" in r["error"], r
+        r = command("mode", "turbo")
+        assert not r["ok"] and 400 <= r["status"] < 500 and r["route"] == "/api/setup/step4-mode", r
+        r = command("restart", "now")
+        assert not r["ok"] and r["status"] == 400 and "PRESS" in r["error"], r
+        r = command("mining", "")
+        assert not r["ok"] and r["status"] == 400, r
+        assert get_config(sim, token) == settled
+        time.sleep(2)
+        assert mining_state(sim, token) == "mining"
+        new = audit()[audit_len:]
+        refused = [e for e in new if e["status"] >= 400]
+        assert len(refused) >= 6, new
+        assert all(e["session_id"] == "internal:mqtt" for e in refused), new
+        assert {"method": "MQTT", "path": "mqtt:mining/set", "status": 400} in [
+            {k: e[k] for k in ("method", "path", "status")} for e in refused
+        ], refused
+        wait_for(lambda: "MQTT command refused" in sim.log(), 20, "the refusal in the log")
+
+        # Mode rules: in home mode the restart button is refused like POST /api/action/restart.
+        r = command("mode", "home")
+        assert r["ok"] and get_config(sim, token)["system"]["mode"] == "home", r
+        wait_for(
+            lambda: any(s.get("mode") == "home" for s in sub.json_on(t["state"])),
+            30, "the state message to show the mode",
+        )
+        r = command("restart", "PRESS")
+        assert not r["ok"] and r["status"] == 403, r
+        r = command("mode", before["system"]["mode"])
+        assert r["ok"], r
+
+        # The button: restarts the mining services through the supervisor.
+        restarts = {n: s["restarts"] for n, s in sim.services().items()}
+        r = command("restart", "PRESS")
+        assert r["ok"] and r["route"] == "/api/action/restart", r
+        after = sim.services()
+        assert after["stratum-agent"]["restarts"] == restarts["stratum-agent"] + 1, after
+        assert after["hw-agent"]["restarts"] == restarts["hw-agent"] + 1, after
+        wait_for(lambda: mining_state(sim, token) == "mining", 60, "mining after the restart")
+    finally:
+        http("POST", f"{sim.api_url}/api/action/wake", token)
+        code, _, body = http(
+            "POST", f"{sim.api_url}/api/config", token,
+            {"system": {"mode": before["system"]["mode"]},
+             "hardware": {"power_target_watt": before["hardware"]["power_target_watt"]},
+             "mqtt": {"commands": False}},
+        )
+        assert code == 200, body
+        sub.close()

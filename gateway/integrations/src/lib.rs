@@ -16,6 +16,7 @@
 //!   `[mqtt]` section (or the hostname) closes the broker session gracefully and opens a new one;
 //!   a change of `[webhook]` rebuilds the hook workers.
 
+pub mod commands;
 pub mod events;
 pub mod mqtt;
 pub mod payload;
@@ -32,9 +33,10 @@ use svcos_proto::hwagent::v1::Telemetry;
 use svcos_proto::stratum::v1::GetPoolsResponse;
 use svcos_proto::supervisor::v1::ListServicesRequest;
 use svcos_proto::supervisor::v1::supervisor_service_client::SupervisorServiceClient;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 use tonic::transport::Channel;
 
+pub use commands::{Command, CommandResult};
 pub use events::Event;
 
 /// Events buffered for the publishing tasks; a slower reader loses the oldest.
@@ -55,6 +57,8 @@ pub struct Settings {
     pub hostname: String,
     /// `[power]`, for the power-reading calibration `/api/status` applies too.
     pub power: PowerConfig,
+    /// `[system].mode` (the state message carries it for the mode select).
+    pub mode: String,
 }
 
 impl Settings {
@@ -65,6 +69,7 @@ impl Settings {
             webhook: c.webhook.clone(),
             hostname: c.system.hostname.clone(),
             power: c.power.clone(),
+            mode: c.system.mode.as_str().to_string(),
         }
     }
 
@@ -93,6 +98,10 @@ pub struct Integrations {
     hooks: webhook::HookStatuses,
     http: webhook::HttpClient,
     clock: Arc<dyn Clock>,
+    /// MQTT commands towards the gateway, taken once by whoever executes them.
+    commands: Arc<Mutex<Option<mpsc::Receiver<Command>>>>,
+    /// Verdicts back to the MQTT session.
+    results: mpsc::Sender<CommandResult>,
 }
 
 impl Integrations {
@@ -105,12 +114,16 @@ impl Integrations {
     ) -> Self {
         let (settings, settings_rx) = watch::channel(Arc::new(Settings::from_config(config)));
         let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let (commands_tx, commands_rx) = mpsc::channel(commands::QUEUE);
+        let (results_tx, results_rx) = mpsc::channel(commands::QUEUE);
         let this = Integrations {
             settings,
             mqtt_status: Arc::default(),
             hooks: webhook::HookStatuses::default(),
             http: webhook::http_client(),
             clock: clock.clone(),
+            commands: Arc::new(Mutex::new(Some(commands_rx))),
+            results: results_tx,
         };
         tokio::spawn(derive_events(
             sources.clone(),
@@ -127,6 +140,8 @@ impl Integrations {
             status: this.mqtt_status.clone(),
             clock: clock.clone(),
             shutdown: shutdown.clone(),
+            commands: commands_tx,
+            results: tokio::sync::Mutex::new(results_rx),
         }));
         tokio::spawn(webhook::run(webhook::Ctx {
             settings: settings_rx,
@@ -150,6 +165,17 @@ impl Integrations {
                 true
             }
         });
+    }
+
+    /// The MQTT commands (`[mqtt].commands`), for the one task that executes them; `None`
+    /// after the first call.
+    pub fn take_commands(&self) -> Option<mpsc::Receiver<Command>> {
+        self.commands.lock().expect("commands lock").take()
+    }
+
+    /// Publish the verdict on a command (dropped when the session is down or the queue full).
+    pub fn command_done(&self, result: CommandResult) {
+        let _ = self.results.try_send(result);
     }
 
     /// `/api/mqtt/status` members.

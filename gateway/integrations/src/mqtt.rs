@@ -21,9 +21,10 @@ use svcos_common::config::MqttConfig;
 use svcos_common::time::Clock;
 use svcos_proto::hwagent::v1::Telemetry;
 use svcos_proto::stratum::v1::GetPoolsResponse;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 
+use crate::commands::{Command, CommandResult};
 use crate::payload::{self, Topics};
 use crate::{Event, Settings};
 
@@ -86,6 +87,10 @@ pub struct Ctx {
     pub clock: Arc<dyn Clock>,
     /// Stop.
     pub shutdown: Shutdown,
+    /// Commands received, towards the gateway.
+    pub commands: mpsc::Sender<Command>,
+    /// Verdicts on commands, to publish.
+    pub results: tokio::sync::Mutex<mpsc::Receiver<CommandResult>>,
 }
 
 enum End {
@@ -236,10 +241,13 @@ impl Session<'_> {
                     self.discovered = shape.or(Some((Vec::new(), Vec::new(), String::new())));
                 }
             }
+            // Live settings: power calibration and mode change without a new session.
+            let live = ctx.settings.borrow().clone();
             payload::state(
                 &self.settings.hostname,
+                &live.mode,
                 ctx.clock.now_ms(),
-                &ctx.settings.borrow().power,
+                &live.power,
                 t.as_ref(),
                 p.as_ref(),
             )
@@ -261,6 +269,52 @@ impl Session<'_> {
                 serde_json::to_vec(&sensor.config).expect("discovery serialises"),
             );
         }
+        for control in
+            payload::command_discovery(&self.topics, &self.settings.hostname, VERSION, t)
+        {
+            let topic = self
+                .topics
+                .discovery_for(control.entity.component(), control.entity.object());
+            // With commands off, an empty retained config removes an entity announced before.
+            let body = if self.settings.mqtt.commands {
+                serde_json::to_vec(&control.config).expect("discovery serialises")
+            } else {
+                Vec::new()
+            };
+            self.publish(&topic, true, QoS::AtLeastOnce, body);
+        }
+    }
+
+    /// A message on one of the command topics: queue it for the gateway, which runs the REST
+    /// write it mirrors and answers through [`CommandResult`].
+    fn on_command(&self, command: Command) {
+        let entity = command.entity;
+        if let Err(e) = self.ctx.commands.try_send(command) {
+            let command = match e {
+                mpsc::error::TrySendError::Full(c) | mpsc::error::TrySendError::Closed(c) => c,
+            };
+            tracing::warn!(entity = ?entity, "MQTT command refused: too many commands queued");
+            let result = CommandResult {
+                schema: crate::commands::RESULT_SCHEMA,
+                entity,
+                payload: command.payload,
+                ok: false,
+                status: 503,
+                route: None,
+                error: Some("too many commands queued; try again".into()),
+                at_ms: self.ctx.clock.now_ms(),
+            };
+            self.publish_result(&result);
+        }
+    }
+
+    fn publish_result(&self, result: &CommandResult) {
+        self.publish(
+            &self.topics.command_result(),
+            false,
+            QoS::AtLeastOnce,
+            serde_json::to_vec(result).expect("command result serialises"),
+        );
     }
 
     fn on_connected(&mut self) {
@@ -283,6 +337,13 @@ impl Session<'_> {
                 .client
                 .try_subscribe(self.topics.ha_status.clone(), QoS::AtMostOnce);
             self.discovered = None;
+        }
+        if self.settings.mqtt.commands {
+            for entity in crate::commands::Entity::ALL {
+                let _ = self
+                    .client
+                    .try_subscribe(self.topics.command(entity), QoS::AtLeastOnce);
+            }
         }
         self.publish_state();
     }
@@ -315,6 +376,7 @@ impl Session<'_> {
 }
 
 async fn session(ctx: &mut Ctx, settings: &Arc<Settings>) -> End {
+    let ctx: &Ctx = ctx;
     let cfg = &settings.mqtt;
     let topics = Topics::new(cfg, &settings.hostname);
     let client_id = payload::client_id(cfg, &topics);
@@ -330,6 +392,8 @@ async fn session(ctx: &mut Ctx, settings: &Arc<Settings>) -> End {
     let mut events = ctx.events.resubscribe();
     let mut settings_rx = ctx.settings.clone();
     let shutdown = ctx.shutdown.clone();
+    // Sessions run one after another, so this lock is only ever held by the current one.
+    let mut results = ctx.results.lock().await;
     let mut s = Session {
         ctx,
         settings,
@@ -370,6 +434,10 @@ async fn session(ctx: &mut Ctx, settings: &Arc<Settings>) -> End {
                         // Home Assistant restarted: it wants the discovery configs again.
                         s.discovered = None;
                         s.publish_state();
+                    } else if let Some(entity) = s.topics.command_entity(&p.topic)
+                        && settings.mqtt.commands
+                    {
+                        s.on_command(Command::new(entity, &p.payload, p.retain));
                     }
                 }
                 Ok(MqttEvent::Outgoing(Outgoing::Publish(_))) => {
@@ -413,6 +481,17 @@ async fn session(ctx: &mut Ctx, settings: &Arc<Settings>) -> End {
             _ = tokio::time::sleep_until(next_state), if connected => {
                 next_state = Instant::now() + interval;
                 s.publish_state();
+            }
+            Some(result) = results.recv() => {
+                if connected {
+                    s.publish_result(&result);
+                    if result.ok {
+                        // Show the new state now rather than at the next interval.
+                        s.publish_state();
+                    }
+                } else {
+                    s.status().messages_dropped += 1;
+                }
             }
             ev = events.recv() => match ev {
                 Ok(ev) if connected => {

@@ -6,6 +6,8 @@ use svcos_common::config::{MqttConfig, PowerConfig};
 use svcos_proto::hwagent::v1::Telemetry;
 use svcos_proto::stratum::v1::GetPoolsResponse;
 
+use crate::commands::Entity;
+
 /// Schema tag of the state message.
 pub const STATE_SCHEMA: &str = "svcos.mqtt.state.v1";
 
@@ -74,10 +76,34 @@ impl Topics {
 
     /// `<discovery_prefix>/sensor/<node>/<object>/config`.
     pub fn discovery(&self, object_id: &str) -> String {
+        self.discovery_for("sensor", object_id)
+    }
+
+    /// `<discovery_prefix>/<component>/<node>/<object>/config`.
+    pub fn discovery_for(&self, component: &str, object_id: &str) -> String {
         format!(
-            "{}/sensor/{}/{}/config",
-            self.discovery_prefix, self.node_id, object_id
+            "{}/{}/{}/{}/config",
+            self.discovery_prefix, component, self.node_id, object_id
         )
+    }
+
+    /// `<base>/<entity>/set`: where a command entity listens.
+    pub fn command(&self, entity: Entity) -> String {
+        format!("{}/{}/set", self.base, entity.object())
+    }
+
+    /// `<base>/command/result`: the verdict on each command.
+    pub fn command_result(&self) -> String {
+        format!("{}/command/result", self.base)
+    }
+
+    /// The command entity a topic addresses, if it is one of this miner's command topics.
+    pub fn command_entity(&self, topic: &str) -> Option<Entity> {
+        let object = topic
+            .strip_prefix(self.base.as_str())?
+            .strip_prefix('/')?
+            .strip_suffix("/set")?;
+        Entity::from_object(object)
     }
 }
 
@@ -94,6 +120,7 @@ pub fn client_id(cfg: &MqttConfig, topics: &Topics) -> String {
 /// (`[power].calibration_*`), like `/api/status`.
 pub fn state(
     hostname: &str,
+    mode: &str,
     now_ms: i64,
     power: &PowerConfig,
     t: Option<&Telemetry>,
@@ -113,6 +140,7 @@ pub fn state(
     json!({
         "schema": STATE_SCHEMA,
         "hostname": hostname,
+        "mode": mode,
         "timestamp_ms": now_ms,
         "hw_agent_up": t.is_some(),
         "stratum_agent_up": p.is_some(),
@@ -290,20 +318,14 @@ pub fn discovery(
             });
         }
     }
-    let device = json!({
-        "identifiers": [format!("svcos_{}", topics.node_id)],
-        "name": hostname,
-        "manufacturer": "svcOS",
-        "model": t.map_or("ASIC miner", |t| t.model.as_str()),
-        "sw_version": version,
-    });
+    let device = device(topics, hostname, version, t);
     specs
         .into_iter()
         .map(|s| {
             let mut config = json!({
                 "name": s.name,
                 "unique_id": format!("svcos_{}_{}", topics.node_id, s.object),
-                "object_id": format!("{}_{}", topics.node_id, s.object),
+                "default_entity_id": format!("sensor.{}_{}", topics.node_id, s.object),
                 "state_topic": topics.state,
                 "value_template": s.template,
                 "availability_topic": topics.availability,
@@ -326,6 +348,91 @@ pub fn discovery(
                 object_id: s.object,
                 config,
             }
+        })
+        .collect()
+}
+
+/// The device block every entity of this miner shares.
+fn device(topics: &Topics, hostname: &str, version: &str, t: Option<&Telemetry>) -> Value {
+    json!({
+        "identifiers": [format!("svcos_{}", topics.node_id)],
+        "name": hostname,
+        "manufacturer": "svcOS",
+        "model": t.map_or("ASIC miner", |t| t.model.as_str()),
+        "sw_version": version,
+    })
+}
+
+/// One discovery config of a command entity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Control {
+    /// The entity.
+    pub entity: Entity,
+    /// The retained config message.
+    pub config: Value,
+}
+
+/// Home Assistant discovery configs of the command entities (`[mqtt].commands`): a switch for
+/// mining on/off, a number for the power target, a select for the operating mode and a button
+/// to restart mining. Their state comes from the state message.
+pub fn command_discovery(
+    topics: &Topics,
+    hostname: &str,
+    version: &str,
+    t: Option<&Telemetry>,
+) -> Vec<Control> {
+    let device = device(topics, hostname, version, t);
+    Entity::ALL
+        .into_iter()
+        .map(|entity| {
+            let object = entity.object();
+            let mut config = json!({
+                "unique_id": format!("svcos_{}_{object}", topics.node_id),
+                "default_entity_id": format!("{}.{}_{object}", entity.component(), topics.node_id),
+                "command_topic": topics.command(entity),
+                "availability_topic": topics.availability,
+                "payload_available": "online",
+                "payload_not_available": "offline",
+                "device": device,
+            });
+            let extra = match entity {
+                Entity::Mining => json!({
+                    "name": "Mining",
+                    "icon": "mdi:pickaxe",
+                    "state_topic": topics.state,
+                    "value_template": "{{ 'OFF' if value_json.state == 'sleeping' else 'ON' }}",
+                    "payload_on": "ON",
+                    "payload_off": "OFF",
+                }),
+                Entity::PowerTarget => json!({
+                    "name": "Power target",
+                    "device_class": "power",
+                    "unit_of_measurement": "W",
+                    "state_topic": topics.state,
+                    "value_template": "{{ value_json.power_target_watt }}",
+                    "min": 0,
+                    "max": svcos_common::config::MAX_WATT,
+                    "step": 10,
+                    "mode": "box",
+                }),
+                Entity::Mode => json!({
+                    "name": "Operating mode",
+                    "icon": "mdi:tune-variant",
+                    "state_topic": topics.state,
+                    "value_template": "{{ value_json.mode }}",
+                    "options": ["home", "standard", "hacker"],
+                }),
+                Entity::Restart => json!({
+                    "name": "Restart mining",
+                    "device_class": "restart",
+                    "payload_press": "PRESS",
+                }),
+            };
+            let obj = config.as_object_mut().expect("object");
+            for (k, v) in extra.as_object().expect("object") {
+                obj.insert(k.clone(), v.clone());
+            }
+            Control { entity, config }
         })
         .collect()
 }
@@ -370,6 +477,30 @@ mod tests {
         );
         assert_eq!(temp.config["device_class"], "temperature");
         assert_eq!(
+            temp.config["default_entity_id"],
+            "sensor.rig_7_local_chain_3_temp"
+        );
+        assert!(temp.config.get("object_id").is_none(), "deprecated key");
+        let controls = command_discovery(&topics, "Rig 7.local", "0.1.0", Some(&t));
+        let components: Vec<&str> = controls.iter().map(|c| c.entity.component()).collect();
+        assert_eq!(components, ["switch", "number", "select", "button"]);
+        for c in &controls {
+            let topic = c.config["command_topic"].as_str().unwrap();
+            assert_eq!(topics.command_entity(topic), Some(c.entity));
+            assert!(
+                c.config["default_entity_id"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(c.entity.component())
+            );
+        }
+        assert_eq!(topics.command_entity("svcos/rig_7_local/state"), None);
+        assert_eq!(topics.command_entity("svcos/other/mining/set"), None);
+        assert_eq!(
+            topics.command_result(),
+            "svcos/rig_7_local/command/result"
+        );
+        assert_eq!(
             topics.discovery("hashrate"),
             "homeassistant/sensor/rig_7_local/hashrate/config"
         );
@@ -386,7 +517,8 @@ mod tests {
             power_watt: 1350.0,
             ..Default::default()
         };
-        let v = state("h", 1, &PowerConfig::default(), Some(&t), None);
+        let v = state("h", "home", 1, &PowerConfig::default(), Some(&t), None);
+        assert_eq!(v["mode"], "home");
         assert_eq!(v["hashrate_ghs"], 13_500.123);
         assert_eq!(v["temp_max_c"], 71.3);
         assert_eq!(v["efficiency_j_per_th"], 100.0);

@@ -26,6 +26,13 @@ pub struct GuardCtx {
     pub meta: &'static RouteMeta,
 }
 
+/// Marks a request made in process on behalf of an integration the owner enabled (an MQTT
+/// command), not over HTTP: it stands in for the bearer session and names the caller in the
+/// audit log. Only code in this process can attach it (HTTP cannot set extensions); mode gating,
+/// the debug confirm rule, validation and the audit record apply as to any caller.
+#[derive(Debug, Clone, Copy)]
+pub struct InternalCaller(pub &'static str);
+
 /// Check a request against its route's rules, then run the handler.
 pub async fn guard(State(g): State<GuardCtx>, req: Request, next: Next) -> Response {
     let config = g.state.config();
@@ -48,6 +55,11 @@ pub async fn guard(State(g): State<GuardCtx>, req: Request, next: Next) -> Respo
         AuthClass::Bearer => true,
         AuthClass::Metrics => config.api.metrics_require_auth,
     };
+    let mut session_id = None;
+    if let Some(InternalCaller(caller)) = req.extensions().get::<InternalCaller>().copied() {
+        needs_bearer = false;
+        session_id = Some(format!("internal:{caller}"));
+    }
     // First boot: the wizard's first steps are reachable without a token while no password
     // exists (nobody can hold one yet); fails closed when auth cannot say.
     if needs_bearer
@@ -61,7 +73,6 @@ pub async fn guard(State(g): State<GuardCtx>, req: Request, next: Next) -> Respo
         needs_bearer = !matches!(status, Ok(r) if !r.get_ref().password_set);
     }
     let mut req = req;
-    let mut session_id = None;
     if needs_bearer {
         let token = req
             .headers()

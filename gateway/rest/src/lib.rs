@@ -26,6 +26,7 @@ pub mod envelope;
 pub mod guard;
 pub mod handlers;
 pub mod mcp;
+pub mod mqtt_control;
 pub mod openapi;
 pub mod registry;
 pub mod state;

@@ -228,6 +228,7 @@ impl Inner {
             uploads: Default::default(),
         });
         crate::handlers::operations::governor::spawn(state.clone());
+        crate::mqtt_control::spawn(state.clone());
         state
     }
 

@@ -117,6 +117,11 @@ fn topics_json(config: &Config) -> Value {
         "event": t.event,
         "test": t.test,
         "discovery": t.discovery("<object_id>"),
+        "commands": svcos_integrations::commands::Entity::ALL
+            .iter()
+            .map(|e| (e.object().to_string(), Value::String(t.command(*e))))
+            .collect::<serde_json::Map<_, _>>(),
+        "command_result": t.command_result(),
     })
 }
 

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use axum::body::Body;
-use axum::http::{HeaderValue, Method, Request, header};
+use axum::http::{HeaderValue, Method, Request, StatusCode, header};
 use axum::routing::MethodRouter;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -48,12 +48,38 @@ pub async fn call(
     path: &'static str,
     body: Option<&Value>,
 ) -> RestAnswer {
+    run(state, authorization, None, method, path, body).await.1
+}
+
+/// Run `method path` in process for an integration the owner enabled (see
+/// [`guard::InternalCaller`]); the answer comes with its HTTP status.
+pub async fn call_internal(
+    state: &AppState,
+    caller: guard::InternalCaller,
+    method: Method,
+    path: &'static str,
+    body: Option<&Value>,
+) -> (StatusCode, RestAnswer) {
+    run(state, None, Some(caller), method, path, body).await
+}
+
+async fn run(
+    state: &AppState,
+    authorization: Option<&HeaderValue>,
+    caller: Option<guard::InternalCaller>,
+    method: Method,
+    path: &'static str,
+    body: Option<&Value>,
+) -> (StatusCode, RestAnswer) {
     let (Some(meta), Some(handler)) = (
         registry::find(&method, path),
         handlers().get(&(method.clone(), path)),
     ) else {
         // Only reachable through a typo in a tool table; the tests list every tool's route.
-        return Err(json!({"error": format!("no route {method} {path} is registered")}));
+        return (
+            StatusCode::NOT_FOUND,
+            Err(json!({"error": format!("no route {method} {path} is registered")})),
+        );
     };
     let ctx = GuardCtx {
         state: state.clone(),
@@ -73,23 +99,32 @@ pub async fn call(
             .header(header::CONTENT_TYPE, "application/json")
             .header(header::CONTENT_LENGTH, b.len());
     }
-    let req = req
+    let mut req = req
         .body(Body::from(bytes.unwrap_or_default()))
         .expect("a request of a registered path and method is valid");
+    if let Some(caller) = caller {
+        req.extensions_mut().insert(caller);
+    }
     let Ok(resp) = service.oneshot(req).await;
     let resp = envelope::normalise(resp).await;
     let status = resp.status();
-    let body = axum::body::to_bytes(resp.into_body(), MAX_ANSWER_BYTES)
-        .await
-        .map_err(|e| json!({"error": format!("reading the answer of {path}: {e}")}))?;
+    let body = match axum::body::to_bytes(resp.into_body(), MAX_ANSWER_BYTES).await {
+        Ok(b) => b,
+        Err(e) => {
+            return (
+                status,
+                Err(json!({"error": format!("reading the answer of {path}: {e}")})),
+            );
+        }
+    };
     let value: Value = serde_json::from_slice(&body).unwrap_or_else(|_| {
         // Non-JSON success bodies (CSV, TOML) are not offered as tools; say so if one slips in.
         json!({"error": format!("{path} did not answer JSON"), "status": status.as_u16()})
     });
     if status.is_success() {
-        Ok(value)
+        (status, Ok(value))
     } else {
-        Err(value)
+        (status, Err(value))
     }
 }
 

@@ -37,6 +37,12 @@ pub struct MqttConfig {
     pub discovery: bool,
     /// Home Assistant discovery prefix. Default "homeassistant".
     pub discovery_prefix: String,
+    /// Accept commands on `<topic_prefix>/<node id>/<entity>/set` (mining on/off, power
+    /// target, operating mode, restart) and announce them to Home Assistant. Each runs the REST
+    /// write it mirrors, with its validation, mode rules and audit record. Anyone who may
+    /// publish on the broker can then control the miner, so this is off unless the owner turns
+    /// it on. Default false.
+    pub commands: bool,
 }
 
 impl Default for MqttConfig {
@@ -56,6 +62,7 @@ impl Default for MqttConfig {
             keep_alive_s: 30,
             discovery: true,
             discovery_prefix: "homeassistant".into(),
+            commands: false,
         }
     }
 }
@@ -78,6 +85,7 @@ impl std::fmt::Debug for MqttConfig {
             .field("keep_alive_s", &self.keep_alive_s)
             .field("discovery", &self.discovery)
             .field("discovery_prefix", &self.discovery_prefix)
+            .field("commands", &self.commands)
             .finish()
     }
 }

@@ -5,7 +5,8 @@ envelope), and every non-2xx body is the error envelope {error, detail?, code?, 
 
 Operations that would change the shared stack under test (restarts, sleep, config and pool
 writes, logging the session out, outbound pool tests, fan changes) are not fuzzed here; their
-behaviour is covered by gateway/rest/tests/http.rs against fakes.
+behaviour is covered by gateway/rest/tests/http.rs against fakes, and every write is generated
+against a disposable stack of its own in test_gateway_schemathesis_writes.py.
 """
 
 import json

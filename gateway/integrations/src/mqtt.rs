@@ -269,8 +269,7 @@ impl Session<'_> {
                 serde_json::to_vec(&sensor.config).expect("discovery serialises"),
             );
         }
-        for control in
-            payload::command_discovery(&self.topics, &self.settings.hostname, VERSION, t)
+        for control in payload::command_discovery(&self.topics, &self.settings.hostname, VERSION, t)
         {
             let topic = self
                 .topics

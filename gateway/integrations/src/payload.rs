@@ -496,10 +496,7 @@ mod tests {
         }
         assert_eq!(topics.command_entity("svcos/rig_7_local/state"), None);
         assert_eq!(topics.command_entity("svcos/other/mining/set"), None);
-        assert_eq!(
-            topics.command_result(),
-            "svcos/rig_7_local/command/result"
-        );
+        assert_eq!(topics.command_result(), "svcos/rig_7_local/command/result");
         assert_eq!(
             topics.discovery("hashrate"),
             "homeassistant/sensor/rig_7_local/hashrate/config"

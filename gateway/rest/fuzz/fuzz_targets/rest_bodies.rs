@@ -219,7 +219,10 @@ fuzz_target!(|data: &[u8]| {
         let resp = stack.app.clone().oneshot(req).await.expect("infallible");
         let status = resp.status();
         let bytes = resp.into_body().collect().await.map(|b| b.to_bytes());
-        (status, bytes.map(|b| String::from_utf8_lossy(&b).into_owned()))
+        (
+            status,
+            bytes.map(|b| String::from_utf8_lossy(&b).into_owned()),
+        )
     });
     let text = text.unwrap_or_else(|e| panic!("{method} {path}: body error {e}"));
     let allowed_5xx = status == StatusCode::SERVICE_UNAVAILABLE

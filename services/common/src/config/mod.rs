@@ -280,8 +280,14 @@ mod tests {
     fn non_finite_numbers_are_refused_with_their_field() {
         // Found by the config_toml fuzz target: accepted, then `null` in the JSON API.
         for (text, field) in [
-            ("[hardware]\npower_target_watt = nan\n", "hardware.power_target_watt"),
-            ("[power]\ncircuit_limit_watt = inf\n", "power.circuit_limit_watt"),
+            (
+                "[hardware]\npower_target_watt = nan\n",
+                "hardware.power_target_watt",
+            ),
+            (
+                "[power]\ncircuit_limit_watt = inf\n",
+                "power.circuit_limit_watt",
+            ),
             ("[home]\ntarget_room_c = -inf\n", "home.target_room_c"),
         ] {
             let err = Config::from_toml_str(text, Path::new("c.toml")).unwrap_err();

@@ -61,7 +61,7 @@ impl ProxyRefusal {
         let (status, detail, suggestion) = match self {
             ProxyRefusal::BadHost => (
                 StatusCode::MISDIRECTED_REQUEST,
-                "this miner answers only to its IP address, its hostname or <hostname>.local",
+                svcos_common::hostcheck::REFUSED_DETAIL,
                 "open the dashboard by the miner's IP address",
             ),
             ProxyRefusal::MissingHost => (

@@ -22,6 +22,9 @@ use crate::envelope::ProxyRefusal;
 /// `X-Forwarded-For`, set to the client's address.
 pub const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 
+/// The header carrying the proxy's key ([`svcos_common::proxykey::HEADER`]).
+pub const PROXY_KEY: HeaderName = HeaderName::from_static(svcos_common::proxykey::HEADER);
+
 /// Headers that describe one connection, not the message, and must not be forwarded.
 const HOP_BY_HOP: [HeaderName; 8] = [
     header::CONNECTION,
@@ -45,6 +48,7 @@ pub struct Forwarder {
     client: Client<HttpConnector, Incoming>,
     authority: Authority,
     response_timeout: Duration,
+    forward_key: Option<HeaderValue>,
 }
 
 impl Forwarder {
@@ -54,6 +58,7 @@ impl Forwarder {
         upstream: SocketAddr,
         connect_timeout: Duration,
         response_timeout: Duration,
+        forward_key: Option<&str>,
     ) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(connect_timeout));
@@ -70,6 +75,7 @@ impl Forwarder {
                 .parse()
                 .expect("a socket address is an authority"),
             response_timeout,
+            forward_key: forward_key.and_then(|k| HeaderValue::from_str(k).ok()),
         }
     }
 
@@ -101,6 +107,11 @@ impl Forwarder {
         // Replaced, not appended: the gateway rate-limits setup per client address and takes
         // this header from a loopback peer, so a client must not be able to choose it.
         parts.headers.insert(X_FORWARDED_FOR, ip_header(client_ip));
+        // Never a client's own value: only this proxy may vouch for X-Forwarded-For.
+        match &self.forward_key {
+            Some(key) => parts.headers.insert(PROXY_KEY, key.clone()),
+            None => parts.headers.remove(PROXY_KEY),
+        };
 
         let sent = self.client.request(Request::from_parts(parts, body));
         let response = match tokio::time::timeout(self.response_timeout, sent).await {

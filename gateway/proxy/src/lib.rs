@@ -7,13 +7,15 @@
 //!   forwarded (the spec sends WebSocket clients to port 8080).
 //! - **Forwarding.** Method, path, query, body and end-to-end headers unchanged, the client's
 //!   `Authorization` included; `X-Forwarded-For` set to the client address (replacing any the
-//!   client sent, because the gateway trusts it from loopback for the per-address setup
-//!   limit); responses streamed through. Pooled keep-alive connections to the gateway.
+//!   client sent) together with the proxy's key ([`svcos_common::proxykey`]), without which the
+//!   gateway ignores `X-Forwarded-For` (per-address setup limit, login throttle); responses
+//!   streamed through. Pooled keep-alive connections to the gateway.
 //! - **Gateway down.** A refused or timed-out connect (250 ms) answers 503 with `Retry-After: 1`;
 //!   a connection broken mid-request 502; no response head within 30 s 504. All with the envelope
 //!   `{error, detail, code: "unclassified_error", suggestion}`.
-//! - **LAN hardening.** `Host` must be an IP literal, `localhost`, `[system].hostname` or
-//!   `<hostname>.local` ([`host`]), else 421 (DNS-rebinding defence). No CORS headers are ever
+//! - **LAN hardening.** `Host` must be an IP literal, `localhost`, `[system].hostname`,
+//!   `<hostname>.local` or a name of `[api].allowed_hosts` ([`host`], the policy the gateway
+//!   uses too), else 421 like the gateway (DNS-rebinding defence). No CORS headers are ever
 //!   added; the dashboard ships a strict Content-Security-Policy and no inline script.
 //! - **Process.** One current-thread runtime; at most [`ProxyConfig::max_connections`]
 //!   connections; gRPC health on its Unix socket so the supervisor sees it SERVING once the
@@ -49,12 +51,21 @@ pub struct ProxyConfig {
     pub upstream: SocketAddr,
     /// `[system].hostname`, accepted in `Host` with and without `.local`.
     pub hostname: String,
+    /// `[api].allowed_hosts`: further names accepted in `Host`.
+    pub allowed_hosts: Vec<String>,
     /// Give up connecting to the gateway after this long. Default 250 ms.
     pub connect_timeout: Duration,
     /// Give up waiting for the gateway's response head after this long. Default 30 s.
     pub response_timeout: Duration,
     /// Client connections served at once. Default 128.
     pub max_connections: usize,
+    /// Client connections one address may hold; more get 503 at once
+    /// (`[api].max_connections_per_peer`, default 32).
+    pub max_connections_per_peer: usize,
+    /// The key proving to the gateway that a request came through this proxy
+    /// ([`svcos_common::proxykey`]); `None` sends none (the gateway then ignores
+    /// `X-Forwarded-For`).
+    pub forward_key: Option<String>,
 }
 
 impl ProxyConfig {
@@ -63,9 +74,12 @@ impl ProxyConfig {
         ProxyConfig {
             upstream: SocketAddr::new(gateway_ip(config.api.bind), config.api.port),
             hostname: config.system.hostname.clone(),
+            allowed_hosts: config.api.allowed_hosts.clone(),
             connect_timeout: Duration::from_millis(250),
             response_timeout: Duration::from_secs(30),
             max_connections: 128,
+            max_connections_per_peer: config.api.max_connections_per_peer,
+            forward_key: None,
         }
     }
 }
@@ -86,7 +100,10 @@ pub async fn run(
     listener: UnixListener,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
-    let config = ProxyConfig::from_config(&ctx.config);
+    let mut config = ProxyConfig::from_config(&ctx.config);
+    config.forward_key = Some(
+        svcos_common::proxykey::create(&ctx.layout).context("cannot write the forwarding key")?,
+    );
     let addr = SocketAddr::new(ctx.config.api.bind, ctx.config.api.http_port);
     let tcp = TcpListener::bind(addr)
         .await

@@ -12,6 +12,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use svcos_common::Shutdown;
+use svcos_common::connlimit::{self, ConnLimiter, ConnPermit};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
@@ -68,14 +69,18 @@ impl Proxy {
 /// finish. Tests bind an ephemeral port and call exactly this.
 pub async fn serve(listener: TcpListener, config: ProxyConfig, shutdown: Shutdown) {
     let proxy = Arc::new(Proxy {
-        hosts: HostPolicy::new(&config.hostname),
+        hosts: HostPolicy::with_extra(&config.hostname, &config.allowed_hosts),
         forwarder: Forwarder::new(
             config.upstream,
             config.connect_timeout,
             config.response_timeout,
+            config.forward_key.as_deref(),
         ),
     });
     let permits = Arc::new(Semaphore::new(config.max_connections.max(1)));
+    // Checked before a connection may take a serving slot: one address holding connections
+    // open takes at most its share, and everyone else still gets served.
+    let per_peer = ConnLimiter::new(config.max_connections_per_peer, usize::MAX);
     let mut connections = JoinSet::new();
     loop {
         // Beyond the bound, new connections wait in the kernel's backlog.
@@ -95,12 +100,20 @@ pub async fn serve(listener: TcpListener, config: ProxyConfig, shutdown: Shutdow
             _ = shutdown.wait() => break,
         };
         while connections.try_join_next().is_some() {}
+        let slot = match per_peer.try_acquire(peer.ip()) {
+            Ok(slot) => slot,
+            Err(why) => {
+                tracing::debug!(peer = %peer.ip(), "too many connections from one address; refused");
+                connlimit::refuse_http(stream, why);
+                continue;
+            }
+        };
         connections.spawn(connection(
             proxy.clone(),
             stream,
             peer,
             shutdown.clone(),
-            permit,
+            (permit, slot),
         ));
     }
     let drained = tokio::time::timeout(DRAIN_GRACE, async {
@@ -117,7 +130,7 @@ async fn connection(
     stream: TcpStream,
     peer: SocketAddr,
     shutdown: Shutdown,
-    _permit: OwnedSemaphorePermit,
+    _permits: (OwnedSemaphorePermit, ConnPermit),
 ) {
     let _ = stream.set_nodelay(true);
     let service = service_fn(move |request| {

@@ -107,9 +107,12 @@ fn config(upstream: SocketAddr) -> ProxyConfig {
     ProxyConfig {
         upstream,
         hostname: "rig".into(),
+        allowed_hosts: vec!["*.home.arpa".into()],
         connect_timeout: Duration::from_millis(250),
         response_timeout: Duration::from_secs(30),
         max_connections: 16,
+        max_connections_per_peer: 16,
+        forward_key: None,
     }
 }
 

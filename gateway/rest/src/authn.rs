@@ -34,11 +34,14 @@ const CACHE_CAP: usize = 256;
 pub struct Session {
     /// The auth service's id of the session (not secret).
     pub session_id: String,
+    /// A read-only API token, not an owner session: it may read, never write.
+    pub read_only: bool,
 }
 
 #[derive(Debug, Clone)]
 struct Entry {
     session_id: String,
+    read_only: bool,
     /// Unix ms after which the entry must not be used.
     valid_until_ms: i64,
 }
@@ -86,6 +89,7 @@ impl SessionCache {
             {
                 return Ok(Session {
                     session_id: e.session_id.clone(),
+                    read_only: e.read_only,
                 });
             }
         }
@@ -119,12 +123,14 @@ impl SessionCache {
                         key,
                         Entry {
                             session_id: r.session_id.clone(),
+                            read_only: r.read_only,
                             valid_until_ms: expiry_ms,
                         },
                     );
                 }
                 Ok(Session {
                     session_id: r.session_id,
+                    read_only: r.read_only,
                 })
             }
             Err(status) => Err(match status.code() {

@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 use serde_json::Value;
 use svcos_common::config::Mode;
+use svcos_common::hostcheck::{self, HostPolicy};
 
 use crate::AppState;
 use crate::authn::{Session, bearer_token};
@@ -84,6 +85,10 @@ pub async fn guard(State(g): State<GuardCtx>, req: Request, next: Next) -> Respo
         };
         match g.state.sessions.validate(token).await {
             Ok(session) => {
+                // MCP answers read tools to any token and checks control tools itself.
+                if session.read_only && g.meta.mutates() && g.meta.path != "/mcp" {
+                    return read_only_forbidden().into_response();
+                }
                 session_id = Some(session.session_id.clone());
                 req.extensions_mut().insert(session);
             }
@@ -140,6 +145,17 @@ pub fn payload_too_large(max: usize) -> ApiError {
         .code(crate::envelope::ErrorCode::UnclassifiedError)
 }
 
+/// 403: a write presented with a read-only API token.
+pub fn read_only_forbidden() -> ApiError {
+    ApiError::new(StatusCode::FORBIDDEN, "this token is read-only")
+        .detail(
+            "API tokens may read (GET, and MCP read tools); every change needs an owner session",
+        )
+        .code(crate::envelope::ErrorCode::UnclassifiedError)
+        .suggestion("log in with the owner password (POST /api/auth/session) to make changes")
+        .with("token_scope", "read")
+}
+
 /// 403 naming the current and the required mode.
 pub fn mode_forbidden(current: Mode, required: Mode) -> ApiError {
     ApiError::new(
@@ -159,66 +175,29 @@ pub fn mode_forbidden(current: Mode, required: Mode) -> ApiError {
     .with("required_mode", required.as_str())
 }
 
-/// Whole-router check: the Host header must be an IP literal, `localhost`, the configured
-/// hostname or `<hostname>.local`; anything else is a DNS-rebinding attempt.
+/// Whole-router check (DNS-rebinding defence): the Host header must name this miner by the
+/// policy the proxy uses too ([`svcos_common::hostcheck`]); a refusal is 421 on both ports.
 pub async fn host_check(State(state): State<AppState>, req: Request, next: Next) -> Response {
     if let Some(host) = req.headers().get(header::HOST) {
-        let ok = host
-            .to_str()
-            .ok()
-            .is_some_and(|h| host_allowed(h, &state.config().system.hostname));
+        let ok = host.to_str().ok().is_some_and(|h| {
+            let config = state.config();
+            HostPolicy::with_extra(&config.system.hostname, &config.api.allowed_hosts).allows(h)
+        });
         if !ok {
-            return ApiError::new(StatusCode::FORBIDDEN, "unexpected Host header")
-                .detail("the firmware API answers only to its IP address, its hostname or <hostname>.local")
-                .code(crate::envelope::ErrorCode::UnclassifiedError)
-                .into_response();
+            return ApiError::new(
+                StatusCode::from_u16(hostcheck::REFUSED_STATUS).expect("a valid status"),
+                "unexpected Host header",
+            )
+            .detail(hostcheck::REFUSED_DETAIL)
+            .code(crate::envelope::ErrorCode::UnclassifiedError)
+            .suggestion("open the miner by its IP address, or add the name to [api].allowed_hosts")
+            .into_response();
         }
     }
     next.run(req).await
 }
 
-/// Whether a Host header value names this miner.
-pub fn host_allowed(host: &str, hostname: &str) -> bool {
-    let name = if let Some(rest) = host.strip_prefix('[') {
-        // [v6]:port
-        return rest
-            .split_once(']')
-            .is_some_and(|(addr, _)| addr.parse::<std::net::Ipv6Addr>().is_ok());
-    } else {
-        host.rsplit_once(':')
-            .filter(|(_, port)| port.chars().all(|c| c.is_ascii_digit()))
-            .map_or(host, |(name, _)| name)
-    };
-    if name.parse::<std::net::IpAddr>().is_ok() {
-        return true;
-    }
-    let name = name.trim_end_matches('.');
-    name.eq_ignore_ascii_case("localhost")
-        || name.eq_ignore_ascii_case(hostname)
-        || name
-            .strip_suffix(".local")
-            .or_else(|| name.strip_suffix(".LOCAL"))
-            .is_some_and(|n| n.eq_ignore_ascii_case(hostname))
-}
-
 /// The session of an authenticated request, if the route required one.
 pub fn session_of(req: &Request) -> Option<&Session> {
     req.extensions().get::<Session>()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn host_rules() {
-        assert!(host_allowed("192.168.1.5:8080", "rig"));
-        assert!(host_allowed("192.168.1.5", "rig"));
-        assert!(host_allowed("[::1]:8080", "rig"));
-        assert!(host_allowed("rig.local", "rig"));
-        assert!(host_allowed("RIG:80", "rig"));
-        assert!(host_allowed("localhost:8080", "rig"));
-        assert!(!host_allowed("evil.example:8080", "rig"));
-        assert!(!host_allowed("rig.evil.example", "rig"));
-    }
 }

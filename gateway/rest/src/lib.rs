@@ -25,6 +25,7 @@ pub mod authn;
 pub mod envelope;
 pub mod guard;
 pub mod handlers;
+pub mod listener;
 pub mod mcp;
 pub mod mqtt_control;
 pub mod openapi;
@@ -38,7 +39,6 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::serve::ListenerExt;
 use svcos_common::entry::{Flavor, ServiceContext, run_service};
 use svcos_common::time::{Clock, SystemClock};
 use svcos_common::{ServiceName, Shutdown, ipc};
@@ -80,6 +80,10 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             guard::host_check,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            max_body,
+            listener::drain_unread_body,
+        ))
         .layer(axum::middleware::map_response(envelope::normalise))
         .with_state(state)
 }
@@ -102,22 +106,17 @@ pub async fn serve_with_clock(
     shutdown: Shutdown,
     clock: Arc<dyn Clock>,
 ) -> anyhow::Result<()> {
+    let limiter = svcos_common::connlimit::ConnLimiter::new(
+        ctx.config.api.max_connections_per_peer,
+        ctx.config.api.max_connections,
+    );
     let state = state::Inner::start(ctx.layout, ctx.config, clock, shutdown.clone());
     let app = router(state);
     let (_reporter, health) = ipc::health().await;
     let grpc_server = ipc::serve(ipc::server().add_service(health), grpc, shutdown.clone());
-    let http_listener = http.tap_io(|tcp| {
-        // Small JSON answers: send them now, not after Nagle's delay.
-        let _ = tcp.set_nodelay(true);
-    });
-    let http_server = axum::serve(
-        http_listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown.wait_owned());
-    let (g, h) = tokio::join!(grpc_server, http_server);
+    let http_server = listener::serve(http, app, limiter, shutdown.clone());
+    let (g, ()) = tokio::join!(grpc_server, http_server);
     g?;
-    h?;
     Ok(())
 }
 

@@ -71,7 +71,19 @@ fn request_schema(meta: &RouteMeta) -> Value {
             json!({"mode": {"type": "string", "enum": ["home", "standard", "hacker"]}}),
             &["mode"],
         ),
-        "/api/config/import" => object(json!({"toml": string, "config": {"type": "object"}}), &[]),
+        "/api/config/import" => object(
+            json!({"toml": string, "config": {"type": "object"}, "mode": {"type": "string", "enum": ["merge", "replace"]}}),
+            &[],
+        ),
+        "/api/auth/password" => object(
+            json!({"current_password": string, "new_password": string}),
+            &["current_password", "new_password"],
+        ),
+        "/api/auth/tokens" => object(
+            json!({"name": string, "scope": {"type": "string", "enum": ["read"]}}),
+            &["name"],
+        ),
+        "/api/config/restore" => object(json!({"toml": string, "config": {"type": "object"}}), &[]),
         "/api/action/restart" => object(json!({"service": string}), &[]),
         p if p.starts_with("/api/debug/") => object(
             json!({"confirm": {"type": "boolean", "const": true}}),

@@ -168,6 +168,10 @@ pub struct Inner {
     pub integrations: svcos_integrations::Integrations,
     /// The firmware bundle upload in flight.
     pub uploads: crate::handlers::firmware::Uploads,
+    /// Recognises requests forwarded by the port-80 proxy (whose `X-Forwarded-For` is believed).
+    pub proxy_key: svcos_common::proxykey::ProxyKeyCheck,
+    /// Damaged state files moved aside, and when the state directory was last scanned (ms).
+    recovered: Mutex<(i64, Vec<svcos_common::statefile::Recovered>)>,
 }
 
 /// The state every handler gets.
@@ -209,7 +213,11 @@ impl Inner {
             clock.clone(),
             shutdown.clone(),
         );
+        let proxy_key =
+            svcos_common::proxykey::ProxyKeyCheck::new(&svcos_common::proxykey::key_path(&layout));
         let state = Arc::new(Inner {
+            proxy_key,
+            recovered: Mutex::new((i64::MIN, Vec::new())),
             layout,
             config: RwLock::new(Arc::new(config)),
             config_gen: std::sync::atomic::AtomicU64::new(1),
@@ -230,6 +238,19 @@ impl Inner {
         crate::handlers::operations::governor::spawn(state.clone());
         crate::mqtt_control::spawn(state.clone());
         state
+    }
+
+    /// State files some service found damaged and moved aside (scanned at most every 10 s).
+    pub fn recovered_state_files(&self) -> Vec<svcos_common::statefile::Recovered> {
+        let now = self.clock.now_ms();
+        let mut cache = self.recovered.lock().expect("recovered lock");
+        if now.saturating_sub(cache.0) >= 10_000 {
+            *cache = (
+                now,
+                svcos_common::statefile::recovered(&self.layout.state_dir),
+            );
+        }
+        cache.1.clone()
     }
 
     /// The current config.

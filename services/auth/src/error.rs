@@ -44,6 +44,24 @@ pub enum AuthError {
         /// Whole seconds until the next attempt is accepted (at least 1).
         retry_after_s: u64,
     },
+    /// Too many wrong passwords from one client address: it must wait before the next try.
+    #[error("too many failed logins from this address; retry in {retry_after_s} s")]
+    LoginThrottled {
+        /// Whole seconds until the next attempt is checked (at least 1).
+        retry_after_s: u64,
+    },
+    /// The call needs an owner session and was presented with a read-only API token.
+    #[error("this needs an owner session; API tokens are read-only")]
+    OwnerSessionRequired,
+    /// An API token name that is empty, too long or has odd characters.
+    #[error("token name must be 1-64 letters, digits, spaces or - _ .")]
+    ApiTokenName,
+    /// As many API tokens as allowed exist.
+    #[error("at most 16 API tokens may exist; revoke one first")]
+    ApiTokensFull,
+    /// No API token with that id.
+    #[error("no API token with that id")]
+    UnknownApiToken,
     /// The new password breaks a rule.
     #[error("password rejected: {0}")]
     BadPassword(#[from] PasswordRule),
@@ -94,15 +112,27 @@ impl ToStatus for AuthError {
     fn to_status(&self) -> Status {
         let code = match self {
             AuthError::AlreadySet | AuthError::NotSet => Code::FailedPrecondition,
-            AuthError::RateLimited { .. } => Code::ResourceExhausted,
-            AuthError::BadPassword(_) => Code::InvalidArgument,
+            AuthError::RateLimited { .. } | AuthError::LoginThrottled { .. } => {
+                Code::ResourceExhausted
+            }
+            AuthError::BadPassword(_) | AuthError::ApiTokenName => Code::InvalidArgument,
+            AuthError::OwnerSessionRequired => Code::PermissionDenied,
+            AuthError::ApiTokensFull => Code::ResourceExhausted,
+            AuthError::UnknownApiToken => Code::NotFound,
             AuthError::WrongPassword | AuthError::InvalidSession | AuthError::InvalidTicket => {
                 Code::Unauthenticated
             }
-            AuthError::HashFileCorrupt { .. }
-            | AuthError::Hash(_)
-            | AuthError::Io { .. }
-            | AuthError::Join(_) => {
+            AuthError::HashFileCorrupt { .. } | AuthError::Io { .. } => {
+                // Logged in full; the client never sees a path of the device's filesystem.
+                let _ = svcos_common::status::internal("auth", self);
+                return Status::internal(match self {
+                    AuthError::HashFileCorrupt { .. } => {
+                        "auth: the stored password hash is unreadable; hold the reset button for 15 s to clear it"
+                    }
+                    _ => "auth: the auth state could not be read or written (see the auth log)",
+                });
+            }
+            AuthError::Hash(_) | AuthError::Join(_) => {
                 // The full chain goes to the log; the client gets the short message.
                 return svcos_common::status::internal("auth", self);
             }
@@ -110,7 +140,9 @@ impl ToStatus for AuthError {
             AuthError::RevocationsLagged { .. } => Code::Aborted,
         };
         let mut status = Status::new(code, self.to_string());
-        if let AuthError::RateLimited { retry_after_s } = self {
+        if let AuthError::RateLimited { retry_after_s }
+        | AuthError::LoginThrottled { retry_after_s } = self
+        {
             status.metadata_mut().insert(
                 RETRY_AFTER_METADATA,
                 retry_after_s.to_string().parse().expect("digits are ASCII"),

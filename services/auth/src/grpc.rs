@@ -10,6 +10,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
+use crate::apitokens::ApiToken;
 use crate::error::AuthError;
 use crate::sessions::SessionView;
 use crate::state::Auth;
@@ -41,6 +42,17 @@ fn validate_response(view: SessionView) -> pb::ValidateSessionResponse {
         session_id: view.id.0,
         expires_at_unix: unix_s(view.expires_at_ms),
         idle_expires_at_unix: unix_s(view.idle_expires_at_ms),
+        read_only: view.read_only,
+    }
+}
+
+fn api_token_info(t: &ApiToken) -> pb::ApiToken {
+    pb::ApiToken {
+        id: t.id.clone(),
+        name: t.name.clone(),
+        scope: t.scope.clone(),
+        created_at_unix: unix_s(t.created_ms),
+        last_used_at_unix: unix_s(t.last_used_ms),
     }
 }
 
@@ -136,6 +148,67 @@ impl AuthService for AuthGrpc {
         Ok(Response::new(pb::RedeemWsTicketResponse {
             session_id: view.id.0,
         }))
+    }
+
+    async fn change_password(
+        &self,
+        request: Request<pb::ChangePasswordRequest>,
+    ) -> Result<Response<pb::ChangePasswordResponse>, Status> {
+        let req = request.into_inner();
+        let revoked = self
+            .auth
+            .change_password(
+                &req.token,
+                req.current_password,
+                req.new_password,
+                &req.client_ip,
+            )
+            .await
+            .map_err(|e| e.to_status())?;
+        Ok(Response::new(pb::ChangePasswordResponse {
+            sessions_revoked: revoked as u32,
+        }))
+    }
+
+    async fn create_api_token(
+        &self,
+        request: Request<pb::CreateApiTokenRequest>,
+    ) -> Result<Response<pb::CreateApiTokenResponse>, Status> {
+        let req = request.into_inner();
+        let (api_token, record) = self
+            .auth
+            .create_api_token(&req.token, &req.name)
+            .await
+            .map_err(|e| e.to_status())?;
+        Ok(Response::new(pb::CreateApiTokenResponse {
+            api_token,
+            info: Some(api_token_info(&record)),
+        }))
+    }
+
+    async fn list_api_tokens(
+        &self,
+        _request: Request<pb::ListApiTokensRequest>,
+    ) -> Result<Response<pb::ListApiTokensResponse>, Status> {
+        Ok(Response::new(pb::ListApiTokensResponse {
+            tokens: self
+                .auth
+                .list_api_tokens()
+                .iter()
+                .map(api_token_info)
+                .collect(),
+        }))
+    }
+
+    async fn revoke_api_token(
+        &self,
+        request: Request<pb::RevokeApiTokenRequest>,
+    ) -> Result<Response<pb::RevokeApiTokenResponse>, Status> {
+        self.auth
+            .revoke_api_token(&request.get_ref().id)
+            .await
+            .map_err(|e| e.to_status())?;
+        Ok(Response::new(pb::RevokeApiTokenResponse {}))
     }
 
     type StreamRevocationsStream = RevocationStream;

@@ -21,6 +21,13 @@
 //!   `expires_at`/`idle_expires_at` it was given; a reader that lags gets `ABORTED` and must
 //!   drop its cache and resubscribe.
 //! - **WebSocket tickets.** One-time, `[auth].ws_ticket_ttl_s` long, in memory only.
+//! - **Password change.** `ChangePassword` with the caller's owner session and the current
+//!   password (wrong guesses count in the per-address login throttle); every other session is
+//!   revoked and announced. **Failed logins** are throttled per client address: five free,
+//!   then 1 s, 2 s, 4 s ... capped at 30 s ([`ratelimit::LoginThrottle`]).
+//! - **API tokens.** Read-only, long-lived credentials an owner creates, lists and revokes
+//!   ([`apitokens`], `api-tokens.json`, SHA-256 only, at most 16). `ValidateSession` accepts them
+//!   with `read_only = true` and no expiry; the gateway refuses every write made with one.
 //!
 //! # gRPC status codes (the gateway's HTTP mapping in brackets)
 //! | Call | Code | When |
@@ -32,9 +39,14 @@
 //! | CreateSession | FAILED_PRECONDITION [409] | no password yet |
 //! | Validate/Revoke/IssueWsTicket | UNAUTHENTICATED [401] | missing, expired, evicted, revoked |
 //! | RedeemWsTicket | UNAUTHENTICATED [401] | unknown, used, expired ticket or ended session |
+//! | CreateSession/ChangePassword | RESOURCE_EXHAUSTED [429 + Retry-After] | login throttle |
+//! | ChangePassword/CreateApiToken | PERMISSION_DENIED [403] | presented with an API token |
+//! | CreateApiToken | RESOURCE_EXHAUSTED [429] | 16 tokens exist |
+//! | RevokeApiToken | NOT_FOUND [404] | unknown id |
 //! | any | UNAVAILABLE | auth is shutting down |
 //! | any | INTERNAL | state files unreadable or unwritable |
 
+pub mod apitokens;
 pub mod error;
 pub mod grpc;
 pub mod password;

@@ -65,6 +65,86 @@ impl RateLimiter {
     }
 }
 
+/// Failed logins a client address may make before it has to wait.
+pub const LOGIN_FREE_FAILURES: u32 = 5;
+/// The first wait after the free failures; each further failure doubles it.
+pub const LOGIN_FIRST_DELAY_MS: i64 = 1_000;
+/// The longest wait: the owner typing the right password from a throttled address is never
+/// kept out longer than this.
+pub const LOGIN_MAX_DELAY_MS: i64 = 30_000;
+/// A client's failures are forgotten after this long without a new one.
+pub const LOGIN_FORGET_MS: i64 = 15 * 60_000;
+
+#[derive(Debug, Clone, Copy)]
+struct Failures {
+    count: u32,
+    /// Unix ms before which the next attempt is refused without checking the password.
+    blocked_until_ms: i64,
+    last_ms: i64,
+}
+
+/// Failed-login throttle per client address: after [`LOGIN_FREE_FAILURES`] failures each new
+/// one makes the client wait twice as long before the next attempt (1 s, 2 s, 4 s, ... capped at
+/// [`LOGIN_MAX_DELAY_MS`]). A refused attempt is not checked (no hash work, no oracle) and does
+/// not lengthen the wait, so the owner's correct password gets through as soon as the wait ends,
+/// and a success clears the record. Other addresses are never affected.
+#[derive(Debug, Clone, Default)]
+pub struct LoginThrottle {
+    clients: HashMap<String, Failures>,
+}
+
+impl LoginThrottle {
+    /// A login attempt from `client`: refused with `Err(ms)` (retry after `ms`) while its wait
+    /// runs, else counted as a failure until [`Self::succeeded`] says otherwise. Counting before
+    /// the hash is checked means parallel guesses cannot all slip through before the first result.
+    pub fn begin(&mut self, client: &str, now_ms: i64) -> Result<(), i64> {
+        let key = normalise_client(client);
+        if let Some(f) = self.clients.get(&key)
+            && now_ms < f.blocked_until_ms
+        {
+            return Err(f.blocked_until_ms - now_ms);
+        }
+        if !self.clients.contains_key(&key) && self.clients.len() >= MAX_TRACKED {
+            self.clients
+                .retain(|_, f| f.last_ms + LOGIN_FORGET_MS > now_ms);
+            if self.clients.len() >= MAX_TRACKED {
+                // A flood from thousands of addresses: start over rather than grow.
+                self.clients.clear();
+            }
+        }
+        let f = self.clients.entry(key).or_insert(Failures {
+            count: 0,
+            blocked_until_ms: 0,
+            last_ms: now_ms,
+        });
+        if f.last_ms + LOGIN_FORGET_MS <= now_ms {
+            f.count = 0;
+        }
+        f.count += 1;
+        f.last_ms = now_ms;
+        let delay = match f.count.checked_sub(LOGIN_FREE_FAILURES) {
+            None | Some(0) => 0,
+            Some(over) => LOGIN_FIRST_DELAY_MS
+                .saturating_mul(1_i64 << (over - 1).min(20))
+                .min(LOGIN_MAX_DELAY_MS),
+        };
+        f.blocked_until_ms = now_ms + delay;
+        Ok(())
+    }
+
+    /// The wait `client` now has before its next attempt (0 when none).
+    pub fn wait_ms(&self, client: &str, now_ms: i64) -> i64 {
+        self.clients
+            .get(&normalise_client(client))
+            .map_or(0, |f| (f.blocked_until_ms - now_ms).max(0))
+    }
+
+    /// A correct password from `client`: forget its failures.
+    pub fn succeeded(&mut self, client: &str) {
+        self.clients.remove(&normalise_client(client));
+    }
+}
+
 /// One key per address however it is spelled (`::ffff:10.0.0.1` is `10.0.0.1`).
 fn normalise_client(client: &str) -> String {
     let trimmed = client.trim();
@@ -104,6 +184,45 @@ mod tests {
         assert_eq!(rl.attempt("10.0.0.1", t0 + 59_999), Err(1));
         assert_eq!(rl.attempt("10.0.0.1", t0 + 60_000), Ok(()));
         assert_eq!(rl.attempt("10.0.0.1", t0 + 60_001), Err(9_999));
+    }
+
+    #[test]
+    fn login_throttle_grows_caps_and_clears() {
+        let mut t = LoginThrottle::default();
+        let mut now = 0;
+        for _ in 0..LOGIN_FREE_FAILURES {
+            assert_eq!(t.begin("10.0.0.9", now), Ok(()));
+            assert_eq!(t.wait_ms("10.0.0.9", now), 0);
+        }
+        let mut waits = Vec::new();
+        for _ in 0..8 {
+            assert_eq!(t.begin("10.0.0.9", now), Ok(()));
+            let wait = t.wait_ms("10.0.0.9", now);
+            waits.push(wait);
+            // Refused while waiting, without lengthening the wait.
+            assert_eq!(t.begin("10.0.0.9", now + wait - 1), Err(1));
+            assert_eq!(t.wait_ms("10.0.0.9", now + wait - 1), 1);
+            now += wait;
+        }
+        assert_eq!(
+            waits,
+            [1_000, 2_000, 4_000, 8_000, 16_000, 30_000, 30_000, 30_000]
+        );
+        // Another address is untouched; the mapped spelling is the same address.
+        assert_eq!(t.begin("10.0.0.10", now - 1), Ok(()));
+        assert!(t.begin("::ffff:10.0.0.9", now - 1).is_err());
+        // The right password after the wait clears the record.
+        assert_eq!(t.begin("10.0.0.9", now), Ok(()));
+        t.succeeded("10.0.0.9");
+        assert_eq!(t.wait_ms("10.0.0.9", now), 0);
+        // Old failures are forgotten.
+        let mut t = LoginThrottle::default();
+        for i in 0..LOGIN_FREE_FAILURES + 3 {
+            let _ = t.begin("10.0.0.9", i64::from(i) * LOGIN_MAX_DELAY_MS);
+        }
+        let later = LOGIN_FORGET_MS * 2;
+        assert_eq!(t.begin("10.0.0.9", later), Ok(()));
+        assert_eq!(t.wait_ms("10.0.0.9", later), 0);
     }
 
     #[test]

@@ -126,6 +126,7 @@ impl Session {
             id: self.id.clone(),
             expires_at_ms: self.expires_at_ms(),
             idle_expires_at_ms: self.idle_expires_at_ms(),
+            read_only: false,
         }
     }
 }
@@ -139,6 +140,8 @@ pub struct SessionView {
     pub expires_at_ms: i64,
     /// Idle expiry, Unix ms (moves on every use).
     pub idle_expires_at_ms: i64,
+    /// A read-only API token rather than an owner session (expiries are then 0: none).
+    pub read_only: bool,
 }
 
 /// Why a session left the table, as reported on the revocation stream.
@@ -259,6 +262,22 @@ impl SessionTable {
                 });
             }
             live
+        });
+        ended
+    }
+
+    /// Remove every session but `keep` (a password change); returns what left.
+    pub fn retain_only(&mut self, keep: &SessionId) -> Vec<Ended> {
+        let mut ended = Vec::new();
+        self.sessions.retain(|s| {
+            if &s.id == keep {
+                return true;
+            }
+            ended.push(Ended {
+                id: s.id.clone(),
+                reason: EndReason::Revoked,
+            });
+            false
         });
         ended
     }

@@ -13,11 +13,12 @@ use svcos_common::config::AuthConfig;
 use svcos_common::time::Clock;
 use tokio::sync::broadcast;
 
+use crate::apitokens::{ApiToken, ApiTokenTable, CreateError};
 use crate::error::AuthError;
 use crate::password::{self, Hasher};
-use crate::ratelimit::{self, RateLimiter};
+use crate::ratelimit::{self, LoginThrottle, RateLimiter};
 use crate::sessions::{
-    self, EndReason, Ended, Session, SessionTable, SessionView, TokenHash, Validation,
+    self, EndReason, Ended, Session, SessionId, SessionTable, SessionView, TokenHash, Validation,
 };
 use crate::store::{PasswordState, Store};
 use crate::tickets::TicketStore;
@@ -73,6 +74,8 @@ struct Core {
     sessions: SessionTable,
     tickets: TicketStore,
     setup_limiter: RateLimiter,
+    login_throttle: LoginThrottle,
+    api_tokens: ApiTokenTable,
     /// Bumped by every change of the session table.
     generation: u64,
     /// Changes not yet on disk that may wait for the next flush (idle touches, removal of
@@ -92,6 +95,8 @@ struct Inner {
     password_lock: tokio::sync::Mutex<()>,
     /// Serialises session-file writes; holds the last generation written.
     written: tokio::sync::Mutex<u64>,
+    /// Serialises changes of the API token table with their file writes.
+    tokens_lock: tokio::sync::Mutex<()>,
 }
 
 /// A handle on the auth state (cheap to clone).
@@ -112,6 +117,7 @@ impl Auth {
         let store = Store::open(&options.state_dir)?;
         let password = store.load_password()?;
         let mut sessions = store.load_sessions()?;
+        let api_tokens = store.load_api_tokens();
         let expired = sessions.purge_expired(options.clock.now_ms());
         let (revocations, _) = broadcast::channel(REVOCATION_BUFFER);
         tracing::info!(
@@ -127,6 +133,8 @@ impl Auth {
                     sessions,
                     tickets: TicketStore::default(),
                     setup_limiter: RateLimiter::setup(),
+                    login_throttle: LoginThrottle::default(),
+                    api_tokens,
                     generation: 0,
                     lazy_dirty: !expired.is_empty(),
                 }),
@@ -137,6 +145,7 @@ impl Auth {
                 revocations,
                 password_lock: tokio::sync::Mutex::new(()),
                 written: tokio::sync::Mutex::new(0),
+                tokens_lock: tokio::sync::Mutex::new(()),
             }),
         })
     }
@@ -210,6 +219,12 @@ impl Auth {
         client_ip: &str,
         user_agent: &str,
     ) -> Result<IssuedSession, AuthError> {
+        let now = self.now_ms();
+        if let Err(wait_ms) = self.core().login_throttle.begin(client_ip, now) {
+            return Err(AuthError::LoginThrottled {
+                retry_after_s: ratelimit::retry_after_secs(wait_ms),
+            });
+        }
         let phc = match &self.core().password {
             PasswordState::Set(phc) => phc.clone(),
             PasswordState::Unset => return Err(AuthError::NotSet),
@@ -221,9 +236,11 @@ impl Auth {
             }
         };
         if !self.inner.hasher.verify(phc.clone(), password).await? {
-            tracing::warn!(client_ip, "login with a wrong password");
+            let wait_ms = self.core().login_throttle.wait_ms(client_ip, self.now_ms());
+            tracing::warn!(client_ip, wait_ms, "login with a wrong password");
             return Err(AuthError::WrongPassword);
         }
+        self.core().login_throttle.succeeded(client_ip);
         let token = sessions::random_token().map_err(|e| AuthError::Hash(e.to_string()))?;
         let id = sessions::random_session_id().map_err(|e| AuthError::Hash(e.to_string()))?;
         let view = {
@@ -283,8 +300,141 @@ impl Auth {
                 );
                 Err(AuthError::InvalidSession)
             }
-            Validation::Unknown => Err(AuthError::InvalidSession),
+            Validation::Unknown => match core.api_tokens.validate(token, now) {
+                Some(t) => Ok(SessionView {
+                    id: SessionId(t.id.clone()),
+                    expires_at_ms: 0,
+                    idle_expires_at_ms: 0,
+                    read_only: true,
+                }),
+                None => Err(AuthError::InvalidSession),
+            },
         }
+    }
+
+    /// The live owner session holding `token` (an API token is refused: it is read-only).
+    fn owner_session(&self, token: &str) -> Result<SessionView, AuthError> {
+        let view = self.validate(token)?;
+        if view.read_only {
+            return Err(AuthError::OwnerSessionRequired);
+        }
+        Ok(view)
+    }
+
+    /// Change the password with the current one, for the owner session holding `token`; every
+    /// other session is revoked. Returns how many were.
+    pub async fn change_password(
+        &self,
+        token: &str,
+        current: String,
+        new: String,
+        client_ip: &str,
+    ) -> Result<usize, AuthError> {
+        let caller = self.owner_session(token)?;
+        let now = self.now_ms();
+        if let Err(wait_ms) = self.core().login_throttle.begin(client_ip, now) {
+            return Err(AuthError::LoginThrottled {
+                retry_after_s: ratelimit::retry_after_secs(wait_ms),
+            });
+        }
+        let phc = match &self.core().password {
+            PasswordState::Set(phc) => phc.clone(),
+            PasswordState::Unset => return Err(AuthError::NotSet),
+            PasswordState::Corrupt(message) => {
+                return Err(AuthError::HashFileCorrupt {
+                    path: self.inner.store.password_path(),
+                    message: message.clone(),
+                });
+            }
+        };
+        if !self.inner.hasher.verify(phc.clone(), current).await? {
+            tracing::warn!(client_ip, "password change with a wrong current password");
+            return Err(AuthError::WrongPassword);
+        }
+        self.core().login_throttle.succeeded(client_ip);
+        password::check_rules(&new, self.inner.config.min_password_len)?;
+        let _exclusive = self.inner.password_lock.lock().await;
+        let new_phc = self.inner.hasher.hash(new).await?;
+        {
+            // A physical reset or another change while this one hashed wins.
+            if self.core().password != PasswordState::Set(phc) {
+                return Err(AuthError::WrongPassword);
+            }
+        }
+        let store = self.inner.store.clone();
+        let saved = new_phc.clone();
+        tokio::task::spawn_blocking(move || store.save_password(&saved)).await??;
+        let revoked = {
+            let mut core = self.core();
+            core.password = PasswordState::Set(new_phc);
+            let ended = core.sessions.retain_only(&caller.id);
+            let n = ended.len();
+            core.generation += 1;
+            self.announce(&mut core, ended);
+            n
+        };
+        self.persist().await?;
+        tracing::warn!(session = %caller.id, client_ip, revoked, "password changed; other sessions revoked");
+        Ok(revoked)
+    }
+
+    /// Create a read-only API token named `name`, for the owner session holding `token`.
+    pub async fn create_api_token(
+        &self,
+        token: &str,
+        name: &str,
+    ) -> Result<(String, ApiToken), AuthError> {
+        let caller = self.owner_session(token)?;
+        let _writes = self.inner.tokens_lock.lock().await;
+        let now = self.now_ms();
+        let (secret, record, table) = {
+            let mut core = self.core();
+            let (secret, record) = core.api_tokens.create(name, now).map_err(|e| match e {
+                CreateError::BadName => AuthError::ApiTokenName,
+                CreateError::Full => AuthError::ApiTokensFull,
+                CreateError::Random(m) => AuthError::Hash(m),
+            })?;
+            (secret, record, core.api_tokens.clone())
+        };
+        if let Err(e) = self.save_api_tokens(table).await {
+            // The caller never sees the token, so the record must not outlive this call.
+            self.core().api_tokens.revoke(&record.id);
+            return Err(e);
+        }
+        tracing::info!(token_id = %record.id, name = %record.name, session = %caller.id, "API token created");
+        Ok((secret, record))
+    }
+
+    /// Every API token (hashes included; the caller shows only public fields).
+    pub fn list_api_tokens(&self) -> Vec<ApiToken> {
+        self.core().api_tokens.tokens.clone()
+    }
+
+    /// Revoke an API token by id; announced like a revoked session.
+    pub async fn revoke_api_token(&self, id: &str) -> Result<(), AuthError> {
+        let _writes = self.inner.tokens_lock.lock().await;
+        let table = {
+            let mut core = self.core();
+            if !core.api_tokens.revoke(id) {
+                return Err(AuthError::UnknownApiToken);
+            }
+            self.announce(
+                &mut core,
+                vec![Ended {
+                    id: SessionId(id.to_string()),
+                    reason: EndReason::Revoked,
+                }],
+            );
+            core.api_tokens.clone()
+        };
+        self.save_api_tokens(table).await?;
+        tracing::info!(token_id = id, "API token revoked");
+        Ok(())
+    }
+
+    async fn save_api_tokens(&self, table: ApiTokenTable) -> Result<(), AuthError> {
+        let store = self.inner.store.clone();
+        tokio::task::spawn_blocking(move || store.save_api_tokens(&table)).await?
     }
 
     /// End the session holding `token` (logout). Durable before it returns.
@@ -348,7 +498,12 @@ impl Auth {
             // Unset in memory first: logins hashing right now fail their re-check, and new
             // ones get NotSet, so no session can be created after the table is cleared.
             core.password = PasswordState::Unset;
-            let ended = core.sessions.clear();
+            let mut ended = core.sessions.clear();
+            // The auth record is the password, the sessions and the API tokens: all go.
+            ended.extend(core.api_tokens.tokens.drain(..).map(|t| Ended {
+                id: SessionId(t.id),
+                reason: EndReason::PasswordReset,
+            }));
             core.tickets.clear();
             core.generation += 1;
             self.announce(&mut core, ended);
@@ -356,6 +511,7 @@ impl Auth {
         // Sessions first: a crash in between leaves a password and no sessions (press again),
         // never sessions that outlive their password.
         self.persist().await?;
+        self.save_api_tokens(ApiTokenTable::default()).await?;
         let store = self.inner.store.clone();
         tokio::task::spawn_blocking(move || store.remove_password()).await??;
         tracing::warn!("physical reset: password and all sessions cleared");

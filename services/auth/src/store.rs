@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use svcos_common::fsutil;
 
+use crate::apitokens::ApiTokenTable;
 use crate::error::AuthError;
 use crate::password;
 use crate::sessions::SessionTable;
@@ -24,6 +25,8 @@ pub const FILE_MODE: u32 = 0o600;
 pub const PASSWORD_FILE: &str = "password.phc";
 /// The session table (JSON, token hashes only).
 pub const SESSIONS_FILE: &str = "sessions.json";
+/// The read-only API tokens (JSON, token hashes only).
+pub const API_TOKENS_FILE: &str = "api-tokens.json";
 /// Format version of [`SESSIONS_FILE`].
 const SESSIONS_VERSION: u32 = 1;
 
@@ -73,6 +76,25 @@ impl Store {
     /// The session file.
     pub fn sessions_path(&self) -> PathBuf {
         self.dir.join(SESSIONS_FILE)
+    }
+
+    /// The API token file.
+    pub fn api_tokens_path(&self) -> PathBuf {
+        self.dir.join(API_TOKENS_FILE)
+    }
+
+    /// Read the API tokens (a damaged file is moved aside: its tokens stop working, which is
+    /// the safe direction).
+    pub fn load_api_tokens(&self) -> ApiTokenTable {
+        svcos_common::statefile::load_json(&self.api_tokens_path()).unwrap_or_default()
+    }
+
+    /// Replace the API token file (atomic, mode 0600). Blocking: fsyncs.
+    pub fn save_api_tokens(&self, table: &ApiTokenTable) -> Result<(), AuthError> {
+        let path = self.api_tokens_path();
+        let bytes = serde_json::to_vec(table).expect("token table serialises");
+        fsutil::atomic_write(&path, &bytes, FILE_MODE)
+            .map_err(|source| AuthError::Io { path, source })
     }
 
     /// Read the hash file.

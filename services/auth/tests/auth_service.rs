@@ -677,3 +677,208 @@ async fn validations_are_answered_while_a_burst_of_logins_hashes() {
     }
     auth.stop().await;
 }
+
+async fn login_from(
+    c: &mut AuthServiceClient<Channel>,
+    password: &str,
+    ip: &str,
+) -> Result<pb::CreateSessionResponse, Status> {
+    c.create_session(pb::CreateSessionRequest {
+        password: password.into(),
+        client_ip: ip.into(),
+        user_agent: "test".into(),
+    })
+    .await
+    .map(Response::into_inner)
+}
+
+#[tokio::test]
+async fn failed_logins_wait_longer_per_address_and_the_owner_gets_back_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::at(T0);
+    let mut auth = start(dir.path(), &clock).await;
+    let c = &mut auth.client;
+    setup(c, PASSWORD, "10.0.0.1").await.unwrap();
+    for _ in 0..5 {
+        assert_eq!(
+            code(login_from(c, "guess", "10.6.6.6").await),
+            Code::Unauthenticated
+        );
+    }
+    // The sixth failure starts a 1 s wait; during it even the right password is not checked.
+    assert_eq!(
+        code(login_from(c, "guess", "10.6.6.6").await),
+        Code::Unauthenticated
+    );
+    let refused = login_from(c, PASSWORD, "10.6.6.6").await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted);
+    assert_eq!(retry_after_s(&refused), Some(1));
+    // Another address is not affected.
+    login_from(c, PASSWORD, "10.0.0.7").await.unwrap();
+    // The waits grow and stop at 30 s.
+    let mut waits = Vec::new();
+    for _ in 0..7 {
+        clock.advance_ms(30_000);
+        assert_eq!(
+            code(login_from(c, "guess", "10.6.6.6").await),
+            Code::Unauthenticated
+        );
+        waits.push(retry_after_s(
+            &login_from(c, "guess", "10.6.6.6").await.unwrap_err(),
+        ));
+    }
+    assert_eq!(
+        waits,
+        [2, 4, 8, 16, 30, 30, 30].map(Some),
+        "growing, capped"
+    );
+    // After the wait the owner's password works and clears the record.
+    clock.advance_ms(30_000);
+    login_from(c, PASSWORD, "10.6.6.6").await.unwrap();
+    assert_eq!(
+        code(login_from(c, "guess", "10.6.6.6").await),
+        Code::Unauthenticated
+    );
+    login_from(c, PASSWORD, "10.6.6.6").await.unwrap();
+    auth.stop().await;
+}
+
+#[tokio::test]
+async fn a_garbage_hash_file_fails_closed_without_naming_a_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::at(T0);
+    std::fs::create_dir_all(state_dir(dir.path())).unwrap();
+    std::fs::write(state_dir(dir.path()).join("password.phc"), "garbage\n").unwrap();
+    let mut auth = start(dir.path(), &clock).await;
+    let c = &mut auth.client;
+    let err = login(c, PASSWORD).await.unwrap_err();
+    assert_eq!(err.code(), Code::Internal);
+    let root = dir.path().to_string_lossy().to_string();
+    assert!(
+        !err.message().contains(&root) && !err.message().contains('/'),
+        "{}",
+        err.message()
+    );
+    assert!(err.message().contains("reset"), "{}", err.message());
+    assert_eq!(
+        code(setup(c, PASSWORD, "10.0.0.1").await),
+        Code::FailedPrecondition
+    );
+    auth.stop().await;
+}
+
+#[tokio::test]
+async fn password_change_revokes_other_sessions_and_api_tokens_only_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::at(T0);
+    let mut auth = start(dir.path(), &clock).await;
+    let c = &mut auth.client;
+    setup(c, PASSWORD, "10.0.0.1").await.unwrap();
+    let mine = login(c, PASSWORD).await.unwrap();
+    let other = login(c, PASSWORD).await.unwrap();
+
+    let created = c
+        .create_api_token(pb::CreateApiTokenRequest {
+            token: mine.token.clone(),
+            name: "home-assistant".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let ro = created.api_token.clone();
+    let info = created.info.unwrap();
+    assert!(ro.starts_with("svcro_"));
+    let v = validate(c, &ro).await.unwrap();
+    assert!(v.read_only && v.session_id == info.id, "{v:?}");
+    assert!(!validate(c, &mine.token).await.unwrap().read_only);
+    // An API token cannot make tokens or change the password.
+    let denied = c
+        .create_api_token(pb::CreateApiTokenRequest {
+            token: ro.clone(),
+            name: "more".into(),
+        })
+        .await;
+    assert_eq!(code(denied), Code::PermissionDenied);
+    let change = |token: &str, current: &str, new: &str| pb::ChangePasswordRequest {
+        token: token.into(),
+        current_password: current.into(),
+        new_password: new.into(),
+        client_ip: "10.0.0.1".into(),
+    };
+    assert_eq!(
+        code(
+            c.change_password(change(&ro, PASSWORD, "new password 1"))
+                .await
+        ),
+        Code::PermissionDenied
+    );
+    assert_eq!(
+        code(
+            c.change_password(change(&mine.token, "wrong", "new password 1"))
+                .await
+        ),
+        Code::Unauthenticated
+    );
+    assert_eq!(
+        code(
+            c.change_password(change(&mine.token, PASSWORD, "short"))
+                .await
+        ),
+        Code::InvalidArgument
+    );
+
+    let mut revocations = c
+        .stream_revocations(pb::StreamRevocationsRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let r = c
+        .change_password(change(&mine.token, PASSWORD, "new password 1"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.sessions_revoked, 1);
+    let announced = tokio::time::timeout(PATIENCE, revocations.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(announced.session_id, validate_id(&other));
+    assert_eq!(code(validate(c, &other.token).await), Code::Unauthenticated);
+    validate(c, &mine.token).await.unwrap();
+    validate(c, &ro).await.unwrap();
+    assert_eq!(code(login(c, PASSWORD).await), Code::Unauthenticated);
+    login(c, "new password 1").await.unwrap();
+
+    // Tokens survive a restart (hashed on disk) and stop at revocation.
+    auth.stop().await;
+    let stored = std::fs::read_to_string(state_dir(dir.path()).join("api-tokens.json")).unwrap();
+    assert!(!stored.contains(&ro[6..]), "only the hash is stored");
+    let mut auth = start(dir.path(), &clock).await;
+    let c = &mut auth.client;
+    assert!(validate(c, &ro).await.unwrap().read_only);
+    let listed = c
+        .list_api_tokens(pb::ListApiTokensRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.tokens.len(), 1);
+    c.revoke_api_token(pb::RevokeApiTokenRequest {
+        id: info.id.clone(),
+    })
+    .await
+    .unwrap();
+    assert_eq!(code(validate(c, &ro).await), Code::Unauthenticated);
+    assert_eq!(
+        code(
+            c.revoke_api_token(pb::RevokeApiTokenRequest { id: info.id })
+                .await
+        ),
+        Code::NotFound
+    );
+    auth.stop().await;
+}
+
+fn validate_id(s: &pb::CreateSessionResponse) -> String {
+    s.session_id.clone()
+}

@@ -10,15 +10,20 @@
 //! in the root they start from.
 
 pub mod config;
+pub mod connlimit;
 pub mod entry;
 pub mod exit;
 pub mod fdstore;
 pub mod fsutil;
+pub mod hostcheck;
 pub mod ipc;
 pub mod logging;
 pub mod paths;
+pub mod proxykey;
+pub mod redact;
 pub mod service;
 pub mod shutdown;
+pub mod statefile;
 pub mod status;
 pub mod time;
 

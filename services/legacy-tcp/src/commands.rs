@@ -205,7 +205,9 @@ fn lookup(name: &str) -> Option<&'static Command> {
 
 /// Decide what to do with a request from a client that is (or is not) on the `W:` list.
 pub fn dispatch(request: &Request, privileged: bool, view: &View<'_>) -> Plan {
-    if request.is_join() {
+    // `+`, `++`: a join of nothing is an unknown command, not an empty join (which would
+    // encode as `{,"id":1}`).
+    if request.is_join() && !request.joined().is_empty() {
         let parts = request
             .joined()
             .into_iter()
@@ -449,6 +451,8 @@ fn pool_status_word(p: &PoolStatus) -> &'static str {
 fn stratum_host(url: &str) -> &str {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let host_port = rest.split('/').next().unwrap_or(rest);
+    // Never the userinfo (even masked, it is not part of the host).
+    let host_port = host_port.rsplit_once('@').map_or(host_port, |(_, h)| h);
     match host_port.rsplit_once(':') {
         Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => host,
         _ => host_port,
@@ -1590,6 +1594,7 @@ mod tests {
             ("stratum2+tcp://a.b:3336/9bXi", "a.b"),
             ("a.b", "a.b"),
             ("stratum+tcp://[::1]:3333", "[::1]"),
+            ("stratum+tcp://u:********@a.b:3333", "a.b"),
         ] {
             assert_eq!(stratum_host(url), host);
         }

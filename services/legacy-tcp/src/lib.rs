@@ -66,6 +66,7 @@ pub fn build(layout: &Layout, config: &Config, shutdown: &Shutdown) -> anyhow::R
     };
     let limits = Limits {
         max_clients: config.legacy.max_clients,
+        max_clients_per_peer: config.legacy.max_clients_per_peer,
         ..Limits::default()
     };
     Ok(Server::new(live, peers, allow, limits, identity))

@@ -354,7 +354,10 @@ pub fn encode(response: &Response, format: Format, stamp: Stamp<'_>) -> Vec<u8> 
                 json_reply(&mut out, reply, stamp);
                 out.push(']');
             }
-            out.push_str(",\"id\":1}");
+            if !parts.is_empty() {
+                out.push(',');
+            }
+            out.push_str("\"id\":1}");
         }
         (Response::Join(parts), Format::Plain) => {
             for (command, reply) in parts {

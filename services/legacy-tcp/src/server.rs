@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use svcos_common::Shutdown;
+use svcos_common::connlimit::ConnLimiter;
 use svcos_common::status::is_unavailable;
 use svcos_proto::hwagent::v1::hw_agent_service_client::HwAgentServiceClient;
 use svcos_proto::hwagent::v1::{SetChainEnabledRequest, SetFrequencyRequest};
@@ -37,6 +38,8 @@ use crate::reply::{self, Reply, Response, Stamp, Status, code};
 pub struct Limits {
     /// Connections served at once; more wait in the backlog.
     pub max_clients: usize,
+    /// Connections one client address may hold; more are closed at once.
+    pub max_clients_per_peer: usize,
     /// Time a client has to deliver a complete request.
     pub read_timeout: Duration,
     /// Time a client has to take the reply.
@@ -49,6 +52,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_clients: 64,
+            max_clients_per_peer: 8,
             // cgminer waits 10 s; fleet tools send at once, so 2 s is plenty and frees the
             // slot of a silent client sooner.
             read_timeout: Duration::from_secs(2),
@@ -112,6 +116,9 @@ impl Server {
         shutdown: Shutdown,
     ) -> std::io::Result<()> {
         let permits = Arc::new(Semaphore::new(self.limits.max_clients.max(1)));
+        // The per-address cap is checked before a connection may wait for a serving slot, so
+        // one address holding connections open can take at most its share of the slots.
+        let per_peer = ConnLimiter::new(self.limits.max_clients_per_peer, usize::MAX);
         loop {
             let permit = tokio::select! {
                 p = permits.clone().acquire_owned() => p.expect("semaphore never closed"),
@@ -129,9 +136,15 @@ impl Server {
                 },
                 _ = shutdown.wait() => return Ok(()),
             };
+            let Ok(slot) = per_peer.try_acquire(peer.ip()) else {
+                tracing::debug!(peer = %peer.ip(), "too many connections from one address; closed");
+                drop(stream);
+                continue;
+            };
             let server = self.clone();
             tokio::spawn(async move {
                 server.connection(stream, peer, permit).await;
+                drop(slot);
             });
         }
     }

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use svcos_common::config::{Config, ConfigError, DonationConfig, PoolConfig, StratumConfig};
+use svcos_common::redact::mask_url_userinfo;
 use svcos_common::time::unix_ms;
 use svcos_proto::stratum::v1::{
     GetDonationResponse, GetPoolsResponse, GetSv2StatusResponse, JobTemplate, PoolState,
@@ -981,7 +982,7 @@ impl Agent {
             if slot.state != PoolState::AuthFailed && slot.state != PoolState::Silent {
                 slot.state = PoolState::Connecting;
             }
-            tracing::debug!(pool = %slot.cfg.url, conn, "connecting (Stratum V2)");
+            tracing::debug!(pool = %mask_url_userinfo(&slot.cfg.url), conn, "connecting (Stratum V2)");
             let handle = crate::v2::conn::spawn(
                 conn,
                 url,
@@ -1017,7 +1018,7 @@ impl Agent {
         if slot.state != PoolState::AuthFailed && slot.state != PoolState::Silent {
             slot.state = PoolState::Connecting;
         }
-        tracing::debug!(pool = %slot.cfg.url, conn, "connecting");
+        tracing::debug!(pool = %mask_url_userinfo(&slot.cfg.url), conn, "connecting");
         let handle = conn::spawn(
             conn,
             url,
@@ -1341,7 +1342,7 @@ impl Agent {
                 if same_host {
                     slot.redirect_port = port;
                 } else {
-                    tracing::warn!(pool = %slot.cfg.url, "client.reconnect to another host ignored; reconnecting to the configured one");
+                    tracing::warn!(pool = %mask_url_userinfo(&slot.cfg.url), "client.reconnect to another host ignored; reconnecting to the configured one");
                 }
                 let error = "pool asked to reconnect".to_string();
                 self.close(
@@ -1807,7 +1808,8 @@ impl Agent {
                 let session = s.conn.and_then(|c| self.conns.get(&c)).map(|c| &c.session);
                 PoolStatus {
                     index: i as u32,
-                    url: s.cfg.url.clone(),
+                    // Every reader of the snapshot shows it (status, metrics, cgminer, MQTT).
+                    url: mask_url_userinfo(&s.cfg.url).into_owned(),
                     user: s.cfg.user.clone(),
                     priority: s.cfg.priority,
                     state: (if s.cfg.enabled {
@@ -1882,7 +1884,7 @@ impl Agent {
                 0.0
             },
             cycle_s: d.cycle_s,
-            pool_url: d.pool_url.clone(),
+            pool_url: mask_url_userinfo(&d.pool_url).into_owned(),
             mined_s_current_cycle: self
                 .schedule
                 .as_ref()

@@ -142,17 +142,8 @@ pub enum StateError {
 /// Load the state file; a missing or unreadable file starts fresh (logged), because refusing to
 /// mine over a corrupt counter file would be worse than restarting the counters.
 pub fn load(path: &Path) -> SavedState {
-    match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
-            tracing::warn!(path = %path.display(), error = %e, "state file unreadable; starting fresh");
-            SavedState::default()
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => SavedState::default(),
-        Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e, "state file unreadable; starting fresh");
-            SavedState::default()
-        }
-    }
+    // A damaged file is moved aside and logged (svcos_common::statefile), never fatal.
+    svcos_common::statefile::load_json(path).unwrap_or_default()
 }
 
 /// Write the state file atomically (mode 0600).

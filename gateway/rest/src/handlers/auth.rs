@@ -29,6 +29,10 @@ pub fn routes() -> Vec<Route> {
         route!(GET "/api/auth/status", Open, P, Auth, Full, "Whether a password has been set", auth_status),
         route!(POST "/api/auth/ws-ticket", Bearer, P, Auth, Full, "One-time /ws ticket (when [api].websocket_tickets)", ws_ticket),
         route!(GET "/api/setup/status", Open, P, Auth, Full, "Setup wizard state", super::operations::setup::status),
+        route!(POST "/api/auth/password", Bearer, U, Auth, Full, "Change the password with the current one; other sessions are revoked", change_password),
+        route!(GET "/api/auth/tokens", Bearer, U, Auth, Full, "The read-only API tokens (owner session only)", list_tokens),
+        route!(POST "/api/auth/tokens", Bearer, U, Auth, Full, "Create a read-only API token (owner session only; shown once)", create_token),
+        route!(DELETE "/api/auth/tokens/:id", Bearer, U, Auth, Full, "Revoke a read-only API token (owner session only)", revoke_token),
     ]
 }
 
@@ -39,15 +43,20 @@ struct PasswordBody {
     password: String,
 }
 
-/// The client address the auth service rate-limits on: the TCP peer, or, when the peer is the
-/// local port-80 proxy, the last address it appended to `X-Forwarded-For`.
-pub fn client_ip(peer: SocketAddr, headers: &HeaderMap) -> IpAddr {
-    if peer.ip().is_loopback()
-        && let Some(ip) = headers
-            .get("x-forwarded-for")
+/// The client address the auth service rate-limits on: the TCP peer, or, for a request the
+/// port-80 proxy forwarded (it carries the proxy's key, [`svcos_common::proxykey`]), the last
+/// address in `X-Forwarded-For`. Any other peer, loopback included, cannot choose its address.
+pub fn client_ip(state: &AppState, peer: SocketAddr, headers: &HeaderMap) -> IpAddr {
+    let forwarded = headers
+        .get("x-forwarded-for")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.rsplit(',').next())
+        .and_then(|v| v.trim().parse::<IpAddr>().ok());
+    if let Some(ip) = forwarded
+        && headers
+            .get(svcos_common::proxykey::HEADER)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.rsplit(',').next())
-            .and_then(|v| v.trim().parse::<IpAddr>().ok())
+            .is_some_and(|key| state.proxy_key.verify(key))
     {
         return ip;
     }
@@ -85,6 +94,10 @@ fn auth_error(status: &tonic::Status) -> ApiError {
                 )
         }
         Code::InvalidArgument => ApiError::bad_request(status.message().to_string()),
+        Code::PermissionDenied => crate::guard::read_only_forbidden(),
+        Code::NotFound => ApiError::new(StatusCode::NOT_FOUND, status.message().to_string())
+            .code(ErrorCode::UnclassifiedError)
+            .suggestion("GET /api/auth/tokens lists the ids"),
         _ => ApiError::from_grpc("auth", status),
     }
 }
@@ -107,7 +120,7 @@ async fn create_session(
     let r = auth
         .create_session(CreateSessionRequest {
             password: b.password,
-            client_ip: client_ip(peer, &headers).to_string(),
+            client_ip: client_ip(&state, peer, &headers).to_string(),
             user_agent,
         })
         .await
@@ -159,7 +172,7 @@ async fn setup(
     let mut auth = state.peers.auth_hash.clone();
     auth.setup(SetupRequest {
         password: b.password,
-        client_ip: client_ip(peer, &headers).to_string(),
+        client_ip: client_ip(&state, peer, &headers).to_string(),
     })
     .await
     .map_err(|s| auth_error(&s))?;
@@ -213,4 +226,148 @@ async fn ws_ticket(State(state): State<AppState>, headers: HeaderMap) -> ApiResu
         "expires_at": r.expires_at_unix,
         "usage": "connect to /ws?ticket=<ticket> on the API port; a ticket works once",
     })))
+}
+
+/// The caller's bearer token (the guard has validated it).
+fn presented_token(headers: &HeaderMap) -> ApiResult<String> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer_token)
+        .map(str::to_string)
+        .ok_or_else(|| ApiError::unauthorized("missing bearer token"))
+}
+
+/// Token management is for the owner: a read-only token may not even list the others.
+fn owner_only(session: &Option<axum::Extension<crate::authn::Session>>) -> ApiResult<()> {
+    match session {
+        Some(s) if s.0.read_only => Err(crate::guard::read_only_forbidden()),
+        _ => Ok(()),
+    }
+}
+
+/// `{"current_password": "...", "new_password": "..."}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChangePasswordBody {
+    current_password: String,
+    new_password: String,
+}
+
+async fn change_password(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult {
+    let b: ChangePasswordBody = parse_body(&headers, &body)?;
+    let token = presented_token(&headers)?;
+    let mut auth = state.peers.auth_hash.clone();
+    let r = auth
+        .change_password(svcos_proto::auth::v1::ChangePasswordRequest {
+            token,
+            current_password: b.current_password,
+            new_password: b.new_password,
+            client_ip: client_ip(&state, peer, &headers).to_string(),
+        })
+        .await
+        .map_err(|s| match s.code() {
+            // The session is fine (the guard checked it): do not answer 401, which tells a
+            // client to log in again.
+            Code::Unauthenticated => ApiError::bad_request("the current password is wrong")
+                .code(ErrorCode::UnclassifiedError)
+                .with("field", "current_password"),
+            _ => auth_error(&s),
+        })?
+        .into_inner();
+    Ok(json(json!({
+        "schema": "svcos.api.auth.password.v1",
+        "changed": true,
+        "sessions_revoked": r.sessions_revoked,
+        "note": "every other session was logged out; this one stays; API tokens stay",
+    })))
+}
+
+fn token_json(t: &svcos_proto::auth::v1::ApiToken) -> serde_json::Value {
+    json!({
+        "id": t.id,
+        "name": t.name,
+        "scope": t.scope,
+        "created_at": t.created_at_unix,
+        "last_used_at": (t.last_used_at_unix > 0).then_some(t.last_used_at_unix),
+    })
+}
+
+async fn list_tokens(
+    State(state): State<AppState>,
+    session: Option<axum::Extension<crate::authn::Session>>,
+) -> ApiResult {
+    owner_only(&session)?;
+    let mut auth = state.peers.auth.clone();
+    let r = auth
+        .list_api_tokens(svcos_proto::auth::v1::ListApiTokensRequest {})
+        .await
+        .map_err(|s| auth_error(&s))?
+        .into_inner();
+    Ok(json(json!({
+        "schema": "svcos.api.auth.tokens.v1",
+        "tokens": r.tokens.iter().map(token_json).collect::<Vec<_>>(),
+        "max": 16,
+    })))
+}
+
+/// `{"name": "home-assistant", "scope": "read"}` (scope optional; "read" is the only one).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateTokenBody {
+    name: String,
+    scope: Option<String>,
+}
+
+async fn create_token(
+    State(state): State<AppState>,
+    session: Option<axum::Extension<crate::authn::Session>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult {
+    owner_only(&session)?;
+    let b: CreateTokenBody = parse_body(&headers, &body)?;
+    if b.scope.as_deref().is_some_and(|s| s != "read") {
+        return Err(ApiError::bad_request("unknown scope")
+            .detail("API tokens have one scope: \"read\"")
+            .with("field", "scope"));
+    }
+    let token = presented_token(&headers)?;
+    let mut auth = state.peers.auth.clone();
+    let r = auth
+        .create_api_token(svcos_proto::auth::v1::CreateApiTokenRequest {
+            token,
+            name: b.name,
+        })
+        .await
+        .map_err(|s| auth_error(&s))?
+        .into_inner();
+    let mut body = r.info.as_ref().map(token_json).unwrap_or_default();
+    body["schema"] = "svcos.api.auth.token.v1".into();
+    body["token"] = r.api_token.into();
+    body["token_type"] = "Bearer".into();
+    body["note"] = "shown once: only its hash is kept".into();
+    Ok(json(body))
+}
+
+async fn revoke_token(
+    State(state): State<AppState>,
+    session: Option<axum::Extension<crate::authn::Session>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> ApiResult {
+    owner_only(&session)?;
+    let mut auth = state.peers.auth.clone();
+    auth.revoke_api_token(svcos_proto::auth::v1::RevokeApiTokenRequest { id: id.clone() })
+        .await
+        .map_err(|s| auth_error(&s))?;
+    // Do not wait for the revocation stream: this gateway must reject the token at once.
+    state.sessions.forget_session(&id);
+    Ok(json(
+        json!({"schema": "svcos.api.auth.token_revoked.v1", "id": id, "revoked": true}),
+    ))
 }

@@ -23,7 +23,14 @@ use crate::registry::Route;
 use crate::{AppState, route};
 
 /// What replaces a secret in GET answers; sending it back keeps the stored secret.
-pub const SECRET_MASK: &str = "********";
+pub use svcos_common::redact::SECRET_MASK;
+use svcos_common::redact::{is_masked_url, mask_url_userinfo};
+
+/// Sections a `"mode": "replace"` import or a restore must contain: without them the miner
+/// would fall back to defaults that stop mining (no pool) or change how it is reached (binds).
+pub const REQUIRED_SECTIONS: [&str; 4] = ["system", "api", "legacy", "pools"];
+/// The previous config kept by an import or restore, for one-step undo.
+const PREVIOUS_FILE: &str = "config.previous.toml";
 
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route> {
@@ -34,7 +41,9 @@ pub fn routes() -> Vec<Route> {
         route!(GET "/api/config/donation", Bearer, P, Config, Full, "Donation settings and what was mined for it", get_donation),
         route!(POST "/api/config/donation", Bearer, P, Config, Full, "Change donation settings (effective after a restart)", post_donation),
         route!(GET "/api/config/export", Bearer, P, Config, Full, "The config file as TOML (includes pool passwords)", export),
-        route!(POST "/api/config/import", Bearer, P, Config, Full, "Replace the config from exported TOML", import),
+        route!(POST "/api/config/import", Bearer, P, Config, Full, "Merge (or with mode=replace, replace) the config from TOML or JSON; keeps the previous config for undo", import),
+        route!(POST "/api/config/restore", Bearer, U, Config, Full, "Restore a whole backup (exported TOML): validated, then applied; the previous config is kept for undo", restore),
+        route!(POST "/api/config/restore/undo", Bearer, U, Config, Full, "Put back the config an import or restore replaced (one step)", undo),
         route!(GET "/api/donation/info", Open, U, Config, Full, "Donation disclosure", donation_info),
         route!(GET "/api/safety/warnings", Open, P, Config, Full, "Current safety warnings", safety_warnings),
         route!(GET "/api/audit-log", Bearer, U, Config, Full, "Recent writes through the API", audit_log),
@@ -97,6 +106,8 @@ fn key_effect(key: &str) -> (&'static str, bool) {
         "api" => match key {
             "api.metrics_require_auth" | "api.websocket_tickets" => ("gateway", false),
             "api.http_port" => ("proxy", true),
+            // The gateway reads it per request; the proxy when it starts.
+            k if k.starts_with("api.allowed_hosts") => ("proxy", true),
             _ => ("gateway", true),
         },
         "legacy" => ("legacy-tcp", true),
@@ -164,14 +175,55 @@ fn changed_keys(old: &Value, new: &Value, prefix: &str, out: &mut Vec<String>) {
 
 /// Validate, save atomically, swap, reload owners; returns the write report.
 pub async fn apply(state: &AppState, new: Config) -> Result<Value, ApplyError> {
+    apply_with(state, new, Previous::Leave).await
+}
+
+/// What a write does with the kept previous config (the one-step undo of import and restore).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Previous {
+    /// An ordinary write: the undo slot is left as it is.
+    Leave,
+    /// A bulk replacement: the config being replaced becomes the undo slot.
+    Keep,
+    /// The undo itself: the slot is used up.
+    Consume,
+}
+
+fn previous_path(state: &AppState) -> std::path::PathBuf {
+    state
+        .layout
+        .service_state_dir(svcos_common::ServiceName::Gateway)
+        .join(PREVIOUS_FILE)
+}
+
+/// [`apply`], keeping or consuming the undo slot under the same write lock.
+pub async fn apply_with(
+    state: &AppState,
+    new: Config,
+    previous: Previous,
+) -> Result<Value, ApplyError> {
     let _write = state.config_write.lock().await;
     new.validate().map_err(ApplyError::Invalid)?;
     let old = state.config();
+    if previous == Previous::Keep {
+        // Written before the new config: a crash in between leaves the old config in force and
+        // an undo that changes nothing, never a lost config.
+        let path = previous_path(state);
+        path.parent()
+            .map_or(Ok(()), |d| svcos_common::fsutil::ensure_dir(d, 0o700))
+            .and_then(|()| {
+                svcos_common::fsutil::atomic_write(&path, old.to_toml().as_bytes(), 0o600)
+            })
+            .map_err(|source| ApplyError::Write(ConfigError::Write { path, source }))?;
+    }
     new.save(&state.layout.config_path).map_err(|e| match e {
         ConfigError::Invalid { .. } => ApplyError::Invalid(e),
         other => ApplyError::Write(other),
     })?;
     state.set_config(new.clone());
+    if previous == Previous::Consume {
+        let _ = std::fs::remove_file(previous_path(state));
+    }
     let old_v = serde_json::to_value(&*old).unwrap_or(Value::Null);
     let new_v = serde_json::to_value(&new).unwrap_or(Value::Null);
     let mut changed = Vec::new();
@@ -225,7 +277,8 @@ fn reload_result(service: &str, r: Result<(), tonic::Status>) -> Value {
     }
 }
 
-/// The config as JSON with secrets masked.
+/// The config as JSON with secrets masked (pool passwords, credentials inside pool URLs, the
+/// donation pool URL's, MQTT and webhook secrets).
 pub fn masked(config: &Config) -> Value {
     let mut v = serde_json::to_value(config).unwrap_or(Value::Null);
     if let Some(pools) = v.get_mut("pools").and_then(Value::as_array_mut) {
@@ -233,8 +286,10 @@ pub fn masked(config: &Config) -> Value {
             if let Some(pw) = p.get_mut("password") {
                 *pw = Value::String(SECRET_MASK.into());
             }
+            mask_url_member(p.get_mut("url"));
         }
     }
+    mask_url_member(v.pointer_mut("/donation/pool_url"));
     super::integrations::mask_secrets(&mut v);
     v
 }
@@ -251,17 +306,51 @@ pub fn merge(base: &mut Value, patch: &Value) {
     }
 }
 
-/// Put stored pool passwords back where a client echoed the mask.
+fn mask_url_member(v: Option<&mut Value>) {
+    if let Some(Value::String(url)) = v {
+        let masked = mask_url_userinfo(url).into_owned();
+        *url = masked;
+    }
+}
+
+/// Put stored pool secrets back where a client echoed the mask: the password of the pool with
+/// the same URL and user (else the same position), and a URL whose credentials were masked.
 pub fn unmask_pools(pools: &mut [svcos_common::config::PoolConfig], old: &Config) {
     for (i, p) in pools.iter_mut().enumerate() {
+        if is_masked_url(&p.url) {
+            let shown = p.url.clone();
+            let same = |o: &&svcos_common::config::PoolConfig| mask_url_userinfo(&o.url) == shown;
+            let stored = old
+                .pools
+                .get(i)
+                .filter(same)
+                .or_else(|| old.pools.iter().find(same))
+                .map(|o| o.url.clone());
+            if let Some(url) = stored {
+                p.url = url;
+            }
+        }
         if p.password == SECRET_MASK {
             p.password = old
                 .pools
-                .get(i)
+                .iter()
+                .find(|o| o.url == p.url && o.user == p.user)
+                .or_else(|| old.pools.get(i))
                 .map(|o| o.password.clone())
                 .unwrap_or_else(|| "x".into());
         }
     }
+}
+
+/// Every secret a client may echo masked: pools, donation URL, MQTT, webhooks.
+pub fn restore_secrets(new: &mut Config, old: &Config) {
+    unmask_pools(&mut new.pools, old);
+    if is_masked_url(&new.donation.pool_url)
+        && mask_url_userinfo(&old.donation.pool_url) == new.donation.pool_url
+    {
+        new.donation.pool_url = old.donation.pool_url.clone();
+    }
+    super::integrations::unmask_secrets(new, old);
 }
 
 /// Deserialize a merged JSON config; on failure name the first offending field.
@@ -337,8 +426,7 @@ async fn patch_and_apply(state: &AppState, patch: Value, invalid: ErrorCode) -> 
     let mut merged = serde_json::to_value(&*old).unwrap_or(Value::Null);
     merge(&mut merged, &patch);
     let mut new = config_from_json(&merged, &patch).map_err(|e| validation_error(invalid, &e))?;
-    unmask_pools(&mut new.pools, &old);
-    super::integrations::unmask_secrets(&mut new, &old);
+    restore_secrets(&mut new, &old);
     let report = apply(state, new)
         .await
         .map_err(|e| e.into_api(invalid, None))?;
@@ -373,31 +461,155 @@ async fn export(State(state): State<AppState>) -> Response {
         .into_response()
 }
 
-/// `{"toml": "<exported text>"}` or `{"config": {...whole config...}}`.
+/// How an imported document meets the current config.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum ImportMode {
+    /// Sections and keys in the document replace the current ones; the rest stays.
+    #[default]
+    Merge,
+    /// The document is the whole config; it must contain every [`REQUIRED_SECTIONS`] member,
+    /// and what it leaves out takes its default.
+    Replace,
+}
+
+/// `{"toml": "<TOML>"}` or `{"config": {...}}`, with an optional `"mode"`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ImportBody {
     toml: Option<String>,
     config: Option<Value>,
+    #[serde(default)]
+    mode: ImportMode,
 }
 
-async fn import(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let b: ImportBody = parse_body(&headers, &body)?;
-    let new = match (b.toml, b.config) {
-        (Some(text), None) => Config::from_toml_str(&text, std::path::Path::new("import")),
-        (None, Some(v)) => config_from_json(&v, &v),
+/// The document of an import or restore as JSON (TOML parsed, nothing filled in).
+fn import_document(toml: Option<String>, config: Option<Value>) -> ApiResult<Value> {
+    let doc = match (toml, config) {
+        (Some(text), None) => Config::toml_document(&text, std::path::Path::new("import"))
+            .map_err(|e| validation_error(ErrorCode::ConfigValidation, &e))?,
+        (None, Some(v)) => match v {
+            // Accept the GET /api/config answer as it is.
+            Value::Object(mut o)
+                if o.get("schema").and_then(Value::as_str) == Some("svcos.api.config.v1") =>
+            {
+                o.remove("config").unwrap_or(Value::Null)
+            }
+            v => v,
+        },
         _ => {
             return Err(
                 ApiError::bad_request("send exactly one of \"toml\" or \"config\"")
                     .code(ErrorCode::ConfigValidation),
             );
         }
+    };
+    if !doc.is_object() {
+        return Err(
+            ApiError::bad_request("the document must be a config object")
+                .code(ErrorCode::ConfigValidation),
+        );
     }
-    .map_err(|e| validation_error(ErrorCode::ConfigValidation, &e))?;
-    let report = apply(&state, new)
+    Ok(doc)
+}
+
+/// The config an import or restore would put in force: `doc` merged over the current config
+/// (or over the defaults for a replace), echoed masks restored, validated by the one validator,
+/// with at least one pool.
+fn imported_config(state: &AppState, doc: &Value, mode: ImportMode) -> ApiResult<Config> {
+    let invalid = |e: ConfigError| validation_error(ErrorCode::ConfigValidation, &e);
+    let old = state.config();
+    let mut merged = match mode {
+        ImportMode::Merge => serde_json::to_value(&*old).unwrap_or(Value::Null),
+        ImportMode::Replace => {
+            if let Some(missing) = REQUIRED_SECTIONS.iter().find(|s| doc.get(**s).is_none()) {
+                return Err(invalid(ConfigError::invalid(
+                    *missing,
+                    format!(
+                        "a full replace must contain the sections {}; send mode \"merge\" to change only some",
+                        REQUIRED_SECTIONS.join(", ")
+                    ),
+                )));
+            }
+            serde_json::to_value(Config::default()).unwrap_or(Value::Null)
+        }
+    };
+    merge(&mut merged, doc);
+    let mut new = config_from_json(&merged, doc).map_err(invalid)?;
+    restore_secrets(&mut new, &old);
+    if new.pools.is_empty() {
+        return Err(invalid(ConfigError::invalid(
+            "pools",
+            "the imported config has no pool: the miner would stop mining",
+        )));
+    }
+    new.validate().map_err(invalid)?;
+    Ok(new)
+}
+
+async fn import(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
+    let b: ImportBody = parse_body(&headers, &body)?;
+    let doc = import_document(b.toml, b.config)?;
+    let new = imported_config(&state, &doc, b.mode)?;
+    write_with_undo(&state, new, Previous::Keep).await
+}
+
+async fn write_with_undo(state: &AppState, new: Config, previous: Previous) -> ApiResult {
+    let mut report = apply_with(state, new, previous)
         .await
         .map_err(|e| e.into_api(ErrorCode::ConfigValidation, None))?;
+    report["undo"] = undo_info(state);
     Ok(json(report))
+}
+
+fn undo_info(state: &AppState) -> Value {
+    json!({
+        "available": previous_path(state).exists(),
+        "route": "POST /api/config/restore/undo",
+    })
+}
+
+/// `{"toml": "<a backup from GET /api/config/export>"}` (or `{"config": {...}}`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RestoreBody {
+    toml: Option<String>,
+    config: Option<Value>,
+}
+
+/// A restore is a whole backup: replace semantics, the same validator as every other write.
+async fn restore(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
+    let b: RestoreBody = parse_body(&headers, &body)?;
+    let doc = import_document(b.toml, b.config)?;
+    let new = imported_config(&state, &doc, ImportMode::Replace)?;
+    write_with_undo(&state, new, Previous::Keep).await
+}
+
+/// Put back the config the last import or restore replaced, once.
+async fn undo(State(state): State<AppState>) -> ApiResult {
+    let path = previous_path(&state);
+    let previous = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(
+                ApiError::new(axum::http::StatusCode::CONFLICT, "nothing to undo")
+                    .code(ErrorCode::UnclassifiedError)
+                    .detail("no import or restore has replaced the config since the last undo")
+                    .suggestion(
+                        "GET /api/config/backup/manifest shows whether an undo is available",
+                    ),
+            );
+        }
+        Err(e) => {
+            tracing::error!(path = %path.display(), error = %e, "cannot read the previous config");
+            return Err(ApiError::internal("the previous config could not be read"));
+        }
+    };
+    // The kept copy passed the validator when it was in force; check again anyway (a newer
+    // firmware may have tightened a rule), and refuse rather than apply something broken.
+    let config = Config::from_toml_str(&previous, std::path::Path::new("previous config"))
+        .map_err(|e| validation_error(ErrorCode::ConfigValidation, &e))?;
+    write_with_undo(&state, config, Previous::Consume).await
 }
 
 async fn backup_manifest(State(state): State<AppState>) -> ApiResult {
@@ -427,7 +639,9 @@ async fn backup_manifest(State(state): State<AppState>) -> ApiResult {
         "contains_secrets": ["pools[].password", "mqtt.password", "webhook.hooks[].secret"],
         "excluded": ["the auth record (password hash and sessions) is never exported"],
         "export": "GET /api/config/export",
-        "restore": "POST /api/config/import with {\"toml\": \"<exported text>\"}",
+        "restore": "POST /api/config/restore with {\"toml\": \"<exported text>\"} (validated first; the replaced config is kept)",
+        "import": "POST /api/config/import with {\"toml\": \"...\"} merges over the current config; \"mode\": \"replace\" replaces it",
+        "undo": undo_info(&state),
     })))
 }
 
@@ -521,6 +735,16 @@ pub fn safety_warnings_body(state: &AppState) -> Value {
             format!(
                 "fans are fixed at {} %: temperature is not regulated",
                 config.thermal.fan_manual_percent
+            ),
+        );
+    }
+    for r in state.recovered_state_files() {
+        warn(
+            "state_file_recovered",
+            "warning",
+            format!(
+                "{}'s {} was damaged: it was moved aside as {} and defaults were used",
+                r.service, r.file, r.aside
             ),
         );
     }

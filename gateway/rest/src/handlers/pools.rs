@@ -50,7 +50,7 @@ async fn get_pools(State(state): State<AppState>) -> Response {
                 .and_then(|l| l.pools.iter().find(|s| s.index as usize == i))
                 .map(pool_json);
             json!({
-                "index": i, "url": p.url, "user": p.user, "password": SECRET_MASK,
+                "index": i, "url": svcos_common::redact::mask_url_userinfo(&p.url), "user": p.user, "password": SECRET_MASK,
                 "priority": p.priority, "quota": p.quota, "enabled": p.enabled,
                 "status": status,
             })

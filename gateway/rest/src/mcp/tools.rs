@@ -42,7 +42,7 @@ impl Access {
     /// password. No other credential (a `/ws` ticket, open `/metrics`) ever becomes one.
     pub fn of(parts: Option<&Parts>) -> Access {
         match parts {
-            Some(p) if p.extensions.get::<Session>().is_some() => Access::Owner,
+            Some(p) if p.extensions.get::<Session>().is_some_and(|s| !s.read_only) => Access::Owner,
             _ => Access::Monitor,
         }
     }
@@ -594,10 +594,17 @@ mod tests {
     fn access_needs_a_validated_session() {
         let (mut with_session, _) = axum::http::Request::new(()).into_parts();
         with_session.extensions.insert(Session {
+            read_only: false,
             session_id: "s1".into(),
         });
         let (without, _) = axum::http::Request::new(()).into_parts();
+        let (mut api_token, _) = axum::http::Request::new(()).into_parts();
+        api_token.extensions.insert(Session {
+            read_only: true,
+            session_id: "tok-1".into(),
+        });
         assert_eq!(Access::of(Some(&with_session)), Access::Owner);
+        assert_eq!(Access::of(Some(&api_token)), Access::Monitor);
         assert_eq!(Access::of(Some(&without)), Access::Monitor);
         assert_eq!(Access::of(None), Access::Monitor);
     }

@@ -206,6 +206,7 @@ impl auth::auth_service_server::AuthService for AuthSvc {
         self.0.calls.hit("validate_session");
         let (id, exp) = self.0.check(&r.get_ref().token)?;
         Ok(Response::new(auth::ValidateSessionResponse {
+            read_only: id.starts_with("tok-"),
             session_id: id,
             expires_at_unix: exp,
             idle_expires_at_unix: self.0.clock.now_s() + 8 * 3600,
@@ -240,6 +241,34 @@ impl auth::auth_service_server::AuthService for AuthSvc {
             Some(session_id) => Ok(Response::new(auth::RedeemWsTicketResponse { session_id })),
             None => Err(Status::unauthenticated("unknown or used ticket")),
         }
+    }
+    async fn change_password(
+        &self,
+        _: Request<auth::ChangePasswordRequest>,
+    ) -> Result<Response<auth::ChangePasswordResponse>, Status> {
+        Err(Status::unimplemented(
+            "the fake auth has no password change",
+        ))
+    }
+    async fn create_api_token(
+        &self,
+        _: Request<auth::CreateApiTokenRequest>,
+    ) -> Result<Response<auth::CreateApiTokenResponse>, Status> {
+        Err(Status::unimplemented("the fake auth has no API tokens"))
+    }
+    async fn list_api_tokens(
+        &self,
+        _: Request<auth::ListApiTokensRequest>,
+    ) -> Result<Response<auth::ListApiTokensResponse>, Status> {
+        Ok(Response::new(auth::ListApiTokensResponse {
+            tokens: vec![],
+        }))
+    }
+    async fn revoke_api_token(
+        &self,
+        _: Request<auth::RevokeApiTokenRequest>,
+    ) -> Result<Response<auth::RevokeApiTokenResponse>, Status> {
+        Err(Status::not_found("no API token with that id"))
     }
     type StreamRevocationsStream = Boxed<auth::Revocation>;
     async fn stream_revocations(

@@ -20,6 +20,18 @@ pub struct ApiConfig {
     pub metrics_require_auth: bool,
     /// Largest request body accepted, in bytes. Default 1 MiB.
     pub max_body_bytes: usize,
+    /// Names besides IP literals, `localhost`, `[system].hostname` and `<hostname>.local` that
+    /// both HTTP ports answer to (DNS-rebinding defence): exact names (`miner.lan`, a reverse
+    /// proxy's name) or `*.suffix` for any name under a suffix (`*.home.arpa`). At most 32.
+    /// Default empty.
+    pub allowed_hosts: Vec<String>,
+    /// Connections the REST port holds at once (file descriptors are finite); more are
+    /// refused with 503. Default 512.
+    pub max_connections: usize,
+    /// Connections one client address may hold at once on each HTTP port; more are refused
+    /// with 503, so a flood from one address never locks the owner out. Default 32 (a browser
+    /// opens about 6).
+    pub max_connections_per_peer: usize,
 }
 
 impl Default for ApiConfig {
@@ -31,6 +43,9 @@ impl Default for ApiConfig {
             websocket_tickets: false,
             metrics_require_auth: false,
             max_body_bytes: 1 << 20,
+            allowed_hosts: Vec::new(),
+            max_connections: 512,
+            max_connections_per_peer: 32,
         }
     }
 }
@@ -54,6 +69,29 @@ impl ApiConfig {
                 "api.max_body_bytes",
                 "must be between 1024 and 67108864",
             ));
+        }
+        if !(16..=16_384).contains(&self.max_connections) {
+            return Err(ConfigError::invalid("api.max_connections", "16-16384"));
+        }
+        if !(1..=self.max_connections).contains(&self.max_connections_per_peer) {
+            return Err(ConfigError::invalid(
+                "api.max_connections_per_peer",
+                "1 to api.max_connections",
+            ));
+        }
+        if self.allowed_hosts.len() > 32 {
+            return Err(ConfigError::invalid(
+                "api.allowed_hosts",
+                "at most 32 names",
+            ));
+        }
+        for (i, name) in self.allowed_hosts.iter().enumerate() {
+            if !crate::hostcheck::is_valid_extra_name(name) {
+                return Err(ConfigError::invalid(
+                    format!("api.allowed_hosts[{i}]"),
+                    "a DNS name (miner.lan) or *. and a DNS name (*.home.arpa)",
+                ));
+            }
         }
         Ok(())
     }

@@ -19,6 +19,9 @@ pub struct LegacyConfig {
     pub allow: Vec<String>,
     /// Concurrent connections served; more wait. Default 64.
     pub max_clients: usize,
+    /// Concurrent connections one client address may hold; more are closed at once, so a
+    /// flood from one address never makes other clients wait. Default 8.
+    pub max_clients_per_peer: usize,
 }
 
 impl Default for LegacyConfig {
@@ -29,6 +32,7 @@ impl Default for LegacyConfig {
             port: 4028,
             allow: Vec::new(),
             max_clients: 64,
+            max_clients_per_peer: 8,
         }
     }
 }
@@ -41,18 +45,44 @@ impl LegacyConfig {
         if self.max_clients == 0 || self.max_clients > 4096 {
             return Err(ConfigError::invalid("legacy.max_clients", "must be 1-4096"));
         }
+        if !(1..=self.max_clients).contains(&self.max_clients_per_peer) {
+            return Err(ConfigError::invalid(
+                "legacy.max_clients_per_peer",
+                "1 to legacy.max_clients",
+            ));
+        }
         for (i, entry) in self.allow.iter().enumerate() {
-            let spec = entry.strip_prefix("W:").unwrap_or(entry);
-            let (addr, prefix) = spec.split_once('/').unwrap_or((spec, ""));
-            let addr_ok = addr.parse::<IpAddr>().is_ok();
-            let prefix_ok = prefix.is_empty() || prefix.parse::<u8>().is_ok_and(|p| p <= 128);
-            if !addr_ok || !prefix_ok {
+            if super::allow::AllowEntry::parse(entry).is_err() {
                 return Err(ConfigError::invalid(
                     format!("legacy.allow[{i}]"),
-                    "expected [W:]ADDRESS[/PREFIX], e.g. \"W:192.168.1.0/24\"",
+                    "expected [W:]ADDRESS[/PREFIX] with a prefix of at most 32 (IPv4) or 128 \
+                     (IPv6), e.g. \"W:192.168.1.0/24\"",
                 ));
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allow_entries_use_the_service_parser() {
+        for (entry, ok) in [
+            ("W:127.0.0.5/32", true),
+            ("W:127.0.0.5/33", false),
+            ("w:10.0.0.0/8", true),
+            ("W:fd00::/8", true),
+            ("W:fd00::/129", false),
+            ("W:", false),
+        ] {
+            let c = LegacyConfig {
+                allow: vec![entry.into()],
+                ..Default::default()
+            };
+            assert_eq!(c.validate().is_ok(), ok, "{entry}");
+        }
     }
 }

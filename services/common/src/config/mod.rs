@@ -5,6 +5,7 @@
 //! API can answer `config_validation` with something an operator can act on. Each section lives
 //! in its own module, owned by the service that reads it.
 
+pub mod allow;
 mod api;
 mod auth;
 mod donation;
@@ -156,6 +157,19 @@ impl Config {
         Ok(config)
     }
 
+    /// Parse TOML text (a whole file or only some sections) into the JSON shape of [`Config`],
+    /// without filling defaults or validating: for merging a partial document over a config.
+    pub fn toml_document(text: &str, origin: &Path) -> Result<serde_json::Value, ConfigError> {
+        let doc: toml::Table = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: origin.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        serde_json::to_value(doc).map_err(|e| ConfigError::Parse {
+            path: origin.to_path_buf(),
+            message: e.to_string(),
+        })
+    }
+
     /// Load and validate a config file. A missing file yields the defaults.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         match std::fs::read_to_string(path) {
@@ -293,6 +307,19 @@ mod tests {
             let err = Config::from_toml_str(text, Path::new("c.toml")).unwrap_err();
             assert_eq!(err.field(), Some(field), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn partial_toml_becomes_a_json_document() {
+        let doc = Config::toml_document(
+            "[api]\nport = 9000\n[[pools]]\nurl = \"stratum+tcp://a:1\"\nuser = \"w\"\n",
+            Path::new("x"),
+        )
+        .unwrap();
+        assert_eq!(doc["api"]["port"], 9000);
+        assert_eq!(doc["pools"][0]["user"], "w");
+        assert!(doc.get("legacy").is_none(), "nothing filled in: {doc}");
+        assert!(Config::toml_document("[api\n", Path::new("x")).is_err());
     }
 
     #[test]

@@ -177,14 +177,8 @@ impl Governor {
 
 /// Read a JSON state file; `None` when missing or unreadable (logged).
 pub fn read_json<T: for<'de> Deserialize<'de>>(path: &std::path::Path) -> Option<T> {
-    let bytes = std::fs::read(path).ok()?;
-    match serde_json::from_slice(&bytes) {
-        Ok(v) => Some(v),
-        Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e, "ignoring unreadable state file");
-            None
-        }
-    }
+    // A damaged file is moved aside (logged, reported by /api/safety/warnings), never fatal.
+    svcos_common::statefile::load_json(path)
 }
 
 /// Write a JSON state file atomically (failures are logged: the state is rebuilt at runtime).

@@ -295,13 +295,8 @@ def test_failed_logins_are_throttled_per_address_without_locking_the_owner_out(s
             break
     assert statuses[:5] == [401] * 5, statuses
     assert statuses[-1] == 429, f"no throttling after {len(statuses)} wrong guesses: {statuses}"
-    # Even the right password waits while the address is throttled ...
-    status, _, body = raw_http(
-        stack.bind, stack.api_port, "POST", "/api/auth/session",
-        {"Content-Type": "application/json"}, json.dumps({"password": PASSWORD}).encode(), source=attacker,
-    )
-    assert status == 429, body
-    # ... but the owner elsewhere is never affected ...
+    # (That even the right password waits out the wait is pinned with a manual clock in
+    # services/auth/tests/auth_service.rs.) The owner elsewhere is never affected ...
     status, _, body = raw_http(
         stack.bind, stack.api_port, "POST", "/api/auth/session",
         {"Content-Type": "application/json"}, json.dumps({"password": PASSWORD}).encode(), source="127.0.0.214",
@@ -365,7 +360,7 @@ def test_a_flood_of_held_connections_does_not_lock_the_owner_out(stack, token):
         refused = 0
         for s in held:
             try:
-                s.settimeout(0.5)
+                s.settimeout(0.2)
                 data = s.recv(4096)
                 if data == b"" or data.startswith(b"HTTP/1.1 503"):
                     refused += 1
@@ -411,7 +406,7 @@ def test_garbage_password_hash_fails_closed_without_leaking_a_path(stack, token)
     phc = stack.dir / "state" / "auth" / "password.phc"
     original = phc.read_bytes()
     try:
-        phc.write_text("$argon2id$garbage\n")
+        phc.write_text("garbage, not a PHC string\n")
         out = stack.ctl("restart", "auth")
         assert out.returncode == 0, out.stderr
         wait_for(lambda: service_running(stack, "auth"), 60, "auth running again")

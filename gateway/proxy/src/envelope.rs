@@ -33,7 +33,7 @@ pub const UNCLASSIFIED: &str = "unclassified_error";
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyRefusal {
     /// `Host` is not this miner's address or name (DNS-rebinding defence).
-    #[error("unrecognised Host header")]
+    #[error("unexpected Host header")]
     BadHost,
     /// No `Host` header at all.
     #[error("missing Host header")]
@@ -62,7 +62,7 @@ impl ProxyRefusal {
             ProxyRefusal::BadHost => (
                 StatusCode::MISDIRECTED_REQUEST,
                 svcos_common::hostcheck::REFUSED_DETAIL,
-                "open the dashboard by the miner's IP address",
+                "open the miner by its IP address, or add the name to [api].allowed_hosts",
             ),
             ProxyRefusal::MissingHost => (
                 StatusCode::BAD_REQUEST,

@@ -389,7 +389,8 @@ async fn every_failure_kind_gets_the_envelope() {
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http();
     let resp = client.request(req).await.unwrap();
-    assert_eq!(resp.status(), 403);
+    // The proxy answers the same (svcos_common::hostcheck::REFUSED_STATUS).
+    assert_eq!(resp.status(), 421);
 }
 
 #[tokio::test]

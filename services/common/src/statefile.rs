@@ -107,7 +107,7 @@ pub fn recovered(state_dir: &Path) -> Vec<Recovered> {
             }
         }
     }
-    out.sort_by(|a, b| b.moved_at_ms.cmp(&a.moved_at_ms));
+    out.sort_by_key(|r| std::cmp::Reverse(r.moved_at_ms));
     out
 }
 

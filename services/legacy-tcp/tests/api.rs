@@ -419,6 +419,7 @@ async fn malformed_truncated_and_oversized_input_gets_status_e() {
 async fn silent_clients_do_not_block_others() {
     let limits = Limits {
         max_clients: 16,
+        max_clients_per_peer: 16,
         read_timeout: Duration::from_secs(60),
         ..Limits::default()
     };
@@ -512,4 +513,35 @@ async fn max_clients_bounds_concurrent_connections() {
         .expect("the silent client was disconnected")
         .unwrap_or(0);
     assert_eq!(n, 0, "no reply for a client that sent nothing");
+}
+
+#[tokio::test]
+async fn one_address_holding_connections_cannot_take_every_slot() {
+    let limits = Limits {
+        max_clients: 16,
+        max_clients_per_peer: 4,
+        read_timeout: Duration::from_secs(60),
+        ..Limits::default()
+    };
+    let (_dir, _fakes, addr) = ready(&[], limits).await;
+    // 127.0.0.2 opens 40 silent connections: four are held, the rest are closed at once.
+    let mut flood = Vec::new();
+    for _ in 0..40 {
+        let socket = TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+        flood.push(socket.connect(addr).await.unwrap());
+    }
+    let mut closed = 0;
+    for s in &mut flood {
+        let mut buf = [0u8; 16];
+        if let Ok(Ok(0)) = tokio::time::timeout(Duration::from_secs(3), s.read(&mut buf)).await {
+            closed += 1;
+        }
+    }
+    assert_eq!(closed, 36, "beyond its four, every connection of the flooding address closed");
+    // Everyone else is answered at once (raw() gives up after 10 s, far below the 60 s hold).
+    for _ in 0..10 {
+        assert_eq!(status(&cmd(addr, "summary").await).0, "S");
+    }
+    drop(flood);
 }

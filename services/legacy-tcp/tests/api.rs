@@ -538,7 +538,10 @@ async fn one_address_holding_connections_cannot_take_every_slot() {
             closed += 1;
         }
     }
-    assert_eq!(closed, 36, "beyond its four, every connection of the flooding address closed");
+    assert_eq!(
+        closed, 36,
+        "beyond its four, every connection of the flooding address closed"
+    );
     // Everyone else is answered at once (raw() gives up after 10 s, far below the 60 s hold).
     for _ in 0..10 {
         assert_eq!(status(&cmd(addr, "summary").await).0, "S");

@@ -96,6 +96,7 @@ impl auth::auth_service_server::AuthService for FakeAuth {
             session_id: "fuzz-session".into(),
             expires_at_unix: now + 86_400,
             idle_expires_at_unix: now + 86_400,
+            read_only: false,
         }))
     }
     async fn revoke_session(
@@ -118,6 +119,30 @@ impl auth::auth_service_server::AuthService for FakeAuth {
         _: GrpcRequest<auth::RedeemWsTicketRequest>,
     ) -> Result<GrpcResponse<auth::RedeemWsTicketResponse>, Status> {
         Err(Status::unauthenticated("unknown ticket"))
+    }
+    async fn change_password(
+        &self,
+        _: GrpcRequest<auth::ChangePasswordRequest>,
+    ) -> Result<GrpcResponse<auth::ChangePasswordResponse>, Status> {
+        Err(Status::unauthenticated("wrong password"))
+    }
+    async fn create_api_token(
+        &self,
+        _: GrpcRequest<auth::CreateApiTokenRequest>,
+    ) -> Result<GrpcResponse<auth::CreateApiTokenResponse>, Status> {
+        Err(Status::resource_exhausted("at most 16 API tokens may exist"))
+    }
+    async fn list_api_tokens(
+        &self,
+        _: GrpcRequest<auth::ListApiTokensRequest>,
+    ) -> Result<GrpcResponse<auth::ListApiTokensResponse>, Status> {
+        Ok(GrpcResponse::new(auth::ListApiTokensResponse { tokens: vec![] }))
+    }
+    async fn revoke_api_token(
+        &self,
+        _: GrpcRequest<auth::RevokeApiTokenRequest>,
+    ) -> Result<GrpcResponse<auth::RevokeApiTokenResponse>, Status> {
+        Err(Status::not_found("no API token with that id"))
     }
     type StreamRevocationsStream = Revocations;
     async fn stream_revocations(

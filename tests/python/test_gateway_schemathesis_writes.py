@@ -128,13 +128,14 @@ def test_generated_writes(case, wsim, wtoken, baseline):
         assert_envelope(resp)
 
 
-# Found by this test on 2026-11-23 and not fixed yet: after the generated writes, a gateway
-# restarted by `svcos ctl restart gateway` did not answer on its port within 90 s. Either a
-# generated write moved [api] (legitimately) or the saved config no longer loads (the bug class
-# this test exists for). Kept running, non-strict, with the services and the log tail in the
-# failure, until the cause is found.
+# Found by this test on 2026-11-23, not fixed here: after the generated writes the saved config
+# had [api] back at its defaults (bind 0.0.0.0, port 8080, http_port 80) instead of the sim's
+# ports, so a restarted gateway listens elsewhere. A generated `POST /api/config/import` with a
+# partial document resets every other section to defaults: issue 16 item 9 (import must merge or
+# refuse), owned by the security slice. Non-strict until that lands; the failure prints the
+# services, the config and the log tail.
 FOUND = pytest.mark.xfail(
-    reason="gateway not answering after restart once the generated writes ran (under investigation)",
+    reason="a generated partial import resets [api] to defaults (issue 16.9, import must merge)",
     strict=False,
 )
 

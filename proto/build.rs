@@ -16,6 +16,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("cargo:rerun-if-changed={f}");
     }
     let fds = protox::compile(files, ["."])?;
+    // The same descriptors for gRPC server reflection, without source info (comments and spans
+    // are most of the bytes, and reflection clients do not need them).
+    let mut reflection = fds.clone();
+    for file in &mut reflection.file {
+        file.source_code_info = None;
+    }
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(
+        out.join("svcos_descriptor_set.bin"),
+        prost::Message::encode_to_vec(&reflection),
+    )?;
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)

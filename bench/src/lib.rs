@@ -1,6 +1,106 @@
-//! Shared pieces of the benchmark binaries: latency samples and their summary.
+//! Shared pieces of the benchmark binaries: latency samples and their summary, a keep-alive HTTP
+//! client, a cgminer request, and a process's memory.
 
 use std::time::Duration;
+
+use anyhow::Context;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// One keep-alive HTTP/1.1 connection, requests sent one after another.
+pub struct HttpClient {
+    sender: SendRequest<Full<Bytes>>,
+    host: String,
+}
+
+impl HttpClient {
+    /// Connect (TCP_NODELAY, like a browser or a fleet tool).
+    pub async fn connect(host: &str, port: u16) -> anyhow::Result<Self> {
+        let stream = tokio::net::TcpStream::connect((host, port))
+            .await
+            .with_context(|| format!("connect {host}:{port}"))?;
+        stream.set_nodelay(true)?;
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        tokio::spawn(conn);
+        Ok(HttpClient {
+            sender,
+            host: format!("{host}:{port}"),
+        })
+    }
+
+    async fn send(
+        &mut self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&str>,
+    ) -> anyhow::Result<(u16, Bytes)> {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", &self.host);
+        if let Some(t) = token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        let body = match body {
+            Some(b) => {
+                req = req.header("content-type", "application/json");
+                Full::new(Bytes::copy_from_slice(b.as_bytes()))
+            }
+            None => Full::new(Bytes::new()),
+        };
+        self.sender.ready().await?;
+        let resp = self.sender.send_request(req.body(body)?).await?;
+        let status = resp.status().as_u16();
+        Ok((status, resp.into_body().collect().await?.to_bytes()))
+    }
+
+    /// GET `path`: (status, body).
+    pub async fn get(&mut self, path: &str, token: Option<&str>) -> anyhow::Result<(u16, Bytes)> {
+        self.send("GET", path, token, None).await
+    }
+
+    /// POST a JSON body without a token.
+    pub async fn post(&mut self, path: &str, json: &str) -> anyhow::Result<(u16, Bytes)> {
+        self.send("POST", path, None, Some(json)).await
+    }
+
+    /// DELETE with a token.
+    pub async fn delete(&mut self, path: &str, token: &str) -> anyhow::Result<(u16, Bytes)> {
+        self.send("DELETE", path, Some(token), None).await
+    }
+}
+
+/// One cgminer API request on a new TCP connection, read to EOF (what pyasic does).
+pub async fn cgminer_request(addr: &str, payload: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .with_context(|| format!("connect {addr}"))?;
+    s.set_nodelay(true)?;
+    s.write_all(payload).await?;
+    let mut buf = Vec::with_capacity(2048);
+    s.read_to_end(&mut buf).await?;
+    anyhow::ensure!(!buf.is_empty(), "empty cgminer reply from {addr}");
+    Ok(buf)
+}
+
+/// (PSS, RSS) of a process in KiB, from `/proc/<pid>/smaps_rollup`.
+pub fn pss_kib(pid: u32) -> anyhow::Result<(u64, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .with_context(|| format!("smaps_rollup of {pid}"))?;
+    let field = |name: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    Ok((field("Pss:"), field("Rss:")))
+}
 
 /// Latency samples of one benchmark run.
 #[derive(Debug, Default)]
@@ -19,6 +119,16 @@ impl Samples {
     /// Record one sample.
     pub fn push(&mut self, d: Duration) {
         self.durations.push(d);
+    }
+
+    /// How many samples.
+    pub fn len(&self) -> usize {
+        self.durations.len()
+    }
+
+    /// No samples yet.
+    pub fn is_empty(&self) -> bool {
+        self.durations.is_empty()
     }
 
     /// Merge another run's samples.

@@ -23,3 +23,8 @@ package!(auth, "svcos.auth.v1");
 package!(supervisor, "svcos.supervisor.v1");
 package!(tuner, "svcos.tuner.v1");
 package!(testpool, "svcos.testpool.v1");
+
+/// Every package above as an encoded `FileDescriptorSet` (without source info), for gRPC server
+/// reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/svcos_descriptor_set.bin"));

@@ -299,6 +299,7 @@ fn run(
     setup: update::Setup,
 ) -> ExitCode {
     set_process_name("supervisor");
+    svcos_common::alloc::tune();
     logging::init("supervisor");
     let config = match Config::load(&layout.config_path) {
         Ok(c) => c,
@@ -322,6 +323,7 @@ fn run(
         }
         let shutdown = Shutdown::new();
         shutdown.trigger_on_signals()?;
+        svcos_common::alloc::spawn_trimmer(shutdown.clone());
         // A closed terminal (SIGHUP) would otherwise kill the supervisor outright and leave the
         // services running unsupervised: stop them cleanly instead.
         let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;

@@ -296,8 +296,26 @@ fn buildroot_package_installs_the_binary_the_workspace_builds() {
         .filter_map(|b| b["name"].as_str())
         .collect();
     assert_eq!(bins, ["svcos"]);
-    assert_eq!(var("SVCOS_CARGO_INSTALL_OPTS"), "--bin svcos");
-    assert_eq!(var("SVCOS_CARGO_BUILD_OPTS"), "--bin svcos");
+    // The image is `cargo build --release -p svcos --no-default-features`: the default `sim`
+    // feature (hw-sim, the test pool) must stay out, and must be what the feature gates.
+    assert_eq!(
+        var("SVCOS_CARGO_BUILD_OPTS"),
+        "-p svcos --no-default-features --bin svcos"
+    );
+    assert_eq!(
+        var("SVCOS_CARGO_INSTALL_OPTS"),
+        "--no-default-features --bin svcos"
+    );
+    assert_eq!(
+        package["features"]["default"].as_array().map(Vec::len),
+        Some(1)
+    );
+    assert_eq!(package["features"]["default"][0].as_str(), Some("sim"));
+    assert_eq!(
+        package["dependencies"]["svcos-hw-sim"]["optional"].as_bool(),
+        Some(true),
+        "hw-sim is only in the sim build"
+    );
     // cargo install --root $(TARGET_DIR)/usr puts it at /usr/bin/svcos, which the unit runs.
     assert!(read("systemd/svcos.service").contains("ExecStart=/usr/bin/svcos supervisor"));
     // The image's users are the sysusers file's users.

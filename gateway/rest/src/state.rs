@@ -11,6 +11,7 @@ use svcos_common::config::Config;
 use svcos_common::time::Clock;
 use svcos_common::{Layout, ServiceName, Shutdown, ipc};
 use svcos_proto::auth::v1::auth_service_client::AuthServiceClient;
+use svcos_proto::auth::v1::{GetStatusRequest, GetStatusResponse, StreamStatusRequest};
 use svcos_proto::hwagent::v1::hw_agent_service_client::HwAgentServiceClient;
 use svcos_proto::hwagent::v1::{StreamTelemetryRequest, Telemetry};
 use svcos_proto::stratum::v1::stratum_service_client::StratumServiceClient;
@@ -98,6 +99,9 @@ pub struct Snapshots {
     pub telemetry: watch::Receiver<Option<Telemetry>>,
     /// stratum-agent pools; `None` while stratum-agent is unreachable.
     pub pools: watch::Receiver<Option<GetPoolsResponse>>,
+    /// auth's status (whether a password is set), so the open `/api/auth/status` and
+    /// `/api/setup/status` need no call; `None` while auth is unreachable.
+    pub auth: watch::Receiver<Option<GetStatusResponse>>,
 }
 
 impl Snapshots {
@@ -123,7 +127,20 @@ impl Snapshots {
                     .map(|r| r.into_inner())
             }
         });
-        Snapshots { telemetry, pools }
+        let auth = peers.auth.clone();
+        let auth = ipc::follow("auth", shutdown.clone(), move || {
+            let mut a = auth.clone();
+            async move {
+                a.stream_status(StreamStatusRequest {})
+                    .await
+                    .map(|r| r.into_inner())
+            }
+        });
+        Snapshots {
+            telemetry,
+            pools,
+            auth,
+        }
     }
 }
 
@@ -278,6 +295,20 @@ impl Inner {
     /// The latest pool snapshot, if stratum-agent is up.
     pub fn pools(&self) -> Option<GetPoolsResponse> {
         self.snapshots.pools.borrow().clone()
+    }
+
+    /// Whether a password is set: from auth's followed status, or, while that stream is
+    /// (re)connecting, one call.
+    pub async fn password_set(&self) -> Result<bool, tonic::Status> {
+        if let Some(status) = self.snapshots.auth.borrow().as_ref() {
+            return Ok(status.password_set);
+        }
+        let mut auth = self.peers.auth.clone();
+        Ok(auth
+            .get_status(GetStatusRequest {})
+            .await?
+            .into_inner()
+            .password_set)
     }
 
     /// The `/api/status` body: cached bytes, re-rendered only after a snapshot or config change.

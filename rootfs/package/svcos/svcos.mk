@@ -11,12 +11,14 @@ SVCOS_SITE_METHOD = local
 SVCOS_LICENSE = GPL-3.0-or-later
 
 # The workspace's one executable lives in the `svcos` package under services/svcos; the cargo
-# infrastructure runs `cargo build`/`cargo install --path ./` there (with the workspace's
-# Cargo.lock, --locked, offline from the vendored sources) and installs the binary to
-# $(TARGET_DIR)/usr/bin/svcos.
+# infrastructure runs `cargo build --release`/`cargo install --path ./` there (with the
+# workspace's Cargo.lock, --locked, offline from the vendored sources) and installs the binary to
+# $(TARGET_DIR)/usr/bin/svcos. The image build is `cargo build --release -p svcos
+# --no-default-features`: without the default `sim` feature, so the simulated board, the test
+# pool and its Stratum V2 upstream stay out of the image (docs/PERFORMANCE.md, "Binary size").
 SVCOS_SUBDIR = services/svcos
-SVCOS_CARGO_BUILD_OPTS = --bin svcos
-SVCOS_CARGO_INSTALL_OPTS = --bin svcos
+SVCOS_CARGO_BUILD_OPTS = -p svcos --no-default-features --bin svcos
+SVCOS_CARGO_INSTALL_OPTS = --no-default-features --bin svcos
 
 # The same users as systemd/svcos.sysusers, created at image build time (makeusers(5) syntax):
 # one user per service, primary group svcos; only hw-agent reaches the UART/I2C/GPIO devices.

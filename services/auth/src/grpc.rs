@@ -56,6 +56,17 @@ fn api_token_info(t: &ApiToken) -> pb::ApiToken {
     }
 }
 
+type StatusStream =
+    Pin<Box<dyn futures::Stream<Item = Result<pb::GetStatusResponse, Status>> + Send>>;
+
+fn status_response(auth: &Auth) -> pb::GetStatusResponse {
+    let status = auth.status();
+    pb::GetStatusResponse {
+        password_set: status.password_set,
+        active_sessions: status.active_sessions as u32,
+    }
+}
+
 type RevocationStream = Pin<Box<dyn futures::Stream<Item = Result<pb::Revocation, Status>> + Send>>;
 
 #[tonic::async_trait]
@@ -64,11 +75,34 @@ impl AuthService for AuthGrpc {
         &self,
         _request: Request<pb::GetStatusRequest>,
     ) -> Result<Response<pb::GetStatusResponse>, Status> {
-        let status = self.auth.status();
-        Ok(Response::new(pb::GetStatusResponse {
-            password_set: status.password_set,
-            active_sessions: status.active_sessions as u32,
-        }))
+        Ok(Response::new(status_response(&self.auth)))
+    }
+
+    type StreamStatusStream = StatusStream;
+
+    async fn stream_status(
+        &self,
+        _request: Request<pb::StreamStatusRequest>,
+    ) -> Result<Response<Self::StreamStatusStream>, Status> {
+        let mut changes = self.auth.watch_password_set();
+        changes.mark_changed();
+        let auth = self.auth.clone();
+        let (tx, rx) = mpsc::channel(1);
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    r = changes.changed() => if r.is_err() { return },
+                    _ = tx.closed() => return,
+                    _ = shutdown.wait() => return,
+                }
+                changes.borrow_and_update();
+                if tx.send(Ok(status_response(&auth))).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
     async fn setup(

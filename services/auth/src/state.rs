@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use argon2::Params;
 use svcos_common::config::AuthConfig;
 use svcos_common::time::Clock;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 use crate::apitokens::{ApiToken, ApiTokenTable, CreateError};
 use crate::error::AuthError;
@@ -91,6 +91,8 @@ struct Inner {
     hasher: Hasher,
     config: AuthConfig,
     revocations: broadcast::Sender<Ended>,
+    /// Whether a password is set, for `StreamStatus` followers.
+    password_set: watch::Sender<bool>,
     /// Serialises setup and the physical reset (both change the password file).
     password_lock: tokio::sync::Mutex<()>,
     /// Serialises session-file writes; holds the last generation written.
@@ -120,6 +122,7 @@ impl Auth {
         let api_tokens = store.load_api_tokens();
         let expired = sessions.purge_expired(options.clock.now_ms());
         let (revocations, _) = broadcast::channel(REVOCATION_BUFFER);
+        let (password_set, _) = watch::channel(!matches!(password, PasswordState::Unset));
         tracing::info!(
             password_set = !matches!(password, PasswordState::Unset),
             sessions = sessions.len(),
@@ -143,6 +146,7 @@ impl Auth {
                 hasher: Hasher::new(options.config.max_concurrent_hashes, options.hash_params),
                 config: options.config,
                 revocations,
+                password_set,
                 password_lock: tokio::sync::Mutex::new(()),
                 written: tokio::sync::Mutex::new(0),
                 tokens_lock: tokio::sync::Mutex::new(()),
@@ -162,6 +166,11 @@ impl Auth {
     /// Subscribe to sessions ending from now on.
     pub fn subscribe_revocations(&self) -> broadcast::Receiver<Ended> {
         self.inner.revocations.subscribe()
+    }
+
+    /// Whether a password is set, now and on every change.
+    pub fn watch_password_set(&self) -> watch::Receiver<bool> {
+        self.inner.password_set.subscribe()
     }
 
     fn announce(&self, core: &mut Core, ended: Vec<Ended>) {
@@ -208,6 +217,7 @@ impl Auth {
         let saved = phc.clone();
         tokio::task::spawn_blocking(move || store.save_password(&saved)).await??;
         self.core().password = PasswordState::Set(phc);
+        self.inner.password_set.send_replace(true);
         tracing::info!(client_ip, "password set");
         Ok(())
     }
@@ -498,6 +508,7 @@ impl Auth {
             // Unset in memory first: logins hashing right now fail their re-check, and new
             // ones get NotSet, so no session can be created after the table is cleared.
             core.password = PasswordState::Unset;
+            self.inner.password_set.send_replace(false);
             let mut ended = core.sessions.clear();
             // The auth record is the password, the sessions and the API tokens: all go.
             ended.extend(core.api_tokens.tokens.drain(..).map(|t| Ended {

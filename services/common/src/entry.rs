@@ -9,7 +9,7 @@ use clap::Parser;
 use tokio::net::UnixListener;
 
 use crate::config::{Config, ConfigError};
-use crate::{Layout, ServiceName, Shutdown, exit, ipc, logging};
+use crate::{Layout, ServiceName, Shutdown, alloc, exit, ipc, logging};
 
 /// Arguments every service accepts. The supervisor passes `--dir` in the sim and nothing in
 /// production.
@@ -114,6 +114,7 @@ where
     Fut: Future<Output = anyhow::Result<()>>,
 {
     set_process_name(name.as_str());
+    alloc::tune();
     logging::init(name.as_str());
     let layout = args.layout();
     let config = match Config::load(&layout.config_path) {
@@ -133,6 +134,7 @@ where
     let outcome = rt.block_on(async move {
         let shutdown = Shutdown::new();
         shutdown.trigger_on_signals()?;
+        alloc::spawn_trimmer(shutdown.clone());
         let listener = ipc::bind(&layout.socket(name))?;
         let ctx = ServiceContext {
             name,

@@ -12,6 +12,7 @@ use std::time::Duration;
 use hyper_util::rt::TokioIo;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
+use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tonic_health::ServingStatus;
@@ -20,6 +21,7 @@ use tonic_health::pb::health_check_response::ServingStatus as WireStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::server::HealthReporter;
 
+use crate::authority::AnyAuthority;
 use crate::{Layout, ServiceName, Shutdown};
 
 /// Deadline on every unary call between services.
@@ -60,7 +62,8 @@ pub async fn health() -> (
 /// How long open connections (e.g. a peer's telemetry stream) may drain after shutdown.
 pub const DRAIN_GRACE: Duration = Duration::from_millis(500);
 
-/// Serve a tonic router on a bound listener until shutdown.
+/// Serve a tonic router on a bound listener until shutdown, with gRPC server reflection added and
+/// any `:authority` accepted (see [`crate::reflection`] and [`crate::authority`]).
 ///
 /// tonic's graceful shutdown waits for every open connection to close, and peers keep
 /// long-lived streams open, so the drain is bounded by [`DRAIN_GRACE`]: a service told to stop
@@ -70,8 +73,22 @@ pub async fn serve(
     listener: UnixListener,
     shutdown: Shutdown,
 ) -> Result<(), tonic::transport::Error> {
-    let serving = router
-        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown.wait_owned());
+    // Admin tools list and call services by reflection; the socket's file name says which
+    // service this is, so every caller gets it without a change of its own.
+    let service = listener
+        .local_addr()
+        .ok()
+        .and_then(|a| {
+            a.as_pathname()
+                .and_then(|p| p.file_stem())
+                .and_then(|s| s.to_str())
+                .and_then(|s| s.parse::<ServiceName>().ok())
+        });
+    let router = crate::reflection::add_to(router, service);
+    // Standard gRPC clients (grpc-python, grpcurl) send an `:authority` derived from the socket
+    // path that h2 would refuse; see `authority`.
+    let incoming = UnixListenerStream::new(listener).map(|conn| conn.map(AnyAuthority::new));
+    let serving = router.serve_with_incoming_shutdown(incoming, shutdown.wait_owned());
     tokio::pin!(serving);
     tokio::select! {
         r = &mut serving => r,

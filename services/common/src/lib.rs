@@ -9,6 +9,8 @@
 //! `/etc/svcos`) and the simulator (`<dir>/run`, `<dir>/state`, `<dir>/config.toml`) differ only
 //! in the root they start from.
 
+pub mod alloc;
+pub mod authority;
 pub mod config;
 pub mod connlimit;
 pub mod entry;
@@ -21,11 +23,13 @@ pub mod logging;
 pub mod paths;
 pub mod proxykey;
 pub mod redact;
+pub mod reflection;
 pub mod service;
 pub mod shutdown;
 pub mod statefile;
 pub mod status;
 pub mod time;
+pub mod trace;
 
 pub use paths::Layout;
 pub use service::ServiceName;

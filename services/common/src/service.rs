@@ -59,6 +59,24 @@ impl ServiceName {
         }
     }
 
+    /// The gRPC services (package-qualified) this process serves on its socket besides health and
+    /// reflection: what server reflection lists there.
+    pub fn grpc_services(self) -> &'static [&'static str] {
+        match self {
+            ServiceName::HwSim => &["svcos.hwsim.v1.HwSimService"],
+            ServiceName::TestPool => &["svcos.testpool.v1.TestPoolService"],
+            ServiceName::HwAgent => &[
+                "svcos.hwagent.v1.HwAgentService",
+                "svcos.hwagent.v1.HwDiagnosticsService",
+            ],
+            ServiceName::StratumAgent => &["svcos.stratum.v1.StratumService"],
+            ServiceName::Auth => &["svcos.auth.v1.AuthService"],
+            ServiceName::Tuner => &["svcos.tuner.v1.TunerService"],
+            ServiceName::Supervisor => &["svcos.supervisor.v1.SupervisorService"],
+            ServiceName::LegacyTcp | ServiceName::Gateway | ServiceName::Proxy => &[],
+        }
+    }
+
     /// File name of the service's gRPC socket in the runtime directory.
     pub fn socket_file(self) -> String {
         format!("{}.sock", self.as_str())

@@ -22,7 +22,7 @@ use nix::sys::termios::{self, BaudRate, SetArg};
 use nix::sys::time::TimeSpec;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use svcos_bm13xx::{HostFrameDecoder, RESPONSE_LEN, Response};
+use svcos_bm13xx::{HostFrame, HostFrameDecoder, JOB_FRAME_LEN, RESPONSE_LEN, Response};
 
 use crate::state::Shared;
 
@@ -153,7 +153,7 @@ impl ChainLink {
             }
         };
         let mut decoder = HostFrameDecoder::new();
-        let mut rx: VecDeque<(Instant, u8)> = VecDeque::new();
+        let mut rx: VecDeque<(Instant, u8, u64)> = VecDeque::new();
         let mut rx_clock = Instant::now();
         let mut tx: VecDeque<(Instant, [u8; RESPONSE_LEN])> = VecDeque::new();
         let mut tx_clock = Instant::now();
@@ -161,6 +161,12 @@ impl ChainLink {
         let mut reported_errors = 0u64;
         let mut logged_read_error = false;
         let mut attached = false;
+        // Share-path tracing (off unless SVCOS_SHARE_TRACE is set): when each input byte was
+        // read, for the last frame's worth of bytes, and the block each chain last started on.
+        let trace = svcos_common::trace::enabled();
+        let mut read_at = [0u64; JOB_FRAME_LEN];
+        let mut bytes_in = 0usize;
+        let mut traced_prev: Option<[u8; 32]> = None;
 
         while !self.shared.stop.load(Ordering::Relaxed) {
             let now = Instant::now();
@@ -188,9 +194,14 @@ impl ChainLink {
                             continue;
                         }
                         let bt = byte_time(baud);
+                        let read_ns = if trace {
+                            svcos_common::trace::mono_ns()
+                        } else {
+                            0
+                        };
                         for &byte in &buf[..n] {
                             rx_clock = rx_clock.max(now) + bt;
-                            rx.push_back((rx_clock, byte));
+                            rx.push_back((rx_clock, byte, read_ns));
                         }
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -212,14 +223,36 @@ impl ChainLink {
 
             // Deliver the bytes whose wire time has passed, then act on complete frames.
             let mut frames = Vec::new();
-            while let Some(&(t, byte)) = rx.front() {
+            while let Some(&(t, byte, read_ns)) = rx.front() {
                 if t > now {
                     break;
                 }
                 rx.pop_front();
+                if trace {
+                    read_at[bytes_in % JOB_FRAME_LEN] = read_ns;
+                    bytes_in += 1;
+                }
                 let byte = self.corrupt(byte, noise);
                 decoder.push(&[byte]);
                 while let Some(frame) = decoder.next_frame() {
+                    if trace
+                        && let HostFrame::Job(job) = &frame
+                        && traced_prev != Some(job.prev_block_hash)
+                    {
+                        // The first job of a new block on this chain: when its first byte was
+                        // read from the UART, and when its last byte's wire time was over.
+                        traced_prev = Some(job.prev_block_hash);
+                        svcos_common::trace::record(
+                            "job",
+                            format_args!(
+                                "{} {} {} {}",
+                                self.chain,
+                                hex::encode(job.prev_block_hash),
+                                read_at[bytes_in % JOB_FRAME_LEN],
+                                svcos_common::trace::mono_ns()
+                            ),
+                        );
+                    }
                     frames.push(frame);
                 }
             }
@@ -276,6 +309,17 @@ impl ChainLink {
                 // A full PTY buffer (nobody reading) loses bytes as an overrun UART does.
                 if let Ok(n) = master.write(&bytes) {
                     sent_bytes += n as u64;
+                    if trace && let Ok(Response::Nonce(r)) = Response::decode(&bytes) {
+                        svcos_common::trace::record(
+                            "nonce",
+                            format_args!(
+                                "{} {:08x} {}",
+                                self.chain,
+                                r.nonce,
+                                svcos_common::trace::mono_ns()
+                            ),
+                        );
+                    }
                 }
                 if bytes[RESPONSE_LEN - 1] & 0x80 != 0 {
                     sent_nonces += 1;

@@ -50,6 +50,7 @@ pub mod jobs;
 pub mod policy;
 pub mod pooltest;
 pub mod state;
+#[cfg(feature = "test-pool")]
 pub mod testpool;
 pub mod transport;
 pub mod v1;
@@ -64,8 +65,11 @@ use anyhow::Context;
 use svcos_common::entry::{Flavor, ServiceContext, run_service};
 use svcos_common::{ServiceName, Shutdown};
 use svcos_proto::stratum::v1::stratum_service_server::StratumServiceServer;
+#[cfg(feature = "test-pool")]
 use svcos_proto::testpool::v1::test_pool_service_server::TestPoolServiceServer;
-use tokio::net::{TcpListener, UnixListener};
+#[cfg(feature = "test-pool")]
+use tokio::net::TcpListener;
+use tokio::net::UnixListener;
 use tokio::sync::{mpsc, watch};
 
 use crate::agent::{Agent, AgentSettings};
@@ -147,6 +151,7 @@ pub fn entry(args: Vec<OsString>) -> ExitCode {
     run_service(ServiceName::StratumAgent, args, Flavor::CurrentThread, run)
 }
 
+#[cfg(feature = "test-pool")]
 /// `svcos test-pool`: the Stratum V1 test pool (sim and tests).
 pub fn test_pool_entry(args: Vec<OsString>) -> ExitCode {
     let args = match svcos_common::entry::parse_args(ServiceName::TestPool, args) {
@@ -161,6 +166,7 @@ pub fn test_pool_entry(args: Vec<OsString>) -> ExitCode {
     )
 }
 
+#[cfg(feature = "test-pool")]
 /// Run the test pool until `shutdown`: Stratum on the sim's loopback address:[sim].pool_port,
 /// control gRPC and
 /// health on `listener`.
@@ -222,6 +228,7 @@ pub async fn run_test_pool(
     served
 }
 
+#[cfg(feature = "test-pool")]
 /// Serve a test pool on a bound TCP listener plus its control socket (tests call this directly).
 pub async fn serve_test_pool(
     pool: Arc<testpool::TestPool>,

@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use serde::Deserialize;
 use serde_json::json;
 use svcos_proto::auth::v1::{
-    CreateSessionRequest, GetStatusRequest, IssueWsTicketRequest, RevokeSessionRequest,
+    CreateSessionRequest, IssueWsTicketRequest, RevokeSessionRequest,
     SetupRequest,
 };
 use tonic::Code;
@@ -184,16 +184,11 @@ async fn setup(
 }
 
 async fn auth_status(State(state): State<AppState>) -> ApiResult {
-    let mut auth = state.peers.auth.clone();
-    let r = auth
-        .get_status(GetStatusRequest {})
-        .await
-        .map_err(|s| auth_error(&s))?
-        .into_inner();
+    let password_set = state.password_set().await.map_err(|s| auth_error(&s))?;
     Ok(json(json!({
         "schema": "svcos.api.auth.status.v1",
-        "password_set": r.password_set,
-        "setup_required": !r.password_set,
+        "password_set": password_set,
+        "setup_required": !password_set,
         "websocket_tickets": state.config().api.websocket_tickets,
     })))
 }

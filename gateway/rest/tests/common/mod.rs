@@ -270,6 +270,23 @@ impl auth::auth_service_server::AuthService for AuthSvc {
     ) -> Result<Response<auth::RevokeApiTokenResponse>, Status> {
         Err(Status::not_found("no API token with that id"))
     }
+    type StreamStatusStream = Boxed<auth::GetStatusResponse>;
+    async fn stream_status(
+        &self,
+        _: Request<auth::StreamStatusRequest>,
+    ) -> Result<Response<Self::StreamStatusStream>, Status> {
+        self.0.calls.hit("stream_status");
+        let now = futures::stream::once(async {
+            Ok(auth::GetStatusResponse {
+                password_set: true,
+                active_sessions: 1,
+            })
+        });
+        Ok(Response::new(Box::pin(futures::StreamExt::chain(
+            now,
+            futures::stream::pending(),
+        ))))
+    }
     type StreamRevocationsStream = Boxed<auth::Revocation>;
     async fn stream_revocations(
         &self,

@@ -520,10 +520,14 @@ async fn connection(
         authorized: false,
         difficulty: pool.settings.difficulty,
     };
+    let trace = svcos_common::trace::enabled();
     loop {
+        // A new block's clean notify, for the share-path trace once it is on the socket.
+        let mut clean_notify = None;
         // `buf` keeps a partial line across select iterations; cleared once a line is handled.
         let out: Vec<String> = tokio::select! {
             n = read_line(&mut lines, &mut buf) => {
+                let read_ns = if trace { svcos_common::trace::mono_ns() } else { 0 };
                 if n? == 0 { return Ok(()); }
                 if buf.len() > MAX_LINE {
                     return Ok(());
@@ -535,13 +539,24 @@ async fn connection(
                 let parsed = wire::parse_call(buf.trim_ascii());
                 buf.clear();
                 match parsed {
-                    Ok(call) => handle_call(pool, &mut conn, call),
+                    Ok(call) => {
+                        if trace && call.method == "mining.submit" {
+                            svcos_common::trace::record(
+                                "submit",
+                                format_args!("{} {read_ns}", wire::str_param(&call, 4).unwrap_or("-")),
+                            );
+                        }
+                        handle_call(pool, &mut conn, call)
+                    }
                     Err(_) => vec![wire::error(&Value::Null, 20, "Parse error")],
                 }
             }
             msg = rx.recv() => match msg {
                 Ok(Broadcast::Job(job)) => {
                     if conn.authorized && !pool.behavior().silent {
+                        if trace && job.clean {
+                            clean_notify = Some(job.prev_hash);
+                        }
                         vec![wire::notification("mining.notify", job.notify_params())]
                     } else { vec![] }
                 }
@@ -563,6 +578,13 @@ async fn connection(
                 write.write_all(b"}{ not json \x01\n").await?;
             }
             write.write_all(line.as_bytes()).await?;
+        }
+        if let Some(prev) = clean_notify {
+            // In the kernel's socket buffer now: the moment the miner could read it.
+            svcos_common::trace::record(
+                "notify",
+                format_args!("{} {}", hex::encode(prev), svcos_common::trace::mono_ns()),
+            );
         }
         let _ = peer;
     }

@@ -25,7 +25,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use svcos_proto::auth::v1::{GetStatusRequest, SetupRequest};
+use svcos_proto::auth::v1::SetupRequest;
 use tonic::Code;
 
 use super::config_sections::patch_config;
@@ -191,11 +191,7 @@ fn invalid(field: &str, message: impl Into<String>) -> ApiError {
 }
 
 async fn password_set(state: &AppState) -> Option<bool> {
-    let mut auth = state.peers.auth.clone();
-    auth.get_status(GetStatusRequest {})
-        .await
-        .ok()
-        .map(|r| r.into_inner().password_set)
+    state.password_set().await.ok()
 }
 
 fn require_safety(w: &Wizard) -> ApiResult<()> {

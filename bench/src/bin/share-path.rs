@@ -205,7 +205,10 @@ fn analyze(path: &Path) -> anyhow::Result<()> {
         t.submits.len(),
         unmatched
     );
-    first_byte.report("notify on the pool's socket → first job byte on every chain", None);
+    first_byte.report(
+        "notify on the pool's socket → first job byte on every chain",
+        None,
+    );
     complete.report(
         "notify on the pool's socket → that job frame complete on every chain (incl. wire time)",
         None,
@@ -215,7 +218,10 @@ fn analyze(path: &Path) -> anyhow::Result<()> {
     for (chain, mut s) in chains {
         s.report(&format!("  chain {chain}: notify → first job byte"), None);
     }
-    submit.report("nonce written on a UART → mining.submit read at the pool", None);
+    submit.report(
+        "nonce written on a UART → mining.submit read at the pool",
+        None,
+    );
     println!();
     println!("| What | n | p50 | p99 | Target (p99) |");
     println!("|---|---|---|---|---|");

@@ -215,7 +215,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
 
     let (mut idle, status) = latency(&mut client, "/api/status", Some(&args.token), n).await?;
-    anyhow::ensure!(status == 200, "GET /api/status answered {status}: check --token");
+    anyhow::ensure!(
+        status == 200,
+        "GET /api/status answered {status}: check --token"
+    );
     idle.report("GET /api/status (bearer)", None);
     rows.push(Row {
         what: "`GET /api/status` p50 / p99 ms".into(),

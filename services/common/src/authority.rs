@@ -211,7 +211,10 @@ impl Rewriter {
             // may come between them, so wait until the whole block is here.
             let mut frames = vec![first];
             let mut end = first.total;
-            while frames.last().is_some_and(|f| f.flags & FLAG_END_HEADERS == 0) {
+            while frames
+                .last()
+                .is_some_and(|f| f.flags & FLAG_END_HEADERS == 0)
+            {
                 match frame_at(&rest[end..]) {
                     Some(f) if f.kind == TYPE_CONTINUATION => {
                         end += f.total;
@@ -653,7 +656,13 @@ mod tests {
 
     fn headers_frame(flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
         let len = payload.len();
-        let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, TYPE_HEADERS, flags];
+        let mut f = vec![
+            (len >> 16) as u8,
+            (len >> 8) as u8,
+            len as u8,
+            TYPE_HEADERS,
+            flags,
+        ];
         f.extend_from_slice(&stream.to_be_bytes());
         f.extend_from_slice(payload);
         f
@@ -694,7 +703,12 @@ mod tests {
         ];
         assert_eq!(huffman_decode(&rfc).unwrap(), b"www.example.com");
         // Padding that is not all ones, or 8 bits or more of it, is refused.
-        assert!(huffman_decode(&[0xf1, 0xe3, 0xc2, 0xe5, 0xf2, 0x3a, 0x6b, 0xa0, 0xab, 0x90, 0xf4, 0xfe]).is_none());
+        assert!(
+            huffman_decode(&[
+                0xf1, 0xe3, 0xc2, 0xe5, 0xf2, 0x3a, 0x6b, 0xa0, 0xab, 0x90, 0xf4, 0xfe
+            ])
+            .is_none()
+        );
         assert!(huffman_decode(&[0xff, 0xff, 0xff, 0xff]).is_none());
     }
 
@@ -765,7 +779,11 @@ mod tests {
         input.extend(settings);
         input.extend(headers_frame(FLAG_PADDED | FLAG_PRIORITY, 1, &payload));
         let cont_len = first.len() - 10;
-        input.extend([(cont_len >> 16) as u8, (cont_len >> 8) as u8, cont_len as u8]);
+        input.extend([
+            (cont_len >> 16) as u8,
+            (cont_len >> 8) as u8,
+            cont_len as u8,
+        ]);
         input.extend([TYPE_CONTINUATION, FLAG_END_HEADERS, 0, 0, 0, 1]);
         input.extend(&first[10..]);
         input.extend(data);

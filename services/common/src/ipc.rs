@@ -75,15 +75,12 @@ pub async fn serve(
 ) -> Result<(), tonic::transport::Error> {
     // Admin tools list and call services by reflection; the socket's file name says which
     // service this is, so every caller gets it without a change of its own.
-    let service = listener
-        .local_addr()
-        .ok()
-        .and_then(|a| {
-            a.as_pathname()
-                .and_then(|p| p.file_stem())
-                .and_then(|s| s.to_str())
-                .and_then(|s| s.parse::<ServiceName>().ok())
-        });
+    let service = listener.local_addr().ok().and_then(|a| {
+        a.as_pathname()
+            .and_then(|p| p.file_stem())
+            .and_then(|s| s.to_str())
+            .and_then(|s| s.parse::<ServiceName>().ok())
+    });
     let router = crate::reflection::add_to(router, service);
     // Standard gRPC clients (grpc-python, grpcurl) send an `:authority` derived from the socket
     // path that h2 would refuse; see `authority`.

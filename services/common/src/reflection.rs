@@ -121,7 +121,10 @@ mod tests {
         }
         for name in ServiceName::ALL {
             for s in name.grpc_services() {
-                assert!(known.iter().any(|k| k == s), "{s} not in the descriptor set");
+                assert!(
+                    known.iter().any(|k| k == s),
+                    "{s} not in the descriptor set"
+                );
             }
         }
         assert!(

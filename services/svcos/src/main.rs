@@ -60,7 +60,9 @@ fn main() -> ExitCode {
         "test-pool" => svcos_stratum_agent::test_pool_entry(rest),
         #[cfg(not(feature = "sim"))]
         sim @ ("sim" | "hw-sim" | "test-pool") => {
-            eprintln!("svcos: {sim}: this build has no simulator (built without the `sim` feature)");
+            eprintln!(
+                "svcos: {sim}: this build has no simulator (built without the `sim` feature)"
+            );
             ExitCode::from(64)
         }
         "-h" | "--help" | "help" => {

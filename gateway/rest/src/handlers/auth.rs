@@ -9,8 +9,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use serde::Deserialize;
 use serde_json::json;
 use svcos_proto::auth::v1::{
-    CreateSessionRequest, IssueWsTicketRequest, RevokeSessionRequest,
-    SetupRequest,
+    CreateSessionRequest, IssueWsTicketRequest, RevokeSessionRequest, SetupRequest,
 };
 use tonic::Code;
 

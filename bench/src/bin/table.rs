@@ -251,9 +251,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
     });
 
     if let Some(password) = &args.password {
-        let (during, hashes) =
+        let (mut during, hashes) =
             status_during_logins(&host, args.api_port, &args.token, password, 20).await?;
-        let mut during = during;
         during.report("GET /api/status while 20 logins run", None);
         let idle_p99 = idle.percentile(99.0);
         let p99 = during.percentile(99.0);

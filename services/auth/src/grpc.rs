@@ -96,7 +96,7 @@ impl AuthService for AuthGrpc {
                     _ = tx.closed() => return,
                     _ = shutdown.wait() => return,
                 }
-                changes.borrow_and_update();
+                changes.mark_unchanged();
                 if tx.send(Ok(status_response(&auth))).await.is_err() {
                     return;
                 }

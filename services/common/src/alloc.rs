@@ -9,7 +9,7 @@
 //! - **Give freed pages back after a burst.** glibc returns memory only from the top of the heap;
 //!   free chunks below a live one stay resident, so a burst of requests leaves a process larger
 //!   than before. [`spawn_trimmer`] calls `malloc_trim(0)` (which `madvise`s every free page
-//!   away) a few seconds after activity, at most once per [`TRIM_INTERVAL`].
+//!   away) every [`TRIM_INTERVAL`] ([`TRIM_ENV`]=0 turns it off).
 //!
 //! Other allocators (musl's) ignore all this; the functions are no-ops there.
 
@@ -19,6 +19,8 @@ use crate::Shutdown;
 
 /// Environment override of the arena count (`MALLOC_ARENA_MAX` is glibc's own and wins too).
 pub const ARENA_ENV: &str = "SVCOS_MALLOC_ARENAS";
+/// Set to `0` to turn the periodic trim off (to measure what it saves).
+pub const TRIM_ENV: &str = "SVCOS_MALLOC_TRIM";
 /// How often an idle process trims at most.
 pub const TRIM_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -57,6 +59,9 @@ pub fn trim() -> bool {
 /// free chunks of a heap of a few megabytes (tens of microseconds), rare enough not to show in
 /// request latency percentiles.
 pub fn spawn_trimmer(shutdown: Shutdown) {
+    if std::env::var(TRIM_ENV).is_ok_and(|v| v == "0") {
+        return;
+    }
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(TRIM_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

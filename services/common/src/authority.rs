@@ -257,7 +257,7 @@ struct Frame {
 }
 
 fn frame_len(bytes: &[u8]) -> usize {
-    usize::from(bytes[0]) << 16 | usize::from(bytes[1]) << 8 | usize::from(bytes[2])
+    (usize::from(bytes[0]) << 16) | (usize::from(bytes[1]) << 8) | usize::from(bytes[2])
 }
 
 /// The complete frame at the start of `bytes`, if all of it is there.
@@ -540,7 +540,7 @@ fn huffman_decode(bytes: &[u8]) -> Option<Vec<u8>> {
     let mut len = 0usize;
     for &byte in bytes {
         for bit in (0..8).rev() {
-            code = code << 1 | u32::from(byte >> bit & 1);
+            code = (code << 1) | u32::from((byte >> bit) & 1);
             len += 1;
             let offset = code.wrapping_sub(t.first_code[len]);
             if offset < u32::from(t.count[len]) {
@@ -578,7 +578,7 @@ mod tests {
         let (mut acc, mut bits) = (0u64, 0u32);
         for &c in s {
             let (code, len) = codes[usize::from(c)];
-            acc = acc << len | u64::from(code);
+            acc = (acc << len) | u64::from(code);
             bits += u32::from(len);
             while bits >= 8 {
                 bits -= 8;

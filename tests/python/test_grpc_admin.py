@@ -23,7 +23,7 @@ EXPECTED = {
     "stratum-agent": {"svcos.stratum.v1.StratumService"},
     "auth": {"svcos.auth.v1.AuthService"},
     "tuner": {"svcos.tuner.v1.TunerService"},
-    "supervisor": {"svcos.supervisor.v1.SupervisorService"},
+    "supervisor": {"svcos.supervisor.v1.SupervisorService", "svcos.supervisor.v1.UpdateService"},
     "legacy-tcp": set(),
     "gateway": set(),
     "proxy": set(),

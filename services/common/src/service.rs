@@ -72,7 +72,10 @@ impl ServiceName {
             ServiceName::StratumAgent => &["svcos.stratum.v1.StratumService"],
             ServiceName::Auth => &["svcos.auth.v1.AuthService"],
             ServiceName::Tuner => &["svcos.tuner.v1.TunerService"],
-            ServiceName::Supervisor => &["svcos.supervisor.v1.SupervisorService"],
+            ServiceName::Supervisor => &[
+                "svcos.supervisor.v1.SupervisorService",
+                "svcos.supervisor.v1.UpdateService",
+            ],
             ServiceName::LegacyTcp | ServiceName::Gateway | ServiceName::Proxy => &[],
         }
     }

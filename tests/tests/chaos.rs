@@ -224,7 +224,7 @@ fn chaos_soak_keeps_mining_and_loses_no_shares() {
     let seed: u64 = std::env::var("SVCOS_CHAOS_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed_c4a0_5);
+        .unwrap_or(0x0005_eedc_4a05);
     let length = Duration::from_secs(secs);
     let chosen = std::env::var("SVCOS_CHAOS_VICTIMS").ok();
     let mut victims: Vec<&str> = match &chosen {

@@ -130,19 +130,32 @@ impl auth::auth_service_server::AuthService for FakeAuth {
         &self,
         _: GrpcRequest<auth::CreateApiTokenRequest>,
     ) -> Result<GrpcResponse<auth::CreateApiTokenResponse>, Status> {
-        Err(Status::resource_exhausted("at most 16 API tokens may exist"))
+        Err(Status::resource_exhausted(
+            "at most 16 API tokens may exist",
+        ))
     }
     async fn list_api_tokens(
         &self,
         _: GrpcRequest<auth::ListApiTokensRequest>,
     ) -> Result<GrpcResponse<auth::ListApiTokensResponse>, Status> {
-        Ok(GrpcResponse::new(auth::ListApiTokensResponse { tokens: vec![] }))
+        Ok(GrpcResponse::new(auth::ListApiTokensResponse {
+            tokens: vec![],
+        }))
     }
     async fn revoke_api_token(
         &self,
         _: GrpcRequest<auth::RevokeApiTokenRequest>,
     ) -> Result<GrpcResponse<auth::RevokeApiTokenResponse>, Status> {
         Err(Status::not_found("no API token with that id"))
+    }
+    type StreamStatusStream =
+        Pin<Box<dyn tokio_stream::Stream<Item = Result<auth::GetStatusResponse, Status>> + Send>>;
+    async fn stream_status(
+        &self,
+        _: GrpcRequest<auth::StreamStatusRequest>,
+    ) -> Result<GrpcResponse<Self::StreamStatusStream>, Status> {
+        // No snapshot: the gateway then asks GetStatus, as while auth restarts.
+        Ok(GrpcResponse::new(Box::pin(tokio_stream::pending())))
     }
     type StreamRevocationsStream = Revocations;
     async fn stream_revocations(

@@ -4,7 +4,9 @@ One sim for the module, driven through its life in order: refusals (the running 
 untouched), an update built from the current build with a bumped version (the stack comes back on
 slot B with the new version and mines again; busctl sees the slots and the progress), SIGKILL of
 every process mid-install (the old slot boots), and a bundle whose binary exits at once (rolled
-back automatically, with the reason).
+back automatically, with the reason). Then restore to stock: refused while no stock image is
+on the data partition, and with a signed stock bundle in place the preflight passes and the same
+state machine boots the stock slot and commits it.
 """
 
 import json
@@ -30,6 +32,11 @@ pytestmark = pytest.mark.skipif(bool(missing), reason=f"not installed: {', '.joi
 
 STATUS = "/api/v1/firmware/update/status"
 UPLOAD = "/api/v1/firmware/update"
+RESTORE = "/api/system/restore-to-stock"
+PREFLIGHT_CHECKS = "/api/system/restore-to-stock/preflight-checks"
+RESTORE_STATUS = "/api/system/restore-to-stock/status"
+CHECK_IDS = {"slot_manager", "stock_image_present", "stock_image_verified", "model_compatible",
+             "free_space", "power_stable"}
 COMPATIBLE = "svcos-sim-s9"
 
 
@@ -56,8 +63,8 @@ def upload(sim, token, bundle: Path, force=False, timeout=600):
         return e.code, json.loads(e.read())
 
 
-def status(sim, token):
-    code, _, body = http("GET", f"{sim.api_url}{STATUS}", token=token, timeout=20)
+def status(sim, token, path=STATUS):
+    code, _, body = http("GET", f"{sim.api_url}{path}", token=token, timeout=20)
     assert code == 200, body
     return body
 
@@ -130,13 +137,13 @@ def accepted_shares(sim) -> int:
     return json.loads(data.rstrip(b"\0"))["SUMMARY"][0]["Accepted"]
 
 
-def wait_phase(sim, want: set, timeout=300):
+def wait_phase(sim, want: set, timeout=300, path=STATUS):
     """Poll the status (riding out the reboots) until its phase is one of `want`."""
     seen = []
 
     def check():
         tok = login(sim)
-        s = status(sim, tok)
+        s = status(sim, tok, path)
         if not seen or seen[-1] != s["phase"]:
             seen.append(s["phase"])
         return s if s["phase"] in want else None
@@ -339,3 +346,120 @@ def test_a_slot_that_exits_at_once_is_rolled_back(life):
     assert slot_a["boot_status"] == "bad", s
     for name, svc in sim.services().items():
         assert "run" in str(svc["state"]).lower(), (name, svc)
+
+
+def slots_snapshot(sim) -> dict:
+    """Every file under the sim's slot directories with its size and mtime."""
+    root = sim.dir / "slots"
+    if not root.exists():
+        return {}
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in root.rglob("*") if p.is_file()}
+
+
+def checks_by_id(pre) -> dict:
+    assert pre["schema"] == "svcos.api.restore_to_stock.preflight.v1", pre
+    by_id = {c["id"]: c for c in pre["checks"]}
+    assert set(by_id) == CHECK_IDS, pre
+    return by_id
+
+
+def test_restore_to_stock_is_refused_without_a_stock_image(life):
+    sim = life["sim"]
+    token = login(sim)
+    assert not (sim.dir / "state" / "stock" / "stock.raucb").exists()
+    before = status(sim, token)
+    pid = supervisor_pid(sim)
+    exe = os.readlink(f"/proc/{pid}/exe")
+    slots_before = slots_snapshot(sim)
+    code, _, pre = http("GET", f"{sim.api_url}{PREFLIGHT_CHECKS}", token=token, timeout=60)
+    assert code == 200, pre
+    by_id = checks_by_id(pre)
+    assert pre["ready"] is False, pre
+    assert by_id["stock_image_present"]["passed"] is False, pre
+    assert "no stock image" in by_id["stock_image_present"]["detail"], pre
+    assert by_id["stock_image_verified"]["passed"] is False, pre
+    assert by_id["stock_image_verified"]["detail"], pre
+    assert by_id["slot_manager"]["passed"] is True, pre
+    code, _, body = http("POST", f"{sim.api_url}{RESTORE}", token=token, body={"confirm": True},
+                         timeout=120)
+    assert code == 409, body
+    assert body["refusal"] == "preflight_failed", body
+    assert "stock_image_present" in body["error"], body
+    assert body["suggestion"], body
+    after = status(sim, token, RESTORE_STATUS)
+    for k in ("phase", "operation_id", "booted_slot", "primary_slot", "running_version"):
+        assert after[k] == before[k], (k, before, after)
+    # No reboot happened and nothing was written to the other slot.
+    assert supervisor_pid(sim) == pid and os.readlink(f"/proc/{pid}/exe") == exe
+    assert slots_snapshot(sim) == slots_before
+
+
+def test_restore_to_stock_boots_the_stock_slot(life):
+    sim, work = life["sim"], life["work"]
+    token = login(sim)
+    # The stock image on the sim: a signed bundle of the current build, with an older version
+    # than the running one (a restore is allowed to go back).
+    stock = sim.dir / "state" / "stock" / "stock.raucb"
+    stock.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(make_bundle(work, "stock", life["payload"], "1.0.0", life["key"], life["cert"]),
+                stock)
+    before = status(sim, token)
+    target = "A" if before["booted_slot"] == "B" else "B"
+
+    def ready():
+        code, _, pre = http("GET", f"{sim.api_url}{PREFLIGHT_CHECKS}", token=login(sim),
+                            timeout=60)
+        assert code == 200, pre
+        return pre if pre["ready"] else None
+
+    # Power is judged from live telemetry: wait until the PSU reads steady.
+    got = wait_for(ready, 60, "a ready restore preflight", interval=1)
+    by_id = checks_by_id(got)
+    assert all(c["passed"] and c["detail"] for c in by_id.values()), got
+    assert got["stock_version"] == "1.0.0", got
+    assert "1.0.0" in by_id["stock_image_verified"]["detail"], got
+    assert COMPATIBLE in by_id["model_compatible"]["detail"], got
+    lost = got["will_be_lost"]
+    assert any("configuration" in x for x in lost) and any("password" in x for x in lost), lost
+    code, _, ran = http("POST", f"{sim.api_url}{RESTORE}/preflight", token=token, timeout=60)
+    assert code == 200, ran
+    assert ran["ready"] is True and ran["stock_version"] == got["stock_version"], ran
+    assert ran["will_be_lost"] == lost, ran
+    assert {c["id"]: c["passed"] for c in ran["checks"]} == {
+        c["id"]: c["passed"] for c in got["checks"]}, (ran, got)
+    # Without an explicit confirmation nothing happens.
+    for bad in ({}, {"confirm": False}):
+        code, _, body = http("POST", f"{sim.api_url}{RESTORE}", token=token, body=bad)
+        assert code == 400, (bad, body)
+        assert body["field"] == "confirm" and body["error"], body
+    assert status(sim, token)["operation_id"] == before["operation_id"]
+    old_pid = supervisor_pid(sim)
+    code, _, body = http("POST", f"{sim.api_url}{RESTORE}", token=token, body={"confirm": True},
+                         timeout=300)
+    assert code == 200, body
+    assert body["kind"] == "restore", body
+    assert body["phase"] in ("pending_reboot", "booting_new_slot"), body
+    assert body["to"] == {"version": "1.0.0", "slot": target}, body
+    assert body["operation_id"] > before["operation_id"], body
+    s = wait_phase(sim, {"committed", "rolled_back", "failed"}, timeout=300, path=RESTORE_STATUS)
+    assert s["phase"] == "committed", s
+    assert s["kind"] == "restore" and s["operation_id"] == body["operation_id"], s
+    assert s["booted_slot"] == target and s["primary_slot"] == target, s
+    assert s["running_version"] == "1.0.0", s
+    phases = [h["phase"] for h in s["history"]]
+    # The history starts with this operation: every step, in order.
+    order = ["verifying", "installing", "pending_reboot", "booting_new_slot", "committed"]
+    assert all(p in phases for p in order), phases
+    assert [phases.index(p) for p in order] == sorted(phases.index(p) for p in order), phases
+    assert phases[0] == "verifying" and phases[-1] == "committed", phases
+    slot = next(x for x in s["slots"] if x["bootname"] == target)
+    assert slot["boot_status"] == "good" and slot["version"] == "1.0.0", s
+    # The stock slot's binary runs the whole stack (same pid, exec-based reboot).
+    pid = supervisor_pid(sim)
+    assert pid == old_pid
+    assert os.readlink(f"/proc/{pid}/exe") == str(sim.dir / "slots" / target / "svcos")
+    for name, svc in sim.services().items():
+        assert "run" in str(svc["state"]).lower(), (name, svc)
+    # The stock image stays on the data partition for another restore.
+    assert stock.exists()

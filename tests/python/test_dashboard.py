@@ -13,6 +13,7 @@ One stack and one browser serve the whole module; the setup wizard gets a fresh 
 import asyncio
 import base64
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -122,7 +123,7 @@ class Page:
                 rec["failed"] = p.get("errorText")
         elif method == "Network.loadingFinished":
             rec = self.requests.get(p["requestId"])
-            if rec and "/api/" in rec["url"] and rec["mime"] == "application/json" and rec["method"] == "GET":
+            if rec and "/api/" in rec["url"] and rec["mime"] == "application/json":
                 task = asyncio.create_task(self._body(p["requestId"], rec))
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
@@ -144,6 +145,10 @@ class Page:
         try:
             parsed = json.loads(body)
         except ValueError:
+            return
+        if rec["method"] != "GET":
+            # Answers of writes (refusals included) are kept apart from what screens poll.
+            rec["body"] = parsed
             return
         bucket = self.bodies.setdefault(urlparse(rec["url"]).path, [])
         bucket.append(parsed)
@@ -573,6 +578,68 @@ def test_firmware_page_shows_what_the_lifecycle_routes_report(sim, ready, browse
     # Routes still planned answer 501 with the envelope; the page shows it (and no button).
     planned = {(501, urlparse(r["url"]).path) for r in page.requests.values() if r["status"] == 501}
     assert_clean(page, allowed_status=tuple(planned))
+
+
+def test_firmware_update_refusal_and_restore_preflight(sim, ready, browser):
+    """A bundle of random bytes goes through the UI's upload to the real update route; the page
+    shows the refusal the route answered and the running slot stays. Restore to stock shows the
+    preflight the route answered, and cancelling its confirmation sends nothing."""
+    before = http("GET", f"{sim.api_url}/api/v1/firmware/update/status", token=ready)[2]
+    junk = base64.b64encode(os.urandom(256 * 1024)).decode()
+
+    async def drive(page: Page):
+        await open_logged_in(page, sim, ready, "firmware")
+        await page.until("!!document.querySelector('#update-file') && !!document.querySelector('#fw-update [data-k=phase]')", 60, "the update card")
+        await page.js(f"""(() => {{ const bytes = Uint8Array.from(atob({json.dumps(junk)}), (c) => c.charCodeAt(0));
+            const dt = new DataTransfer(); dt.items.add(new File([bytes], 'junk.raucb', {{type: 'application/octet-stream'}}));
+            const input = document.getElementById('update-file'); input.files = dt.files;
+            input.dispatchEvent(new Event('change', {{bubbles: true}})); return true; }})()""")
+        await page.click("#update-start")
+        shown = await page.until("document.getElementById('update-error')?.textContent", 60, "the refusal")
+        await page.until("document.querySelector('#update-upload progress')?.value === 100", 10, "the upload progress at 100 %")
+        # The status card follows the route: the refused operation ends in `failed` with the reason.
+        await page.until("JSON.parse(document.querySelector('#fw-update [data-k=phase]').dataset.v) === 'failed'", 30, "the failed state")
+        await page.until("document.querySelector('#update-steps .current')?.textContent === 'Failed'", 10, "the failed step")
+        await asyncio.sleep(0.5)
+        update_values = await page.check_values("#fw-update")
+        # Restore to stock: preflight first, then the dialog, which is cancelled.
+        await page.click("#restore-check")
+        await page.until("document.querySelectorAll('#restore-checks li').length > 0", 60, "the preflight checks")
+        checks = await page.js("[...document.querySelectorAll('#restore-checks li')].map((li) => [li.dataset.check, li.dataset.passed === 'true', li.textContent])")
+        lost = await page.js("[...document.querySelectorAll('#restore-lost li')].map((li) => li.textContent)")
+        await page.click("#restore-start")
+        dialog = await page.until("document.querySelector('dialog[open]')?.textContent", 30, "the restore confirmation")
+        await page.click("#confirm-cancel")
+        await page.until("!document.querySelector('dialog[open]')", 10, "the dialog closed")
+        await asyncio.sleep(1.5)
+        return shown, update_values, checks, lost, dialog, page
+
+    shown, update_values, checks, lost, dialog, page = run_page(browser, sim.http_url, drive)
+    uploads = [r for r in page.requests.values() if r["method"] == "POST" and urlparse(r["url"]).path == "/api/v1/firmware/update"]
+    assert len(uploads) == 1, uploads
+    refusal = uploads[0]
+    assert refusal["status"] in (400, 409), refusal
+    envelope = refusal["body"]
+    assert envelope["refusal"] and envelope["error"] in shown and envelope["refusal"] in shown, (envelope, shown)
+    assert update_values >= 5
+    after = http("GET", f"{sim.api_url}/api/v1/firmware/update/status", token=ready)[2]
+    assert after["phase"] == "failed" and after["refusal"] == envelope["refusal"]
+    for key in ("booted_slot", "primary_slot", "running_version"):
+        assert after[key] == before[key], key
+    assert [(s["name"], s["version"], s["boot_status"]) for s in after["slots"]] == \
+        [(s["name"], s["version"], s["boot_status"]) for s in before["slots"]]
+
+    preflights = [r for r in page.requests.values() if r["method"] == "POST" and r["url"].endswith("/api/system/restore-to-stock/preflight")]
+    assert len(preflights) == 1 and preflights[0]["status"] == 200
+    answer = preflights[0]["body"]
+    assert [(c, p) for c, p, _ in checks] == [(c["id"], c["passed"]) for c in answer["checks"]]
+    for (_, _, text), c in zip(checks, answer["checks"]):
+        assert c["detail"] in text
+    assert lost == answer["will_be_lost"] and lost
+    assert "Restore the stock firmware" in dialog
+    restores = [r for r in page.requests.values() if r["method"] == "POST" and urlparse(r["url"]).path == "/api/system/restore-to-stock"]
+    assert restores == []
+    assert_clean(page, allowed_status=((refusal["status"], "/api/v1/firmware/update"),))
 
 
 # ------------------------------------------------------------------------------------------ wizard

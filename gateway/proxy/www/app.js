@@ -247,7 +247,7 @@
     };
     return html`<dialog ref=${ref} id="confirm" aria-labelledby="confirm-title" onCancel=${(e) => { e.preventDefault(); close(false); }}>
       ${ask ? html`<h2 id="confirm-title">${ask.title}</h2><p>${ask.text}</p>
-        <div class="row end"><button type="button" class="secondary" onClick=${() => close(false)}>Cancel</button>
+        <div class="row end"><button type="button" id="confirm-cancel" class="secondary" onClick=${() => close(false)}>Cancel</button>
         <button type="button" id="confirm-ok" class="danger" onClick=${() => close(true)}>${ask.label}</button></div>` : null}
     </dialog>`;
   }
@@ -1035,8 +1035,7 @@
 
   // ---------------------------------------------------------------- Firmware
 
-  // Show what every lifecycle route reports; a route that is not implemented yet shows its
-  // envelope (501) instead of a button that cannot work.
+  // Show what a lifecycle route reports (read-only cards).
   function RouteState({ path, title }) {
     const q = usePoll(() => api("GET", path), 0);
     return html`<section class="card" data-src=${path}><h2>${title}</h2><p class="muted"><code>GET ${path}</code></p>
@@ -1044,18 +1043,133 @@
       ${q.data ? html`<${KV} obj=${q.data} src=${path} />` : null}</section>`;
   }
 
+  const UPDATE_UPLOAD = "/api/v1/firmware/update";
+  const UPDATE_STATUS = "/api/v1/firmware/update/status";
+  const RESTORE = "/api/system/restore-to-stock";
+  const RESTORE_PREFLIGHT = "/api/system/restore-to-stock/preflight";
+  // The success path of the updater's state machine, in order; rolled_back and failed end it early.
+  const UPDATE_STEPS = ["receiving", "verifying", "installing", "pending_reboot", "booting_new_slot", "committed"];
+  const PHASE_LABEL = {
+    idle: "Idle", receiving: "Receiving", verifying: "Verifying", installing: "Installing",
+    pending_reboot: "Pending reboot", booting_new_slot: "Booting the new slot", committed: "Committed",
+    rolled_back: "Rolled back", failed: "Failed",
+  };
+
+  // fetch() cannot report upload progress; XHR streams the File from disk and can.
+  function uploadBundle(file, force, onProgress) {
+    return new Promise((resolve, reject) => {
+      const xhr = new XMLHttpRequest();
+      xhr.open("POST", UPDATE_UPLOAD + (force ? "?force=true" : ""));
+      const t = token();
+      if (t) xhr.setRequestHeader("Authorization", "Bearer " + t);
+      xhr.setRequestHeader("Content-Type", "application/octet-stream");
+      xhr.setRequestHeader("Accept", "application/json");
+      xhr.upload.onprogress = (e) => onProgress(e.loaded, e.lengthComputable ? e.total : file.size);
+      xhr.onerror = () => reject(new ApiError(0, null));
+      xhr.onload = () => {
+        let body = null;
+        try { body = JSON.parse(xhr.responseText); } catch (_) { body = null; }
+        if (xhr.status >= 200 && xhr.status < 300) return resolve(body);
+        if (xhr.status === 401 && t) sessionEnded();
+        reject(new ApiError(xhr.status, body));
+      };
+      xhr.send(file);
+    });
+  }
+
+  function PhaseSteps({ phase }) {
+    const ended = phase === "failed" || phase === "rolled_back";
+    const at = UPDATE_STEPS.indexOf(phase);
+    return html`<ol class="fw-steps" id="update-steps" aria-label="Update progress">
+      ${UPDATE_STEPS.map((p, i) => html`<li class=${p === phase ? "s-ok current" : at > i ? "done" : "muted"} aria-current=${p === phase ? "step" : undefined}>${PHASE_LABEL[p]}</li>`)}
+      ${ended ? html`<li class="s-bad current" aria-current="step">${PHASE_LABEL[phase]}</li>` : null}
+    </ol>`;
+  }
+
+  function UpdateCard() {
+    const st = usePoll(() => api("GET", UPDATE_STATUS), 3000);
+    const [file, setFile] = useState(null);
+    const [force, setForce] = useState(false);
+    const [sent, setSent] = useState(null);
+    const [act, run] = useAction();
+    const s = st.data || {};
+    const start = () => run(async () => {
+      setSent({ loaded: 0, total: file.size });
+      try {
+        return await uploadBundle(file, force, (loaded, total) => setSent({ loaded, total }));
+      } finally {
+        st.reload();
+      }
+    });
+    const pct = sent && sent.total ? (100 * sent.loaded) / sent.total : null;
+    const refusal = act.error && act.error.body && act.error.body.refusal;
+    return html`<section class="card" id="fw-update" data-src=${UPDATE_STATUS}>
+      <h2>Firmware update</h2>
+      <dl class="kv"><dt>Running version</dt><dd><${V} k="running_version" v=${s.running_version} /></dd>
+        <dt>Booted slot</dt><dd><${V} k="booted_slot" v=${s.booted_slot} /></dd>
+        <dt>Primary slot</dt><dd><${V} k="primary_slot" v=${s.primary_slot} /></dd>
+        <dt>State</dt><dd class=${stateClass(s.phase === "committed" ? "ok" : s.phase)}><${V} k="phase" v=${s.phase} /></dd>
+        <dt>Operation</dt><dd><${V} k="kind" v=${s.kind} /></dd>
+        ${s.in_progress && s.progress ? html`<dt>Progress</dt><dd><${V} k="progress.percent" v=${s.progress.percent} f="percent" /> <${V} k="progress.message" v=${s.progress.message} /></dd>` : null}
+        ${s.reason ? html`<dt>Reason</dt><dd id="update-reason"><${V} k="reason" v=${s.reason} /></dd>` : null}</dl>
+      <${Err} error=${st.error} />
+      ${s.phase && s.phase !== "idle" ? html`<${PhaseSteps} phase=${s.phase} />` : null}
+      ${(s.history || []).length ? html`<details id="update-history"><summary>State history (${s.history.length})</summary>
+        <ol>${s.history.slice().reverse().map((h) => html`<li><time>${FMT.time(h.at_ms)}</time> ${PHASE_LABEL[h.phase] || h.phase}${h.note ? `: ${h.note}` : ""}</li>`)}</ol></details>` : null}
+      <form class="row wrap" onSubmit=${(e) => { e.preventDefault(); if (file) start(); }}>
+        <${Field} label="Update bundle (.raucb)"><input id="update-file" type="file" accept=".raucb,application/octet-stream" onChange=${(e) => setFile(e.target.files[0] || null)} /><//>
+        <label class="check"><input type="checkbox" id="update-force" checked=${force} onChange=${(e) => setForce(e.target.checked)} /> Allow a downgrade</label>
+        <button type="submit" id="update-start" disabled=${!file || act.busy || s.in_progress}>Upload and install</button>
+      </form>
+      ${sent ? html`<p id="update-upload" role="status">Uploaded ${num(sent.loaded / 1048576, 1)} of ${num(sent.total / 1048576, 1)} MiB${" "}
+        <progress max="100" value=${pct ?? 0} aria-label="Upload progress">${num(pct, 0)} %</progress></p>` : null}
+      ${act.error ? html`<div id="update-error"><${Err} error=${act.error} />${refusal ? html`<p class="muted">Refused: <code>${refusal}</code></p>` : null}</div>` : null}
+      ${act.result ? html`<p id="update-result" role="status">The bundle was installed; the miner now reboots into slot ${get(act.result, "to.slot") || "–"}.</p>` : null}
+      ${(s.slots || []).length ? html`<table class="slots"><thead><tr><th>Slot</th><th>Boot name</th><th>State</th><th>Boot status</th><th>Version</th></tr></thead>
+        <tbody>${s.slots.map((sl, i) => html`<tr><td><${V} k=${`slots.${i}.name`} v=${sl.name} /></td><td><${V} k=${`slots.${i}.bootname`} v=${sl.bootname} /></td>
+          <td><${V} k=${`slots.${i}.state`} v=${sl.state} /></td><td><${V} k=${`slots.${i}.boot_status`} v=${sl.boot_status} /></td><td><${V} k=${`slots.${i}.version`} v=${sl.version} /></td></tr>`)}</tbody></table>` : null}
+    </section>`;
+  }
+
+  function RestoreCard() {
+    const [pre, run] = useAction();
+    const [act, runRestore] = useAction();
+    const p = pre.result;
+    const failed = p ? (p.checks || []).filter((c) => !c.passed).map((c) => c.id) : [];
+    const restore = async () => {
+      const lost = (p.will_be_lost || []).join("; ") || "nothing listed";
+      const warn = failed.length ? ` The preflight did not pass (${failed.join(", ")}), so the miner will refuse.` : "";
+      const ok = await askConfirm("Restore the stock firmware?", `This installs the stock firmware ${p.stock_version || ""} into the other slot and reboots into it. Lost: ${lost}.${warn}`, "Restore to stock");
+      if (ok) runRestore(() => api("POST", RESTORE, { confirm: true }));
+    };
+    return html`<section class="card" id="fw-restore">
+      <h2>Restore to stock</h2>
+      <p class="muted">Checks first; the confirmation comes only after you have seen them.</p>
+      <button type="button" id="restore-check" class="secondary" disabled=${pre.busy} onClick=${() => run(() => api("POST", RESTORE_PREFLIGHT))}>Run the preflight checks</button>
+      <${Err} error=${pre.error} />
+      ${p ? html`<div id="restore-preflight">
+        <p>Stock version: ${p.stock_version || "–"}; ${p.ready ? html`<strong class="s-ok">ready</strong>` : html`<strong class="s-bad">not ready</strong>`}</p>
+        <ul id="restore-checks">${(p.checks || []).map((c) => html`<li data-check=${c.id} data-passed=${String(!!c.passed)} class=${c.passed ? "s-ok" : "s-bad"}>
+          <span aria-hidden="true">${c.passed ? "✓ " : "✗ "}</span><strong>${c.id.replace(/_/g, " ")}</strong> ${c.passed ? "passed" : "failed"}: ${c.detail}</li>`)}</ul>
+        <h3>Will be lost</h3>
+        <ul id="restore-lost">${(p.will_be_lost || []).map((l) => html`<li>${l}</li>`)}</ul>
+        <button type="button" id="restore-start" class="danger" disabled=${act.busy} onClick=${restore}>Restore to stock…</button>
+      </div>` : null}
+      <${Err} error=${act.error} />
+      ${act.result ? html`<p id="restore-result" role="status">Restore started: ${PHASE_LABEL[act.result.phase] || act.result.phase}. Follow it under Firmware update.</p>` : null}
+    </section>`;
+  }
+
   function FirmwareScreen() {
     const version = usePoll(() => api("GET", "/api/dashboard/version"), 0);
     const cap = usePoll(() => api("GET", "/api/system/update_capability"), 0);
     return html`<div class="screen" id="screen-firmware">
       <section class="card" data-src="/api/dashboard/version"><h2>Firmware</h2><${Loading} q=${version} /><${KV} obj=${version.data} src="/api/dashboard/version" /></section>
+      <${UpdateCard} />
+      <${RestoreCard} />
       <section class="card" data-src="/api/system/update_capability"><h2>Update capability</h2><${Err} error=${cap.error} /><${KV} obj=${cap.data} src="/api/system/update_capability" />
         ${get(cap.data, "methods") ? html`<pre>${JSON.stringify(cap.data.methods, null, 1)}</pre>` : null}</section>
       <${RouteState} path="/api/system/update/metadata" title="Update metadata" />
-      <${RouteState} path="/api/system/upgrade/status" title="Upgrade" />
-      <${RouteState} path="/api/v1/firmware/update/status" title="Firmware update (v1)" />
-      <${RouteState} path="/api/system/restore-to-stock/status" title="Restore to stock" />
-      <${RouteState} path="/api/system/restore-to-stock/preflight-checks" title="Restore-to-stock preflight checks" />
     </div>`;
   }
 

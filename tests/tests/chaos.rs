@@ -193,7 +193,13 @@ fn check_state_files(dir: &Path, checked: &mut Vec<String>) {
             check_state_files(&path, checked);
             continue;
         }
-        if name.starts_with('.') {
+        // Only regular files: the supervisor's log FIFOs live here too, and reading one blocks
+        // for as long as its service runs.
+        let is_file = e.file_type().is_ok_and(|t| t.is_file());
+        let state_like = [".json", ".jsonl", ".toml"]
+            .iter()
+            .any(|ext| name.ends_with(ext));
+        if name.starts_with('.') || !is_file || !state_like {
             continue;
         }
         let Ok(text) = std::fs::read_to_string(&path) else {

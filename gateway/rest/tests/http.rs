@@ -50,7 +50,7 @@ async fn every_bearer_operation_rejects_missing_garbage_expired_and_revoked_toke
             checked += 1;
         }
     }
-    assert_eq!(checked, 250 * 4);
+    assert_eq!(checked, 256 * 4);
 }
 
 #[tokio::test]
@@ -637,7 +637,14 @@ async fn pool_write_failure_is_pool_config_write_failed() {
 
 #[tokio::test]
 async fn config_writes_are_validated_atomic_and_report_restarts() {
-    let h = Harness::start(Options::default()).await;
+    // Import refuses a config without a pool (mining would stop), so the round trip needs one.
+    let mut options = Options::default();
+    options.config.pools = vec![svcos_common::config::PoolConfig {
+        url: "stratum+tcp://127.0.0.1:3333".into(),
+        user: "worker".into(),
+        ..Default::default()
+    }];
+    let h = Harness::start(options).await;
     let r = h
         .send_json(
             "POST",

@@ -270,7 +270,12 @@ pub fn private_bus(runtime_dir: &Path) -> Option<String> {
         .arg("--print-address=1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+        .stderr(Stdio::null())
+        // dbus-daemon tells systemd it is ready when it finds a notify socket; that READY=1
+        // would be read as the supervisor's own, before any service runs.
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("WATCHDOG_USEC")
+        .env_remove("WATCHDOG_PID");
     // SAFETY: prctl with integer arguments is async-signal-safe; it ties the daemon's life to
     // this thread, so a killed supervisor does not leave a bus behind (exec keeps it).
     unsafe {

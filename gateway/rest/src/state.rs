@@ -299,6 +299,14 @@ impl Inner {
 
     /// Whether a password is set: from auth's followed status, or, while that stream is
     /// (re)connecting, one call.
+    /// After this gateway changed whether a password is set: wait (bounded) until the followed
+    /// auth snapshot says so, so the caller's next read agrees with the write it just made.
+    pub async fn await_password_set(&self, expected: bool) {
+        let mut rx = self.snapshots.auth.clone();
+        let caught_up = rx.wait_for(|s| s.as_ref().is_none_or(|s| s.password_set == expected));
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), caught_up).await;
+    }
+
     pub async fn password_set(&self) -> Result<bool, tonic::Status> {
         if let Some(status) = self.snapshots.auth.borrow().as_ref() {
             return Ok(status.password_set);

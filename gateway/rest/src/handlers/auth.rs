@@ -175,6 +175,7 @@ async fn setup(
     })
     .await
     .map_err(|s| auth_error(&s))?;
+    state.await_password_set(true).await;
     Ok(json(json!({
         "schema": "svcos.api.auth.setup.v1",
         "password_set": true,

@@ -475,6 +475,7 @@ async fn step3_password(
     })
     .await
     .map_err(|s| auth_setup_error(&s))?;
+    state.await_password_set(true).await;
     update(&state, |w, now| {
         w.record(
             "password",

@@ -222,6 +222,25 @@ impl Auth {
         Ok(())
     }
 
+    /// Every password check starts here: the caller's address may be waiting out failed
+    /// attempts (counted before the hash, so parallel guesses cannot slip through), and the
+    /// stored hash must be usable.
+    fn begin_password_check(&self, client_ip: &str, now: i64) -> Result<String, AuthError> {
+        if let Err(wait_ms) = self.core().login_throttle.begin(client_ip, now) {
+            return Err(AuthError::LoginThrottled {
+                retry_after_s: ratelimit::retry_after_secs(wait_ms),
+            });
+        }
+        match &self.core().password {
+            PasswordState::Set(phc) => Ok(phc.clone()),
+            PasswordState::Unset => Err(AuthError::NotSet),
+            PasswordState::Corrupt(message) => Err(AuthError::HashFileCorrupt {
+                path: self.inner.store.password_path(),
+                message: message.clone(),
+            }),
+        }
+    }
+
     /// Log in: verify the password and issue a session (evicting the oldest beyond 32).
     pub async fn create_session(
         &self,
@@ -230,21 +249,7 @@ impl Auth {
         user_agent: &str,
     ) -> Result<IssuedSession, AuthError> {
         let now = self.now_ms();
-        if let Err(wait_ms) = self.core().login_throttle.begin(client_ip, now) {
-            return Err(AuthError::LoginThrottled {
-                retry_after_s: ratelimit::retry_after_secs(wait_ms),
-            });
-        }
-        let phc = match &self.core().password {
-            PasswordState::Set(phc) => phc.clone(),
-            PasswordState::Unset => return Err(AuthError::NotSet),
-            PasswordState::Corrupt(message) => {
-                return Err(AuthError::HashFileCorrupt {
-                    path: self.inner.store.password_path(),
-                    message: message.clone(),
-                });
-            }
-        };
+        let phc = self.begin_password_check(client_ip, now)?;
         if !self.inner.hasher.verify(phc.clone(), password).await? {
             let wait_ms = self.core().login_throttle.wait_ms(client_ip, self.now_ms());
             tracing::warn!(client_ip, wait_ms, "login with a wrong password");
@@ -342,21 +347,7 @@ impl Auth {
     ) -> Result<usize, AuthError> {
         let caller = self.owner_session(token)?;
         let now = self.now_ms();
-        if let Err(wait_ms) = self.core().login_throttle.begin(client_ip, now) {
-            return Err(AuthError::LoginThrottled {
-                retry_after_s: ratelimit::retry_after_secs(wait_ms),
-            });
-        }
-        let phc = match &self.core().password {
-            PasswordState::Set(phc) => phc.clone(),
-            PasswordState::Unset => return Err(AuthError::NotSet),
-            PasswordState::Corrupt(message) => {
-                return Err(AuthError::HashFileCorrupt {
-                    path: self.inner.store.password_path(),
-                    message: message.clone(),
-                });
-            }
-        };
+        let phc = self.begin_password_check(client_ip, now)?;
         if !self.inner.hasher.verify(phc.clone(), current).await? {
             tracing::warn!(client_ip, "password change with a wrong current password");
             return Err(AuthError::WrongPassword);

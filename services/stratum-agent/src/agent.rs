@@ -13,7 +13,9 @@
 //!   been healthy for `failback_hysteresis_s`, and at most one such switch per window.
 //! * **epoch**: every switch (and every new session without a resumed extranonce) starts a new
 //!   epoch, so hw-agent drops the old pool's work. A reconnect that resumes the same session
-//!   keeps the epoch, and shares queued meanwhile are submitted then, each once.
+//!   keeps the epoch, and shares queued meanwhile are submitted then, each once. A `Queued`
+//!   answer waits until the writer has the queue on disk ([`crate::sharequeue`]), and a restart
+//!   takes the saved queue back with the saved session.
 //! * **donation**: when configured, the donation pool is mined in scheduled windows.
 
 use std::collections::{HashMap, HashSet};
@@ -33,8 +35,10 @@ use tokio::time::Instant;
 
 use crate::conn::{self, ConnEvent, ConnHandle, ConnId};
 use crate::donation::DonationSchedule;
-use crate::jobs::{Epoch, JobSlot, ShareCheck};
-use crate::state::{PoolCounters, SavedEpoch, SavedJob, SavedState, SavedSwitch};
+use crate::jobs::{Epoch, ShareCheck};
+use crate::persist::{Persistence, Snapshot, job_to_saved, parse_share_key, saved_to_notify};
+use crate::sharequeue::{self, MAX_QUEUE, QueuedShare, ShareQueue};
+use crate::state::{PoolCounters, SavedEpoch, SavedState, SavedSwitch};
 use crate::transport::{PoolUrl, Scheme, Tls};
 use crate::v1::codec::{Notify, parse_line};
 use crate::v1::session::{Session, SessionEvent, SessionParams, ShareSubmit};
@@ -45,8 +49,6 @@ use crate::v2::status::Sv2Link;
 const DONATION_UID: u64 = u64::MAX;
 /// Pool index reported in donation jobs (not a configured pool).
 pub const DONATION_INDEX: u32 = u32::MAX;
-/// Shares kept while no pool is connected.
-const MAX_QUEUE: usize = 1024;
 /// Switches kept in the history.
 const MAX_SWITCHES: usize = 64;
 /// Retry delay after a refused authorisation.
@@ -249,17 +251,6 @@ struct ConnState {
     last_job: Option<(Box<Notify>, i64)>,
 }
 
-#[derive(Debug, Clone)]
-struct Queued {
-    epoch: u64,
-    job_id: String,
-    extranonce2: Vec<u8>,
-    ntime: u32,
-    nonce: u32,
-    version: u32,
-    difficulty: f64,
-}
-
 #[derive(Debug)]
 struct Ticket {
     key: String,
@@ -283,7 +274,12 @@ pub struct Agent {
     epoch: Option<Epoch>,
     epoch_uid: Option<u64>,
     epoch_conn: Option<ConnId>,
-    queue: Vec<Queued>,
+    queue: ShareQueue,
+    /// `Queued` answers held until the writer has the queue on disk, with the generation that
+    /// covers them.
+    waiting: Vec<(u64, Reply<ShareDisposition>)>,
+    /// Generation of the last snapshot handed to the writer.
+    generation: u64,
     tickets: HashMap<u64, Ticket>,
     next_ticket: u64,
     saved: SavedState,
@@ -292,7 +288,7 @@ pub struct Agent {
     jobs_tx: watch::Sender<Option<Published>>,
     pools_tx: watch::Sender<GetPoolsResponse>,
     donation_tx: watch::Sender<GetDonationResponse>,
-    state_tx: watch::Sender<Arc<Vec<u8>>>,
+    persistence: Persistence,
     start: Instant,
     donation_mark: Option<Instant>,
     dirty: bool,
@@ -309,13 +305,14 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// Build the agent from settings and the saved state, and its views. `events` must be the
-    /// receiving end of `events_tx`.
+    /// Build the agent from settings, the saved state and the saved share queue, and its views.
+    /// `events` must be the receiving end of `events_tx`.
     pub fn new(
         settings: AgentSettings,
         mut saved: SavedState,
+        saved_queue: Vec<QueuedShare>,
         events_tx: mpsc::Sender<ConnEvent>,
-        state_tx: watch::Sender<Arc<Vec<u8>>>,
+        persistence: Persistence,
     ) -> (Agent, Views) {
         let now = Instant::now();
         if saved.counters_since_ms == 0 {
@@ -370,7 +367,9 @@ impl Agent {
             epoch: None,
             epoch_uid: None,
             epoch_conn: None,
-            queue: Vec::new(),
+            queue: ShareQueue::new(MAX_QUEUE),
+            waiting: Vec::new(),
+            generation: 0,
             tickets: HashMap::new(),
             next_ticket: 1,
             saved,
@@ -379,7 +378,7 @@ impl Agent {
             jobs_tx,
             pools_tx,
             donation_tx,
-            state_tx,
+            persistence,
             start: now,
             donation_mark: None,
             dirty: true,
@@ -393,6 +392,7 @@ impl Agent {
             sv2_focus: None,
         };
         agent.restore_epoch();
+        agent.restore_queue(saved_queue);
         agent.publish_pools();
         agent.publish_donation();
         (
@@ -406,22 +406,27 @@ impl Agent {
         )
     }
 
-    /// Run until shutdown; returns the final state to write (after the writer task is done, so
-    /// two writes never race on the same temp file).
+    /// Run until shutdown; returns the final snapshot to write (after the writer task is done,
+    /// so two writes never race on the same temp file).
     pub async fn run(
         mut self,
         mut commands: mpsc::Receiver<Command>,
         mut events: mpsc::Receiver<ConnEvent>,
         shutdown: svcos_common::Shutdown,
-    ) -> Vec<u8> {
+    ) -> Snapshot {
         let mut tick = tokio::time::interval(SNAPSHOT_PERIOD);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut durable = self.persistence.durable.clone();
         self.policy();
         loop {
             let deadline = self.donation_deadline();
             tokio::select! {
                 Some(cmd) = commands.recv() => self.command(cmd),
                 Some(ev) = events.recv() => self.conn_event(ev),
+                Ok(()) = durable.changed() => {
+                    let written = *durable.borrow_and_update();
+                    self.release_waiting(written);
+                }
                 _ = tick.tick() => self.tick(),
                 _ = sleep_until_opt(deadline) => self.account_donation(),
                 _ = shutdown.wait() => break,
@@ -441,7 +446,27 @@ impl Agent {
             }
         }
         self.account_donation();
-        self.state_bytes()
+        // Held answers are dropped: hw-agent sees the service go away, keeps those shares and
+        // offers them again (a duplicate then: the final write below has them queued).
+        self.waiting.clear();
+        self.generation += 1;
+        Snapshot {
+            generation: self.generation,
+            queue: self.queue.encode(),
+            state: self.state_bytes(),
+        }
+    }
+
+    /// Answer the held `Queued` replies whose queue is on disk now.
+    fn release_waiting(&mut self, written: u64) {
+        let waiting = std::mem::take(&mut self.waiting);
+        for (generation, reply) in waiting {
+            if generation <= written {
+                let _ = reply.send(Ok(ShareDisposition::Queued));
+            } else {
+                self.waiting.push((generation, reply));
+            }
+        }
     }
 
     fn mono_ms(&self, t: Instant) -> i64 {
@@ -507,6 +532,52 @@ impl Agent {
         self.active = Some(uid);
     }
 
+    /// Take back the queue saved by the previous process: shares of the restored session go out
+    /// when it resumes; the rest are dropped here, each logged with its reason.
+    fn restore_queue(&mut self, saved: Vec<QueuedShare>) {
+        if saved.is_empty() {
+            return;
+        }
+        let (kept, dropped) = sharequeue::revalidate(saved, self.epoch.as_ref(), unix_ms());
+        for (share, why) in &dropped {
+            tracing::info!(
+                epoch = share.epoch,
+                job = %share.job_id,
+                why = why.as_str(),
+                "saved queued share dropped"
+            );
+        }
+        if !dropped.is_empty() {
+            let n = dropped.len() as u64;
+            self.saved.totals.discarded += n;
+            if let Some(u) = self.epoch_uid {
+                self.counters(u).discarded += n;
+            }
+        }
+        if let Some(epoch) = self.epoch.as_mut() {
+            for share in &kept {
+                // Already marked when it was taken, unless the state file lagged: a resubmission
+                // by hw-agent must be a duplicate either way.
+                if let Some(slot) = epoch
+                    .jobs
+                    .iter_mut()
+                    .find(|j| j.template.job_id == share.job_id)
+                {
+                    slot.submitted.insert(share.key());
+                }
+            }
+        }
+        tracing::info!(
+            kept = kept.len(),
+            dropped = dropped.len(),
+            "saved share queue restored; kept shares go out when the session resumes"
+        );
+        for share in kept {
+            self.queue.push(share);
+        }
+        self.dirty = true;
+    }
+
     fn state_bytes(&mut self) -> Vec<u8> {
         let now_ms = self.mono_ms(Instant::now());
         if let Some(s) = self.schedule.as_mut() {
@@ -534,8 +605,13 @@ impl Agent {
     }
 
     fn persist(&mut self) {
-        let bytes = self.state_bytes();
-        self.state_tx.send_replace(Arc::new(bytes));
+        let state = self.state_bytes();
+        self.generation += 1;
+        self.persistence.tx.send_replace(Arc::new(Snapshot {
+            generation: self.generation,
+            queue: self.queue.encode(),
+            state,
+        }));
         self.dirty = false;
         self.last_persist = Instant::now();
     }
@@ -908,8 +984,8 @@ impl Agent {
             why,
             "dropping queued shares: their session is gone"
         );
-        let n = self.queue.len() as u64;
-        self.queue.clear();
+        let n = self.queue.clear() as u64;
+        self.dirty = true;
         self.saved.totals.discarded += n;
         if let Some(u) = self.epoch_uid {
             self.counters(u).discarded += n;
@@ -1438,7 +1514,7 @@ impl Agent {
                 "share meets the block target"
             );
         }
-        let share = Queued {
+        let share = QueuedShare {
             epoch: req.pool_epoch,
             job_id: req.job_id,
             extranonce2: req.extranonce2,
@@ -1446,15 +1522,14 @@ impl Agent {
             nonce: req.nonce,
             version: req.version,
             difficulty: checked.target,
+            queued_at_ms: unix_ms(),
         };
         let disposition = if self.write_share(&share) {
             ShareDisposition::Submitted
         } else {
-            if self.queue.len() >= MAX_QUEUE {
-                self.queue.remove(0);
+            if self.queue.push(share).is_some() {
                 self.saved.totals.discarded += 1;
             }
-            self.queue.push(share);
             ShareDisposition::Queued
         };
         // Written at once: a restart must know this share was taken, or it could go out twice.
@@ -1464,7 +1539,7 @@ impl Agent {
     }
 
     /// Write a share to the epoch's connection when it is up and authorised.
-    fn write_share(&mut self, share: &Queued) -> bool {
+    fn write_share(&mut self, share: &QueuedShare) -> bool {
         let Some(conn) = self.epoch_conn else {
             return false;
         };
@@ -1508,7 +1583,7 @@ impl Agent {
     }
 
     fn flush_queue(&mut self) {
-        let queued = std::mem::take(&mut self.queue);
+        let queued = self.queue.take();
         let current = self.epoch.as_ref().map(|e| e.id);
         let mut sent = 0;
         for share in queued {
@@ -1597,7 +1672,15 @@ impl Agent {
     fn command(&mut self, cmd: Command) {
         match cmd {
             Command::Submit(req, reply) => {
-                let _ = reply.send(self.submit(req));
+                match self.submit(req) {
+                    // Held until the queue is on disk: hw-agent forgets the share on answer.
+                    Ok(ShareDisposition::Queued) => {
+                        self.waiting.push((self.generation + 1, reply));
+                    }
+                    other => {
+                        let _ = reply.send(other);
+                    }
+                }
                 // The state write follows in the run loop, after the connection task has
                 // written the share (see `run`).
                 return;
@@ -1932,54 +2015,4 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
     }
-}
-
-fn share_key_string(k: &crate::jobs::ShareKey) -> String {
-    format!("{}:{}:{}:{}", hex::encode(&k.0), k.1, k.2, k.3)
-}
-
-fn parse_share_key(s: &str) -> Option<crate::jobs::ShareKey> {
-    let mut p = s.split(':');
-    let en2 = hex::decode(p.next()?).ok()?;
-    Some((
-        en2,
-        p.next()?.parse().ok()?,
-        p.next()?.parse().ok()?,
-        p.next()?.parse().ok()?,
-    ))
-}
-
-fn job_to_saved(j: &JobSlot) -> SavedJob {
-    let t = &j.template;
-    SavedJob {
-        job_id: t.job_id.clone(),
-        prev_hash: hex::encode(&t.prev_hash),
-        coinb1: hex::encode(&t.coinb1),
-        coinb2: hex::encode(&t.coinb2),
-        merkle_branch: t.merkle_branch.iter().map(hex::encode).collect(),
-        version: t.version,
-        nbits: t.nbits,
-        ntime: t.ntime,
-        difficulty: t.share_difficulty,
-        submitted: j.submitted.iter().map(share_key_string).collect(),
-    }
-}
-
-fn saved_to_notify(j: &SavedJob) -> Option<Notify> {
-    let h32 = |s: &str| -> Option<[u8; 32]> { hex::decode(s).ok()?.try_into().ok() };
-    Some(Notify {
-        job_id: j.job_id.clone(),
-        prev_hash: h32(&j.prev_hash)?,
-        coinb1: hex::decode(&j.coinb1).ok()?,
-        coinb2: hex::decode(&j.coinb2).ok()?,
-        merkle_branch: j
-            .merkle_branch
-            .iter()
-            .map(|h| h32(h))
-            .collect::<Option<Vec<_>>>()?,
-        version: j.version,
-        nbits: j.nbits,
-        ntime: j.ntime,
-        clean_jobs: false,
-    })
 }

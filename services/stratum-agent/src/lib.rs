@@ -7,6 +7,8 @@
 //!   commands and read the snapshots it publishes.
 //! * [`conn`]/[`transport`]: one task per pool connection over TCP or TLS (rustls).
 //! * [`state`]: counters, switch history and the current session survive restarts.
+//! * [`sharequeue`]: shares waiting for their session's connection, on disk before hw-agent is
+//!   told `Queued`, so a SIGKILL loses none; [`persist`] is the one writer of both files.
 //! * [`testpool`]: a real Stratum V1 server that verifies every share (for `svcos sim` and tests).
 //!
 //! Choices worth knowing:
@@ -19,8 +21,9 @@
 //!   difficulty, rejects wrong extranonce2 sizes and version bits outside the BIP 310 mask, and
 //!   dedupes per job. While the epoch's connection is down, valid shares are queued and sent once
 //!   the session resumes; if it does not, they are dropped as stale. The set of shares taken is
-//!   part of the persisted state (written right after each share goes out), so a restart neither
-//!   loses nor repeats one.
+//!   part of the persisted state (written right after each share goes out), and the queue is on
+//!   disk before hw-agent hears `Queued` ([`sharequeue`]), so a restart neither loses nor repeats
+//!   one.
 //! * **Failover/failback.** See [`agent`]. A pool that is connected but sends no notify for
 //!   `[stratum].silent_timeout_s` counts as dead. Quota (split) mode: when any enabled pool has a
 //!   quota, the alive quota pool furthest behind its share of time is mined, switching at most
@@ -47,8 +50,10 @@ pub mod conn;
 pub mod donation;
 pub mod grpc;
 pub mod jobs;
+pub mod persist;
 pub mod policy;
 pub mod pooltest;
+pub mod sharequeue;
 pub mod state;
 #[cfg(feature = "test-pool")]
 pub mod testpool;
@@ -70,7 +75,7 @@ use svcos_proto::testpool::v1::test_pool_service_server::TestPoolServiceServer;
 #[cfg(feature = "test-pool")]
 use tokio::net::TcpListener;
 use tokio::net::UnixListener;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 use crate::agent::{Agent, AgentSettings};
 use crate::transport::Tls;
@@ -88,6 +93,8 @@ pub async fn run(
     let state_dir = ctx.layout.service_state_dir(ServiceName::StratumAgent);
     let state_path = state_dir.join(state::STATE_FILE);
     let saved = state::load(&state_path);
+    let queue_path = state_dir.join(sharequeue::QUEUE_FILE);
+    let saved_queue = sharequeue::load(&queue_path, sharequeue::MAX_QUEUE);
     let settings = AgentSettings {
         config_path: ctx.layout.config_path.clone(),
         state_path: state_path.clone(),
@@ -98,27 +105,15 @@ pub async fn run(
     };
     let (events_tx, events_rx) = mpsc::channel(1024);
     let (commands_tx, commands_rx) = mpsc::channel(256);
-    let (state_tx, mut state_rx) = watch::channel(Arc::new(Vec::new()));
-    let (agent, views) = Agent::new(settings, saved, events_tx, state_tx);
+    let (persistence, snapshots, durable) = persist::channels();
+    let (agent, views) = Agent::new(settings, saved, saved_queue, events_tx, persistence);
 
-    // The one state writer: coalesces updates, writes off the runtime thread.
-    let writer = {
-        let path = state_path.clone();
-        tokio::spawn(async move {
-            while state_rx.changed().await.is_ok() {
-                let bytes = state_rx.borrow_and_update().clone();
-                if bytes.is_empty() {
-                    continue;
-                }
-                let path = path.clone();
-                match tokio::task::spawn_blocking(move || state::save(&path, &bytes)).await {
-                    Ok(Err(e)) => tracing::warn!(error = %e, "state write failed"),
-                    Err(e) => tracing::warn!(error = %e, "state writer panicked"),
-                    Ok(Ok(())) => {}
-                }
-            }
-        })
+    // The one writer: coalesces snapshots, writes off the runtime thread.
+    let paths = persist::Paths {
+        state: state_path.clone(),
+        queue: queue_path,
     };
+    let writer = tokio::spawn(persist::writer(paths.clone(), snapshots, durable));
     let agent_task = tokio::spawn(agent.run(commands_rx, events_rx, shutdown.clone()));
 
     let api = grpc::StratumApi::new(
@@ -135,9 +130,9 @@ pub async fn run(
     tracing::info!(pools = config.pools.len(), "stratum-agent serving");
     let served = svcos_common::ipc::serve(router, listener, shutdown.clone()).await;
     shutdown.trigger();
-    let final_state = agent_task.await.context("agent task")?;
-    let _ = writer.await;
-    state::save(&state_path, &final_state)?;
+    let final_snapshot = agent_task.await.context("agent task")?;
+    let mut last_queue = writer.await.unwrap_or_default();
+    persist::write(&paths, &final_snapshot, &mut last_queue);
     served?;
     Ok(())
 }

@@ -128,16 +128,9 @@ def test_generated_writes(case, wsim, wtoken, baseline):
         assert_envelope(resp)
 
 
-# Found by this test on 2026-11-23, not fixed here: after the generated writes the saved config
-# had [api] back at its defaults (bind 0.0.0.0, port 8080, http_port 80) instead of the sim's
-# ports, so a restarted gateway listens elsewhere. Most likely a generated `POST /api/config/import` with a
-# partial document (it resets every other section to defaults; not yet pinned to one request): issue 16 item 9 (import must merge or
-# refuse), owned by the security slice. Non-strict until that lands; the failure prints the
-# services, the config and the log tail.
-FOUND = pytest.mark.xfail(
-    reason="a generated partial import resets [api] to defaults (issue 16.9, import must merge)",
-    strict=False,
-)
+# These two once found that a generated partial `POST /api/config/import` reset [api] to its
+# defaults (the sim's ports lost on the next restart); import now merges onto the current config
+# and refuses a document without a pool (issue 16 item 9), and they pass strictly.
 
 
 def diagnose(sim) -> str:
@@ -149,7 +142,6 @@ def diagnose(sim) -> str:
     return f"services: {services}\nconfig:\n{config.read_text() if config.exists() else '-'}\nlog tail:\n{sim.log()[-3000:]}"
 
 
-@FOUND
 def test_zz_stack_survives_and_mines_again(wsim, wtoken, baseline):
     """After every generated write: nothing failed, the config loads, and mining resumes."""
     token = login(wsim)
@@ -189,7 +181,6 @@ def test_zz_stack_survives_and_mines_again(wsim, wtoken, baseline):
     )
 
 
-@FOUND
 def test_zzz_reboot_last(wsim):
     """A reboot (every service restarted, the gateway last) leaves a stack that mines."""
     token = login(wsim)

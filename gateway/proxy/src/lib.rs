@@ -18,7 +18,8 @@
 //!   uses too), else 421 like the gateway (DNS-rebinding defence). No CORS headers are ever
 //!   added; the dashboard ships a strict Content-Security-Policy and no inline script.
 //! - **Process.** One current-thread runtime; at most [`ProxyConfig::max_connections`]
-//!   connections; gRPC health on its Unix socket so the supervisor sees it SERVING once the
+//!   connections in all and [`ProxyConfig::max_connections_per_peer`] per client address, more
+//!   get 503 with the envelope at once; gRPC health on its Unix socket so the supervisor sees it SERVING once the
 //!   HTTP port is bound.
 
 pub mod assets;
@@ -57,7 +58,7 @@ pub struct ProxyConfig {
     pub connect_timeout: Duration,
     /// Give up waiting for the gateway's response head after this long. Default 30 s.
     pub response_timeout: Duration,
-    /// Client connections served at once. Default 128.
+    /// Client connections held at once; more get 503 at once. Default 128.
     pub max_connections: usize,
     /// Client connections one address may hold; more get 503 at once
     /// (`[api].max_connections_per_peer`, default 32).

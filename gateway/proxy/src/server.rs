@@ -14,7 +14,6 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use svcos_common::Shutdown;
 use svcos_common::connlimit::{self, ConnLimiter, ConnPermit};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::envelope::ProxyRefusal;
@@ -77,17 +76,12 @@ pub async fn serve(listener: TcpListener, config: ProxyConfig, shutdown: Shutdow
             config.forward_key.as_deref(),
         ),
     });
-    let permits = Arc::new(Semaphore::new(config.max_connections.max(1)));
-    // Checked before a connection may take a serving slot: one address holding connections
-    // open takes at most its share, and everyone else still gets served.
-    let per_peer = ConnLimiter::new(config.max_connections_per_peer, usize::MAX);
+    // One address holding connections open takes at most its share, and a flood from many
+    // addresses is answered 503 at once instead of queueing everyone (the owner's browser
+    // included) behind it in the backlog.
+    let limiter = ConnLimiter::new(config.max_connections_per_peer, config.max_connections);
     let mut connections = JoinSet::new();
     loop {
-        // Beyond the bound, new connections wait in the kernel's backlog.
-        let permit = tokio::select! {
-            p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
-            _ = shutdown.wait() => break,
-        };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
@@ -100,10 +94,10 @@ pub async fn serve(listener: TcpListener, config: ProxyConfig, shutdown: Shutdow
             _ = shutdown.wait() => break,
         };
         while connections.try_join_next().is_some() {}
-        let slot = match per_peer.try_acquire(peer.ip()) {
+        let slot = match limiter.try_acquire(peer.ip()) {
             Ok(slot) => slot,
             Err(why) => {
-                tracing::debug!(peer = %peer.ip(), "too many connections from one address; refused");
+                tracing::debug!(peer = %peer.ip(), ?why, "connection over the cap; refused");
                 connlimit::refuse_http(stream, why);
                 continue;
             }
@@ -113,7 +107,7 @@ pub async fn serve(listener: TcpListener, config: ProxyConfig, shutdown: Shutdow
             stream,
             peer,
             shutdown.clone(),
-            (permit, slot),
+            slot,
         ));
     }
     let drained = tokio::time::timeout(DRAIN_GRACE, async {
@@ -130,7 +124,7 @@ async fn connection(
     stream: TcpStream,
     peer: SocketAddr,
     shutdown: Shutdown,
-    _permits: (OwnedSemaphorePermit, ConnPermit),
+    _slot: ConnPermit,
 ) {
     let _ = stream.set_nodelay(true);
     let service = service_fn(move |request| {

@@ -527,3 +527,83 @@ async fn run_serves_health_on_its_socket_and_http_on_the_configured_port() {
         .unwrap()
         .unwrap();
 }
+
+/// Open a connection from `source` and send nothing.
+async fn hold(proxy: SocketAddr, source: &str) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{source}:0").parse().unwrap()).unwrap();
+    socket.connect(proxy).await.unwrap()
+}
+
+/// What a held connection was told within `within`: the whole answer if it was closed, `None`
+/// if it is still open and silent.
+async fn told(s: &mut TcpStream, within: Duration) -> Option<String> {
+    let mut out = Vec::new();
+    match tokio::time::timeout(within, s.read_to_end(&mut out)).await {
+        Ok(Ok(_)) => Some(String::from_utf8_lossy(&out).into_owned()),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn connections_beyond_the_per_address_or_total_cap_get_503_at_once() {
+    let up = upstream(Arc::new(Notify::new())).await;
+    let (proxy, _shutdown) = start_proxy(ProxyConfig {
+        max_connections: 4,
+        max_connections_per_peer: 2,
+        ..config(up)
+    })
+    .await;
+    // 127.0.0.2 holds its two; its third is refused for being one address's excess.
+    let mut held = vec![
+        hold(proxy, "127.0.0.2").await,
+        hold(proxy, "127.0.0.2").await,
+    ];
+    let mut third = hold(proxy, "127.0.0.2").await;
+    let answer = told(&mut third, PROMPT)
+        .await
+        .expect("the excess connection is closed");
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(
+        answer.contains("too many connections from this address"),
+        "{answer}"
+    );
+    // 127.0.0.3 takes the last two slots; 127.0.0.4 then finds the proxy full.
+    held.push(hold(proxy, "127.0.0.3").await);
+    held.push(hold(proxy, "127.0.0.3").await);
+    let mut late = hold(proxy, "127.0.0.4").await;
+    let answer = told(&mut late, PROMPT)
+        .await
+        .expect("the over-total connection is closed");
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("retry-after: 1"), "{answer}");
+    assert!(
+        answer.contains("\"error\":\"too many connections\""),
+        "{answer}"
+    );
+    // The held ones were not touched...
+    for s in &mut held {
+        assert_eq!(told(s, Duration::from_millis(100)).await, None);
+    }
+    // ...and once they go, a request is served again.
+    drop(held);
+    let answer = tokio::time::timeout(PROMPT, async {
+        loop {
+            let answer = raw(
+                proxy,
+                "GET /api/echo HTTP/1.1\r\nHost: rig\r\nConnection: close\r\n\r\n",
+            )
+            .await;
+            if !answer.starts_with("HTTP/1.1 503") {
+                break answer;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("a slot frees once the held connections close");
+    assert!(
+        answer.contains("x-upstream: yes"),
+        "forwarded again: {answer}"
+    );
+}

@@ -2,7 +2,8 @@
 //!
 //! Every connection is its own task holding one permit of a `max_clients` semaphore; the
 //! accept loop waits for a permit, so a flood of clients queues in the kernel backlog rather
-//! than in memory. Reads are bounded in size ([`MAX_REQUEST`]) and time, so a slow or silent
+//! than in memory. An address beyond its share of the slots gets a STATUS=E reply and is
+//! closed. Reads are bounded in size ([`MAX_REQUEST`]) and time, so a slow or silent
 //! client only ever holds its own permit for a bounded while.
 
 use std::net::{IpAddr, SocketAddr};
@@ -119,6 +120,7 @@ impl Server {
         // The per-address cap is checked before a connection may wait for a serving slot, so
         // one address holding connections open can take at most its share of the slots.
         let per_peer = ConnLimiter::new(self.limits.max_clients_per_peer, usize::MAX);
+        let refusals = Arc::new(Semaphore::new(REFUSALS_IN_FLIGHT));
         loop {
             let permit = tokio::select! {
                 p = permits.clone().acquire_owned() => p.expect("semaphore never closed"),
@@ -137,8 +139,8 @@ impl Server {
                 _ = shutdown.wait() => return Ok(()),
             };
             let Ok(slot) = per_peer.try_acquire(peer.ip()) else {
-                tracing::debug!(peer = %peer.ip(), "too many connections from one address; closed");
-                drop(stream);
+                tracing::debug!(peer = %peer.ip(), "too many connections from one address; refused");
+                self.refuse(stream, &refusals);
                 continue;
             };
             let server = self.clone();
@@ -147,6 +149,31 @@ impl Server {
                 drop(slot);
             });
         }
+    }
+
+    /// Tell a connection beyond its address's share why it is closed (a cgminer STATUS=E, in
+    /// JSON: nothing has been read to know the client's format), then close it. Each refusal
+    /// holds its socket for at most [`REFUSAL_GRACE`]; while [`REFUSALS_IN_FLIGHT`] are
+    /// pending, a flood's further connections are closed without a word, so refusing never
+    /// costs more descriptors than serving.
+    fn refuse(&self, mut stream: TcpStream, refusals: &Arc<Semaphore>) {
+        let Ok(permit) = refusals.clone().try_acquire_owned() else {
+            return;
+        };
+        let reply = self.encode(&Response::Single(over_cap()), Format::Json);
+        tokio::spawn(async move {
+            let _ = timeout(REFUSAL_GRACE, async {
+                stream.write_all(&reply).await?;
+                stream.shutdown().await?;
+                // Unread request bytes at close make the kernel reset the connection, which
+                // can destroy the reply before the client reads it.
+                let mut sink = [0u8; 512];
+                while stream.read(&mut sink).await? > 0 {}
+                Ok::<_, std::io::Error>(())
+            })
+            .await;
+            drop(permit);
+        });
     }
 
     async fn connection(
@@ -349,6 +376,18 @@ fn parse_error(e: ParseError) -> Reply {
         ParseError::MissingCommand => Status::error(code::MISCMD, "Missing JSON 'command'"),
         ParseError::CommandNotString => Status::invalid_command(),
     })
+}
+
+/// Refusals of over-cap connections that may be pending at once.
+const REFUSALS_IN_FLIGHT: usize = 256;
+/// How long one refusal may hold its socket.
+const REFUSAL_GRACE: Duration = Duration::from_millis(250);
+
+fn over_cap() -> Reply {
+    Reply::status(Status::error(
+        code::ACCDENY,
+        "Too many connections from this address; close idle connections and retry",
+    ))
 }
 
 fn too_large(format: Format) -> Reply {

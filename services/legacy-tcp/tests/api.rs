@@ -524,23 +524,37 @@ async fn one_address_holding_connections_cannot_take_every_slot() {
         ..Limits::default()
     };
     let (_dir, _fakes, addr) = ready(&[], limits).await;
-    // 127.0.0.2 opens 40 silent connections: four are held, the rest are closed at once.
+    // 127.0.0.2 opens 40 silent connections: four are held, the rest are told why and closed.
     let mut flood = Vec::new();
     for _ in 0..40 {
         let socket = TcpSocket::new_v4().unwrap();
         socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
         flood.push(socket.connect(addr).await.unwrap());
     }
-    let mut closed = 0;
+    let mut refused = 0;
     for s in &mut flood {
-        let mut buf = [0u8; 16];
-        if let Ok(Ok(0)) = tokio::time::timeout(Duration::from_secs(3), s.read(&mut buf)).await {
-            closed += 1;
+        let mut reply = Vec::new();
+        if let Ok(Ok(_)) =
+            tokio::time::timeout(Duration::from_secs(3), s.read_to_end(&mut reply)).await
+        {
+            let reply: serde_json::Value =
+                serde_json::from_slice(reply.strip_suffix(&[0]).unwrap_or(&reply))
+                    .unwrap_or_else(|e| panic!("a refusal is cgminer JSON ({e}): {reply:?}"));
+            assert_eq!(reply["STATUS"][0]["STATUS"], "E", "{reply}");
+            assert_eq!(reply["STATUS"][0]["Code"], 45, "{reply}");
+            assert!(
+                reply["STATUS"][0]["Msg"]
+                    .as_str()
+                    .unwrap()
+                    .contains("Too many connections"),
+                "{reply}"
+            );
+            refused += 1;
         }
     }
     assert_eq!(
-        closed, 36,
-        "beyond its four, every connection of the flooding address closed"
+        refused, 36,
+        "beyond its four, every connection of the flooding address was refused with a reason"
     );
     // Everyone else is answered at once (raw() gives up after 10 s, far below the 60 s hold).
     for _ in 0..10 {

@@ -1,0 +1,200 @@
+//! Share handling seam: SubmitShare's checks and accounting, the outgoing queue while the
+//! epoch's connection is down, and the pool's answers.
+
+use super::*;
+
+impl Agent {
+    pub(super) fn drop_queue(&mut self, why: &str) {
+        if self.queue.is_empty() {
+            return;
+        }
+        tracing::info!(
+            count = self.queue.len(),
+            why,
+            "dropping queued shares: their session is gone"
+        );
+        let n = self.queue.clear() as u64;
+        self.dirty = true;
+        self.saved.totals.discarded += n;
+        if let Some(u) = self.epoch_uid {
+            self.counters(u).discarded += n;
+        }
+    }
+
+    pub(super) fn on_share_result(&mut self, ticket: u64, accepted: bool, reason: Option<String>) {
+        let Some(t) = self.tickets.remove(&ticket) else {
+            return;
+        };
+        let latency_ms = t.sent.elapsed().as_secs_f64() * 1000.0;
+        let key = t.key.clone();
+        let c = self.saved.pools.entry(key).or_default();
+        c.last_share_time_ms = unix_ms();
+        c.last_share_latency_ms = latency_ms;
+        let totals = &mut self.saved.totals;
+        if accepted {
+            c.accepted += 1;
+            c.accepted_difficulty += t.difficulty;
+            totals.accepted += 1;
+            totals.accepted_difficulty += t.difficulty;
+        } else {
+            let reason = reason.unwrap_or_else(|| "rejected".into());
+            // Pools word stale rejects differently; count them as stale as well.
+            let stale = reason.to_ascii_lowercase().contains("stale")
+                || reason.to_ascii_lowercase().contains("job not found");
+            c.rejected += 1;
+            c.rejected_difficulty += t.difficulty;
+            totals.rejected += 1;
+            totals.rejected_difficulty += t.difficulty;
+            if stale {
+                c.stale += 1;
+                totals.stale += 1;
+            }
+            *c.reject_reasons.entry(reason.clone()).or_default() += 1;
+            *totals.reject_reasons.entry(reason).or_default() += 1;
+        }
+        // Counters are persisted on change: a crash right after must not lose this answer.
+        self.urgent = true;
+        self.pools_dirty = true;
+    }
+
+    // ---------------------------------------------------------------- shares
+
+    pub(super) fn submit(
+        &mut self,
+        req: SubmitShareRequest,
+    ) -> Result<ShareDisposition, AgentError> {
+        let Some(epoch) = self.epoch.as_mut().filter(|e| e.id == req.pool_epoch) else {
+            self.saved.totals.stale += 1;
+            self.pools_dirty = true;
+            return Ok(ShareDisposition::Stale);
+        };
+        let uid = self.epoch_uid.expect("epoch has a pool");
+        let checked = match epoch.check(
+            &req.job_id,
+            &req.extranonce2,
+            req.ntime,
+            req.nonce,
+            req.version,
+        ) {
+            Ok(c) => c,
+            Err(ShareCheck::Stale) => {
+                self.saved.totals.stale += 1;
+                self.counters(uid).stale += 1;
+                self.pools_dirty = true;
+                return Ok(ShareDisposition::Stale);
+            }
+            Err(ShareCheck::Duplicate) => return Ok(ShareDisposition::Duplicate),
+            Err(ShareCheck::Malformed(m)) => return Err(AgentError::MalformedShare(m)),
+            Err(ShareCheck::BelowTarget(_)) => {
+                self.saved.totals.discarded += 1;
+                self.counters(uid).discarded += 1;
+                return Ok(ShareDisposition::BelowTarget);
+            }
+        };
+        {
+            let c = self.counters(uid);
+            c.best_share = c.best_share.max(checked.achieved);
+            if checked.block {
+                c.found_blocks += 1;
+            }
+        }
+        self.saved.totals.best_share = self.saved.totals.best_share.max(checked.achieved);
+        if checked.block {
+            self.saved.totals.found_blocks += 1;
+            tracing::info!(
+                difficulty = checked.achieved,
+                "share meets the block target"
+            );
+        }
+        let share = QueuedShare {
+            epoch: req.pool_epoch,
+            job_id: req.job_id,
+            extranonce2: req.extranonce2,
+            ntime: req.ntime,
+            nonce: req.nonce,
+            version: req.version,
+            difficulty: checked.target,
+            queued_at_ms: unix_ms(),
+        };
+        let disposition = if self.write_share(&share) {
+            ShareDisposition::Submitted
+        } else {
+            if self.queue.push(share).is_some() {
+                self.saved.totals.discarded += 1;
+            }
+            ShareDisposition::Queued
+        };
+        // Written at once: a restart must know this share was taken, or it could go out twice.
+        self.urgent = true;
+        self.pools_dirty = true;
+        Ok(disposition)
+    }
+
+    /// Write a share to the epoch's connection when it is up and authorised.
+    pub(super) fn write_share(&mut self, share: &QueuedShare) -> bool {
+        let Some(conn) = self.epoch_conn else {
+            return false;
+        };
+        let ticket = self.next_ticket;
+        let Some(c) = self.conns.get_mut(&conn).filter(|c| c.session.authorized()) else {
+            return false;
+        };
+        let submit = ShareSubmit {
+            job_id: &share.job_id,
+            extranonce2: &share.extranonce2,
+            ntime: share.ntime,
+            nonce: share.nonce,
+            version: share.version,
+        };
+        let sent = match &mut c.session {
+            PoolSession::V1(session) => c.handle.send(session.submit(ticket, submit)),
+            PoolSession::V2(session, _) => session
+                .submit(ticket, submit, unix_ms())
+                .is_some_and(|frame| c.handle.send_bytes(frame)),
+        };
+        if !sent {
+            return false;
+        }
+        let uid = c.uid;
+        self.next_ticket += 1;
+        if self.tickets.len() >= crate::v1::session::MAX_PENDING {
+            // The session forgets requests this old too; their answers will never be matched.
+            let floor = ticket.saturating_sub(crate::v1::session::MAX_PENDING as u64);
+            self.tickets.retain(|t, _| *t > floor);
+        }
+        let key = self.slot(uid).map_or_else(String::new, |s| s.key.clone());
+        self.tickets.insert(
+            ticket,
+            Ticket {
+                key,
+                difficulty: share.difficulty,
+                sent: Instant::now(),
+            },
+        );
+        true
+    }
+
+    pub(super) fn flush_queue(&mut self) {
+        let queued = self.queue.take();
+        let current = self.epoch.as_ref().map(|e| e.id);
+        let mut sent = 0;
+        for share in queued {
+            let valid = Some(share.epoch) == current
+                && self
+                    .epoch
+                    .as_ref()
+                    .is_some_and(|e| e.has_job(&share.job_id));
+            if valid && self.write_share(&share) {
+                sent += 1;
+            } else if valid {
+                self.queue.push(share);
+            } else {
+                self.saved.totals.stale += 1;
+            }
+        }
+        if sent > 0 {
+            tracing::info!(sent, "queued shares submitted after reconnect");
+            self.persist();
+        }
+    }
+}

@@ -185,6 +185,11 @@ pub struct QueueFileError {
     pub source: std::io::Error,
 }
 
+/// Parse queue file bytes (as [`ShareQueue::encode`] writes them).
+pub fn decode(bytes: &[u8]) -> Result<Vec<QueuedShare>, serde_json::Error> {
+    serde_json::from_slice::<QueueFile>(bytes).map(|doc| doc.shares)
+}
+
 /// Read the queue file: empty when missing; a damaged file is moved aside (logged). More than
 /// `capacity` shares (a file from a build with a larger bound) keeps the newest.
 pub fn load(path: &Path, capacity: usize) -> Vec<QueuedShare> {

@@ -900,3 +900,109 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
         None => std::future::pending().await,
     }
 }
+
+/// An agent built for the seams' unit tests: pools on ports nothing listens on, a config file in
+/// a temp dir, and the writer's ends kept so nothing is closed under the agent.
+#[cfg(test)]
+pub(super) mod testkit {
+    use super::*;
+    use crate::state::SavedJob;
+
+    pub(crate) struct Kit {
+        pub agent: Agent,
+        pub views: Views,
+        pub dir: tempfile::TempDir,
+        pub snapshots: watch::Receiver<Arc<Snapshot>>,
+        pub durable: watch::Sender<u64>,
+        _events: mpsc::Receiver<ConnEvent>,
+    }
+
+    /// `n` pools, `stratum+tcp://127.0.0.1:<1001+i>`, user `w<i>`, ranked in list order.
+    pub(crate) fn pools(n: usize) -> Vec<PoolConfig> {
+        (0..n)
+            .map(|i| PoolConfig {
+                url: format!("stratum+tcp://127.0.0.1:{}", 1001 + i),
+                user: format!("w{i}"),
+                priority: i as u32,
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    pub(crate) fn kit(pools: Vec<PoolConfig>, saved: SavedState, queue: Vec<QueuedShare>) -> Kit {
+        let dir = tempfile::tempdir().unwrap();
+        let config_path = dir.path().join("svcos.toml");
+        let config = Config {
+            pools: pools.clone(),
+            ..Default::default()
+        };
+        config.save(&config_path).unwrap();
+        let settings = AgentSettings {
+            state_path: dir.path().join("state.json"),
+            config_path,
+            pools,
+            stratum: StratumConfig::default(),
+            donation: DonationConfig::default(),
+            tls: Tls::new(None).unwrap(),
+        };
+        let (events_tx, events) = mpsc::channel(8);
+        let (persistence, snapshots, durable) = crate::persist::channels();
+        let (agent, views) = Agent::new(settings, saved, queue, events_tx, persistence);
+        Kit {
+            agent,
+            views,
+            dir,
+            snapshots,
+            durable,
+            _events: events,
+        }
+    }
+
+    /// A saved job whose header fields are well formed; `taken` lists its taken shares.
+    pub(crate) fn saved_job(job_id: &str, taken: &[&str]) -> SavedJob {
+        SavedJob {
+            job_id: job_id.into(),
+            prev_hash: "11".repeat(32),
+            coinb1: "01000000".into(),
+            coinb2: "ffffffff".into(),
+            merkle_branch: vec!["22".repeat(32)],
+            version: 0x2000_0000,
+            nbits: 0x1d00_ffff,
+            ntime: 0x6650_0000,
+            difficulty: 2.0,
+            submitted: taken.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    /// Saved state whose session (epoch `epoch`) belongs to `pool` and holds `jobs`.
+    pub(crate) fn saved_session(pool: &PoolConfig, epoch: u64, jobs: Vec<SavedJob>) -> SavedState {
+        SavedState {
+            next_epoch: epoch + 1,
+            epoch: Some(SavedEpoch {
+                id: epoch,
+                pool_key: pool_key(pool),
+                session_id: Some("sess-1".into()),
+                extranonce1: "abcd0001".into(),
+                extranonce2_size: 4,
+                version_mask: 0x1fff_e000,
+                difficulty: 2.0,
+                jobs,
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// A queued share of `epoch`/`job`, queued `age_ms` ago.
+    pub(crate) fn queued(epoch: u64, job: &str, nonce: u32, age_ms: i64) -> QueuedShare {
+        QueuedShare {
+            epoch,
+            job_id: job.into(),
+            extranonce2: vec![0, 0, 0, 1],
+            ntime: 0x6650_0000,
+            nonce,
+            version: 0x2000_0000,
+            difficulty: 2.0,
+            queued_at_ms: unix_ms() - age_ms,
+        }
+    }
+}

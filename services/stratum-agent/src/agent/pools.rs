@@ -211,3 +211,120 @@ impl Agent {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::{kit, pools};
+    use super::*;
+
+    fn ask<T>(agent: &mut Agent, make: impl FnOnce(Reply<T>) -> Command) -> Result<T, AgentError> {
+        let (tx, mut rx) = oneshot::channel();
+        agent.command(make(tx));
+        rx.try_recv().expect("pool-list commands answer at once")
+    }
+
+    fn priorities(agent: &Agent) -> Vec<u32> {
+        agent.slots.iter().map(|s| s.cfg.priority).collect()
+    }
+
+    fn priorities_on_disk(k: &super::super::testkit::Kit) -> Vec<u32> {
+        Config::load(&k.agent.settings.config_path)
+            .unwrap()
+            .pools
+            .iter()
+            .map(|p| p.priority)
+            .collect()
+    }
+
+    #[test]
+    fn a_priority_order_must_list_every_pool_once() {
+        let mut k = kit(pools(3), SavedState::default(), vec![]);
+        for bad in [
+            vec![0, 1],
+            vec![0, 1, 1],
+            vec![0, 1, 3],
+            vec![0, 1, 2, 0],
+            vec![],
+        ] {
+            let r = ask(&mut k.agent, |tx| Command::SetPoolPriority(bad.clone(), tx));
+            assert!(matches!(r, Err(AgentError::BadOrder)), "{bad:?}: {r:?}");
+            assert_eq!(
+                priorities(&k.agent),
+                vec![0, 1, 2],
+                "{bad:?} changed nothing"
+            );
+        }
+        ask(&mut k.agent, |tx| {
+            Command::SetPoolPriority(vec![2, 0, 1], tx)
+        })
+        .unwrap();
+        // Pool 2 first, then 0, then 1: priorities by list position.
+        assert_eq!(priorities(&k.agent), vec![1, 2, 0]);
+        assert_eq!(priorities_on_disk(&k), vec![1, 2, 0], "persisted");
+        let snapshot = k.views.pools.borrow().clone();
+        assert_eq!(
+            snapshot
+                .pools
+                .iter()
+                .map(|p| p.priority)
+                .collect::<Vec<_>>(),
+            vec![1, 2, 0],
+            "published"
+        );
+    }
+
+    #[test]
+    fn a_switch_puts_the_pool_first_and_keeps_the_others_in_order() {
+        let mut k = kit(pools(4), SavedState::default(), vec![]);
+        ask(&mut k.agent, |tx| Command::SwitchPool(2, tx)).unwrap();
+        assert_eq!(priorities(&k.agent), vec![1, 2, 0, 3]);
+        assert_eq!(k.agent.manual, Some(k.agent.slots[2].uid));
+        let r = ask(&mut k.agent, |tx| Command::SwitchPool(4, tx));
+        assert!(matches!(r, Err(AgentError::NoSuchPool(4))), "{r:?}");
+        assert_eq!(priorities_on_disk(&k), vec![1, 2, 0, 3]);
+    }
+
+    #[test]
+    fn add_remove_and_enable_validate_before_changing_anything() {
+        let mut k = kit(pools(2), SavedState::default(), vec![]);
+        let bad = PoolConfig {
+            url: "http://not-a-pool".into(),
+            user: "x".into(),
+            ..Default::default()
+        };
+        let r = ask(&mut k.agent, |tx| Command::AddPool(bad, tx));
+        assert!(matches!(r, Err(AgentError::Invalid(_))), "{r:?}");
+        assert_eq!(k.agent.slots.len(), 2);
+
+        let good = pools(3).pop().unwrap();
+        let index = ask(&mut k.agent, |tx| Command::AddPool(good, tx)).unwrap();
+        assert_eq!(index, 2);
+        assert_eq!(k.agent.slots[2].cfg.priority, 2, "appended last");
+        assert_eq!(priorities_on_disk(&k), vec![0, 1, 2]);
+
+        let r = ask(&mut k.agent, |tx| Command::RemovePool(3, tx));
+        assert!(matches!(r, Err(AgentError::NoSuchPool(3))), "{r:?}");
+        ask(&mut k.agent, |tx| Command::RemovePool(0, tx)).unwrap();
+        assert_eq!(priorities_on_disk(&k), vec![1, 2]);
+
+        ask(&mut k.agent, |tx| Command::SetPoolEnabled(1, false, tx)).unwrap();
+        assert_eq!(k.agent.slots[1].state, PoolState::Disabled);
+        assert!(!Config::load(&k.agent.settings.config_path).unwrap().pools[1].enabled);
+        let r = ask(&mut k.agent, |tx| Command::SetPoolEnabled(9, true, tx));
+        assert!(matches!(r, Err(AgentError::NoSuchPool(9))), "{r:?}");
+    }
+
+    #[test]
+    fn reload_keeps_known_pools_by_url_and_user() {
+        let mut k = kit(pools(2), SavedState::default(), vec![]);
+        let uids: Vec<u64> = k.agent.slots.iter().map(|s| s.uid).collect();
+        let mut config = Config::load(&k.agent.settings.config_path).unwrap();
+        config.pools.reverse();
+        config.pools.push(pools(3).pop().unwrap());
+        config.save(&k.agent.settings.config_path).unwrap();
+        ask(&mut k.agent, Command::ReloadConfig).unwrap();
+        let after: Vec<u64> = k.agent.slots.iter().map(|s| s.uid).collect();
+        assert_eq!(&after[..2], &[uids[1], uids[0]], "same slots, new order");
+        assert!(!uids.contains(&after[2]), "a new pool gets a new uid");
+    }
+}

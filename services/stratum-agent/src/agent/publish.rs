@@ -175,3 +175,71 @@ pub(super) fn sv2_idle<'a>(
         ..Default::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::{kit, pools};
+    use super::*;
+
+    #[test]
+    fn the_sv2_status_before_any_connection() {
+        let on = StratumConfig {
+            sv2_enabled: true,
+            ..Default::default()
+        };
+        let off = StratumConfig::default();
+        let v1 = (true, "stratum+tcp://a:1");
+        let v2 = (true, "stratum2+tcp://a:1/key");
+        let v2_off = (false, "stratum2+tcp://a:1/key");
+        for (stratum, pools, state) in [
+            (&off, vec![v1, v2], "disabled"),
+            (&on, vec![v1], "no_pool"),
+            (&on, vec![v1, v2_off], "no_pool"),
+            (&on, vec![v1, v2], "connecting"),
+        ] {
+            let s = sv2_idle(stratum, pools.into_iter());
+            assert_eq!(s.state, state);
+            assert_eq!(s.enabled, stratum.sv2_enabled);
+            assert_eq!(s.last_error.is_empty(), stratum.sv2_enabled, "{state}");
+            assert_eq!(s.pool_index, -1);
+        }
+    }
+
+    #[test]
+    fn the_pool_snapshot_masks_credentials_and_reports_disabled_pools() {
+        let mut p = pools(2);
+        p[0].url = "stratum+tcp://owner:hunter2@127.0.0.1:1001".into();
+        p[1].enabled = false;
+        let mut k = kit(p, SavedState::default(), vec![]);
+        let key = k.agent.slots[0].key.clone();
+        let c = k.agent.saved.pools.entry(key).or_default();
+        c.accepted = 5;
+        c.reject_reasons.insert("Stale".into(), 2);
+        k.agent.saved.totals.accepted = 9;
+        k.agent.publish_pools();
+        let s = k.views.pools.borrow().clone();
+        assert!(!s.pools[0].url.contains("hunter2"), "{}", s.pools[0].url);
+        assert!(s.pools[0].url.contains("127.0.0.1:1001"));
+        assert_eq!(s.pools[0].accepted, 5);
+        assert_eq!(s.pools[0].reject_reasons.get("Stale"), Some(&2));
+        assert_eq!(s.pools[1].state, PoolState::Disabled as i32);
+        assert!(!s.pools[1].enabled);
+        assert_eq!((s.accepted, s.active_index), (9, -1));
+        assert_eq!(s.pools[0].protocol, "stratum+tcp");
+    }
+
+    #[test]
+    fn only_clean_jobs_void_the_readers_work() {
+        let mut k = kit(pools(1), SavedState::default(), vec![]);
+        let t = Arc::new(JobTemplate {
+            job_id: "a".into(),
+            ..Default::default()
+        });
+        k.agent.publish_job(t.clone(), true);
+        let first = k.views.jobs.borrow().clone().unwrap().clean_seq;
+        k.agent.publish_job(t.clone(), false);
+        assert_eq!(k.views.jobs.borrow().clone().unwrap().clean_seq, first);
+        k.agent.publish_job(t, true);
+        assert_eq!(k.views.jobs.borrow().clone().unwrap().clean_seq, first + 1);
+    }
+}

@@ -147,3 +147,121 @@ impl Agent {
         self.last_persist = Instant::now();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::{kit, pools, queued, saved_job, saved_session};
+    use super::*;
+    use crate::persist::parse_share_key;
+    use crate::sharequeue::MAX_AGE_MS;
+
+    #[test]
+    fn a_saved_session_is_resumed_with_its_jobs_and_taken_shares() {
+        let p = pools(2);
+        let jobs = vec![saved_job("j1", &["00000001:1:2:3"]), saved_job("j2", &[])];
+        let mut k = kit(p.clone(), saved_session(&p[1], 7, jobs.clone()), vec![]);
+        let a = &k.agent;
+        let uid = a.slots[1].uid;
+        let epoch = a.epoch.as_ref().expect("restored");
+        assert_eq!(epoch.id, 7);
+        assert!(epoch.has_job("j1") && epoch.has_job("j2"));
+        assert!(
+            epoch.jobs[0]
+                .submitted
+                .contains(&parse_share_key("00000001:1:2:3").unwrap())
+        );
+        assert_eq!(
+            (a.epoch_uid, a.home, a.active),
+            (Some(uid), Some(uid), Some(uid))
+        );
+        assert_eq!(a.epoch_conn, None, "mined again once the pool answers");
+        assert_eq!(a.slots[1].session_id.as_deref(), Some("sess-1"));
+        assert!(a.saved.next_epoch >= 8, "epoch numbers never repeat");
+        let published = k
+            .views
+            .jobs
+            .borrow()
+            .clone()
+            .expect("the saved job is handed out");
+        assert_eq!(published.template.job_id, "j2");
+        assert!(published.template.clean_jobs);
+
+        // And it is saved again as it was read.
+        let again: SavedState = serde_json::from_slice(&k.agent.state_bytes()).unwrap();
+        let e = again.epoch.unwrap();
+        assert_eq!(e.jobs, jobs);
+        assert_eq!((e.id, e.session_id.as_deref()), (7, Some("sess-1")));
+    }
+
+    #[test]
+    fn a_session_of_a_pool_no_longer_configured_is_not_resumed() {
+        let p = pools(2);
+        let gone = PoolConfig {
+            user: "someone-else".into(),
+            ..p[0].clone()
+        };
+        let saved = saved_session(&gone, 7, vec![saved_job("j1", &[])]);
+        let k = kit(p, saved, vec![queued(7, "j1", 1, 0)]);
+        assert!(k.agent.epoch.is_none());
+        assert!(
+            k.agent.queue.is_empty(),
+            "its queued shares have no session"
+        );
+        assert_eq!(k.agent.saved.totals.discarded, 1);
+        assert!(k.views.jobs.borrow().is_none());
+    }
+
+    #[test]
+    fn the_saved_queue_keeps_valid_shares_and_marks_them_taken() {
+        let p = pools(1);
+        let saved = saved_session(&p[0], 7, vec![saved_job("j1", &[])]);
+        let keep = queued(7, "j1", 5, 1000);
+        let queue = vec![
+            keep.clone(),
+            queued(7, "zz", 6, 1000),
+            queued(7, "j1", 7, MAX_AGE_MS + 60_000),
+        ];
+        let mut k = kit(p, saved, queue);
+        assert_eq!(k.agent.queue.take(), vec![keep.clone()]);
+        assert_eq!(k.agent.saved.totals.discarded, 2);
+        assert_eq!(k.agent.saved.pools[&k.agent.slots[0].key].discarded, 2);
+        let epoch = k.agent.epoch.as_ref().unwrap();
+        assert!(
+            epoch.jobs[0].submitted.contains(&keep.key()),
+            "a resubmission is a duplicate"
+        );
+    }
+
+    #[test]
+    fn a_queued_answer_is_released_by_the_write_that_covers_it() {
+        let p = pools(1);
+        let saved = saved_session(&p[0], 7, vec![saved_job("j1", &[])]);
+        let mut k = kit(p, saved, vec![]);
+        let (tx1, mut rx1) = oneshot::channel();
+        k.agent.queue.push(queued(7, "j1", 1, 0));
+        k.agent.waiting.push((k.agent.generation + 1, tx1));
+        k.agent.persist();
+        let snapshot = k.snapshots.borrow_and_update().clone();
+        assert_eq!(snapshot.generation, 1);
+        assert_eq!(
+            crate::sharequeue::decode(&snapshot.queue).unwrap().len(),
+            1,
+            "the snapshot carries the queue"
+        );
+        assert!(!snapshot.state.is_empty());
+
+        let (tx2, mut rx2) = oneshot::channel();
+        k.agent.queue.push(queued(7, "j1", 2, 0));
+        k.agent.waiting.push((k.agent.generation + 1, tx2));
+        // Until the writer reports generation 1, nobody hears anything.
+        assert!(rx1.try_recv().is_err());
+        k.agent.release_waiting(1);
+        assert_eq!(rx1.try_recv().unwrap().unwrap(), ShareDisposition::Queued);
+        assert!(rx2.try_recv().is_err(), "its share is not on disk yet");
+        k.agent.persist();
+        k.agent.release_waiting(2);
+        assert_eq!(rx2.try_recv().unwrap().unwrap(), ShareDisposition::Queued);
+        assert!(k.agent.waiting.is_empty());
+        let _ = (&k.dir, &k.durable);
+    }
+}

@@ -198,3 +198,87 @@ impl Agent {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::{kit, pools, queued, saved_job, saved_session};
+    use super::*;
+
+    fn ticket(agent: &mut Agent, id: u64, slot: usize) {
+        let key = agent.slots[slot].key.clone();
+        agent.tickets.insert(
+            id,
+            Ticket {
+                key,
+                difficulty: 2.0,
+                sent: Instant::now(),
+            },
+        );
+    }
+
+    #[test]
+    fn a_share_of_another_epoch_is_stale_and_counted() {
+        let mut k = kit(pools(1), SavedState::default(), vec![]);
+        let req = SubmitShareRequest {
+            pool_epoch: 5,
+            job_id: "j".into(),
+            ..Default::default()
+        };
+        assert_eq!(k.agent.submit(req).unwrap(), ShareDisposition::Stale);
+        assert_eq!(k.agent.saved.totals.stale, 1);
+    }
+
+    #[test]
+    fn answers_are_counted_per_pool_and_stale_rejects_classified() {
+        let mut k = kit(pools(2), SavedState::default(), vec![]);
+        for (id, slot) in [(1, 0), (2, 0), (3, 0), (4, 1)] {
+            ticket(&mut k.agent, id, slot);
+        }
+        k.agent.on_share_result(1, true, None);
+        k.agent
+            .on_share_result(2, false, Some("Stale share".to_string()));
+        k.agent
+            .on_share_result(3, false, Some("Job not found".to_string()));
+        k.agent
+            .on_share_result(4, false, Some("Low difficulty share".to_string()));
+        // An answer nobody asked for (or one already counted) changes nothing.
+        k.agent.on_share_result(1, true, None);
+        k.agent.on_share_result(99, true, None);
+        assert!(k.agent.urgent, "answers are persisted at once");
+
+        let p0 = k.agent.saved.pools[&k.agent.slots[0].key].clone();
+        assert_eq!((p0.accepted, p0.rejected, p0.stale), (1, 2, 2));
+        assert_eq!(p0.accepted_difficulty, 2.0);
+        assert_eq!(p0.reject_reasons.get("Job not found"), Some(&1));
+        let p1 = k.agent.saved.pools[&k.agent.slots[1].key].clone();
+        assert_eq!((p1.accepted, p1.rejected, p1.stale), (0, 1, 0));
+        let t = &k.agent.saved.totals;
+        assert_eq!((t.accepted, t.rejected, t.stale), (1, 3, 2));
+        assert_eq!(t.rejected_difficulty, 6.0);
+    }
+
+    #[test]
+    fn the_queue_waits_for_its_session_and_drops_what_cannot_go() {
+        let p = pools(1);
+        let saved = saved_session(&p[0], 7, vec![saved_job("j1", &[])]);
+        let mut k = kit(p, saved, vec![]);
+        for s in [
+            queued(7, "j1", 1, 0),
+            queued(6, "j1", 2, 0),
+            queued(7, "gone", 3, 0),
+        ] {
+            k.agent.queue.push(s);
+        }
+        // No connection yet: the valid share stays, the others are stale now.
+        k.agent.flush_queue();
+        assert_eq!(k.agent.queue.len(), 1);
+        assert_eq!(k.agent.saved.totals.stale, 2);
+        // A new session voids what is left.
+        k.agent.dirty = false;
+        k.agent.drop_queue("new epoch");
+        assert!(k.agent.queue.is_empty());
+        assert_eq!(k.agent.saved.totals.discarded, 1);
+        assert_eq!(k.agent.saved.pools[&k.agent.slots[0].key].discarded, 1);
+        assert!(k.agent.dirty, "the emptied queue is written");
+    }
+}

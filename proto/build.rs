@@ -10,6 +10,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "svcos/supervisor/v1/supervisor.proto",
         "svcos/supervisor/v1/update.proto",
         "svcos/tuner/v1/tuner.proto",
+        "svcos/tuner/v1/power.proto",
+        "svcos/tuner/v1/history.proto",
         "svcos/testpool/v1/testpool.proto",
     ];
     for f in &files {

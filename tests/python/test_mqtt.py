@@ -480,6 +480,13 @@ def test_home_assistant_commands(sim, token, brokers, restore_mqtt):
         assert r["ok"] and r["route"] == "/api/config", r
         assert get_config(sim, token)["hardware"]["power_target_watt"] == 900
 
+        # ...and reaches hw-agent through the governor: the applied target reads 900 W.
+        def applied_target():
+            code, _, body = http("GET", f"{sim.api_url}/api/status", token)
+            return code == 200 and body["mining"]["power_target_watt"] == 900
+
+        wait_for(applied_target, 30, "hw-agent to apply the 900 W target")
+
         # Bad payloads: refused, logged, audited; nothing else moves.
         settled = get_config(sim, token)
         audit_len = len(audit())

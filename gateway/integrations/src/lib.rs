@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use svcos_common::Shutdown;
-use svcos_common::config::{Config, MqttConfig, PowerConfig, WebhookConfig};
+use svcos_common::config::{Config, MqttConfig, WebhookConfig};
 use svcos_common::time::Clock;
 use svcos_proto::hwagent::v1::Telemetry;
 use svcos_proto::stratum::v1::GetPoolsResponse;
@@ -55,8 +55,6 @@ pub struct Settings {
     pub webhook: WebhookConfig,
     /// `[system].hostname` (node id and payloads).
     pub hostname: String,
-    /// `[power]`, for the power-reading calibration `/api/status` applies too.
-    pub power: PowerConfig,
     /// `[system].mode` (the state message carries it for the mode select).
     pub mode: String,
 }
@@ -68,7 +66,6 @@ impl Settings {
             mqtt: c.mqtt.clone(),
             webhook: c.webhook.clone(),
             hostname: c.system.hostname.clone(),
-            power: c.power.clone(),
             mode: c.system.mode.as_str().to_string(),
         }
     }

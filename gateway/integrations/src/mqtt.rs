@@ -241,13 +241,12 @@ impl Session<'_> {
                     self.discovered = shape.or(Some((Vec::new(), Vec::new(), String::new())));
                 }
             }
-            // Live settings: power calibration and mode change without a new session.
+            // Live settings: the mode changes without a new session.
             let live = ctx.settings.borrow().clone();
             payload::state(
                 &self.settings.hostname,
                 &live.mode,
                 ctx.clock.now_ms(),
-                &live.power,
                 t.as_ref(),
                 p.as_ref(),
             )

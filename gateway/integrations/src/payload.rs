@@ -2,7 +2,7 @@
 //! Pure functions of the snapshots, so tests can check them without a broker.
 
 use serde_json::{Value, json};
-use svcos_common::config::{MqttConfig, PowerConfig};
+use svcos_common::config::MqttConfig;
 use svcos_proto::hwagent::v1::Telemetry;
 use svcos_proto::stratum::v1::GetPoolsResponse;
 
@@ -116,17 +116,16 @@ pub fn client_id(cfg: &MqttConfig, topics: &Topics) -> String {
     }
 }
 
-/// The state message (`svcos.mqtt.state.v1`). Numbers are rounded, and power calibrated
-/// (`[power].calibration_*`), like `/api/status`.
+/// The state message (`svcos.mqtt.state.v1`). Numbers are rounded; power is hw-agent's
+/// calibrated reading, the same watts `/api/status` reports.
 pub fn state(
     hostname: &str,
     mode: &str,
     now_ms: i64,
-    power: &PowerConfig,
     t: Option<&Telemetry>,
     p: Option<&GetPoolsResponse>,
 ) -> Value {
-    let watt = t.map_or(0.0, |t| power.calibrated_watt(t.power_watt));
+    let watt = t.map_or(0.0, |t| t.power_watt);
     let active = p.and_then(|p| {
         p.pools
             .iter()
@@ -514,7 +513,7 @@ mod tests {
             power_watt: 1350.0,
             ..Default::default()
         };
-        let v = state("h", "home", 1, &PowerConfig::default(), Some(&t), None);
+        let v = state("h", "home", 1, Some(&t), None);
         assert_eq!(v["mode"], "home");
         assert_eq!(v["hashrate_ghs"], 13_500.123);
         assert_eq!(v["temp_max_c"], 71.3);

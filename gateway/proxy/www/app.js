@@ -486,7 +486,8 @@
   function HistoryCharts() {
     const [range, setRange] = useState("15m");
     const r = RANGES.find((x) => x.id === range);
-    const q = usePoll(() => api("GET", r.src), range === "15m" ? 15000 : 60000, [range]);
+    // /api/history answers the last 24 h unless asked for more (the tuner keeps 30 days per minute).
+    const q = usePoll(() => api("GET", r.last_s ? `${r.src}?from_ms=${Date.now() - r.last_s * 1000}` : r.src), range === "15m" ? 15000 : 60000, [range]);
     const samples = (get(q.data, "samples") || []).filter((s) => !r.last_s || s.t_ms >= Date.now() - r.last_s * 1000);
     const times = samples.map((s) => s.t_ms / 1000);
     const hashrate = { label: "Hashrate", unit: "TH/s", values: samples.map((s) => s.ghs_1m / 1000) };
@@ -498,7 +499,7 @@
         <div role="radiogroup" aria-label="Time range" class="seg">
           ${RANGES.map((x) => html`<button type="button" role="radio" aria-checked=${x.id === range} class=${x.id === range ? "on" : ""} onClick=${() => setRange(x.id)}>${x.label}</button>`)}
         </div></div>
-      <p class="muted">${samples.length} samples${oldest ? ` since ${FMT.time(oldest)}` : ""}; ${get(q.data, "since") || "kept by the gateway"}.</p>
+      <p class="muted">${samples.length} samples${oldest ? ` since ${FMT.time(oldest)}` : ""}; ${get(q.data, "since") || "kept by the tuner"}.</p>
       <${Loading} q=${q} />
       <div class="charts">
         <${Chart} id="chart-hashrate" title="Hashrate" times=${times} series=${[hashrate]} />

@@ -127,13 +127,15 @@ pub async fn guard(State(g): State<GuardCtx>, req: Request, next: Next) -> Respo
 
     let resp = next.run(req).await;
     if g.meta.mutates() {
-        g.state.record_audit(AuditEntry {
-            timestamp_ms: g.state.clock.now_ms(),
-            method: g.meta.method.as_str(),
-            path: g.meta.path,
-            status: resp.status().as_u16(),
-            session_id,
-        });
+        g.state
+            .record_audit(AuditEntry {
+                timestamp_ms: g.state.clock.now_ms(),
+                method: g.meta.method.as_str(),
+                path: g.meta.path,
+                status: resp.status().as_u16(),
+                session_id,
+            })
+            .await;
     }
     resp
 }

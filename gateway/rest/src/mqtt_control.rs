@@ -58,13 +58,15 @@ pub async fn execute(state: &AppState, command: Command) -> CommandResult {
     match commands::plan(&command) {
         Plan::Refuse(reason) => {
             tracing::warn!(entity = ?command.entity, payload = %command.payload, %reason, "MQTT command refused");
-            state.record_audit(AuditEntry {
-                timestamp_ms: at_ms,
-                method: "MQTT",
-                path: command.entity.audit_path(),
-                status: 400,
-                session_id: Some(format!("internal:{}", CALLER.0)),
-            });
+            state
+                .record_audit(AuditEntry {
+                    timestamp_ms: at_ms,
+                    method: "MQTT",
+                    path: command.entity.audit_path(),
+                    status: 400,
+                    session_id: Some(format!("internal:{}", CALLER.0)),
+                })
+                .await;
             result.error = Some(reason);
         }
         Plan::Rest { method, path, body } => {

@@ -1,7 +1,6 @@
-//! The gateway's shared state: live config, peer clients, telemetry snapshots, session cache and
-//! the audit ring.
+//! The gateway's shared state: live config, peer clients, telemetry snapshots and the session
+//! cache. History and the audit log are kept by the tuner process (`HistoryService`).
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -17,6 +16,8 @@ use svcos_proto::hwagent::v1::{StreamTelemetryRequest, Telemetry};
 use svcos_proto::stratum::v1::stratum_service_client::StratumServiceClient;
 use svcos_proto::stratum::v1::{GetPoolsResponse, StreamPoolsRequest};
 use svcos_proto::supervisor::v1::supervisor_service_client::SupervisorServiceClient;
+use svcos_proto::tuner::v1::history_service_client::HistoryServiceClient;
+use svcos_proto::tuner::v1::power_service_client::PowerServiceClient;
 use svcos_proto::tuner::v1::tuner_service_client::TunerServiceClient;
 use tokio::sync::watch;
 use tonic::transport::Channel;
@@ -29,8 +30,8 @@ pub const POOL_TEST_TIMEOUT: Duration = Duration::from_secs(20);
 pub const LOGIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Deadline of supervisor calls (a restart answers once the new process serves).
 pub const SUPERVISOR_TIMEOUT: Duration = Duration::from_secs(20);
-/// Writes kept in the audit ring.
-const AUDIT_CAP: usize = 256;
+/// How long a write's answer may wait for its audit entry to be queued in the history store.
+const AUDIT_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// One write that went through the gateway.
 #[derive(Debug, Clone, Serialize)]
@@ -65,6 +66,10 @@ pub struct Peers {
     pub supervisor: SupervisorServiceClient<Channel>,
     /// Tuner.
     pub tuner: TunerServiceClient<Channel>,
+    /// The power governor (served by the tuner process).
+    pub power: PowerServiceClient<Channel>,
+    /// Lasting history and the audit log (served by the tuner process).
+    pub history: HistoryServiceClient<Channel>,
 }
 
 impl Peers {
@@ -72,22 +77,27 @@ impl Peers {
     pub fn new(layout: &Layout) -> Self {
         Peers {
             auth: AuthServiceClient::new(ipc::channel(layout, ServiceName::Auth)),
-            auth_hash: AuthServiceClient::new(ipc::channel_with_timeout(
-                layout.socket(ServiceName::Auth),
+            auth_hash: AuthServiceClient::new(ipc::channel_with_deadline(
+                layout,
+                ServiceName::Auth,
                 LOGIN_TIMEOUT,
             )),
             hw: HwAgentServiceClient::new(ipc::channel(layout, ServiceName::HwAgent)),
             stratum: StratumServiceClient::new(ipc::channel(layout, ServiceName::StratumAgent)),
-            stratum_slow: StratumServiceClient::new(ipc::channel_with_timeout(
-                layout.socket(ServiceName::StratumAgent),
+            stratum_slow: StratumServiceClient::new(ipc::channel_with_deadline(
+                layout,
+                ServiceName::StratumAgent,
                 POOL_TEST_TIMEOUT + Duration::from_secs(2),
             )),
             // A restart resolves when the new process is serving, which can take seconds.
-            supervisor: SupervisorServiceClient::new(ipc::channel_with_timeout(
-                layout.socket(ServiceName::Supervisor),
+            supervisor: SupervisorServiceClient::new(ipc::channel_with_deadline(
+                layout,
+                ServiceName::Supervisor,
                 SUPERVISOR_TIMEOUT,
             )),
             tuner: TunerServiceClient::new(ipc::channel(layout, ServiceName::Tuner)),
+            power: PowerServiceClient::new(ipc::channel(layout, ServiceName::Tuner)),
+            history: HistoryServiceClient::new(ipc::channel(layout, ServiceName::Tuner)),
         }
     }
 }
@@ -174,9 +184,6 @@ pub struct Inner {
     /// Bearer validation cache.
     pub sessions: Arc<SessionCache>,
     status_cache: Mutex<StatusCache>,
-    audit: Mutex<VecDeque<AuditEntry>>,
-    /// Telemetry history rings, fed by the snapshot stream.
-    pub history: Arc<Mutex<crate::handlers::history::History>>,
     /// Stops background tasks (and /ws streams) on shutdown.
     pub shutdown: Shutdown,
     /// Setup wizard, power governor (thermostat, night mode, solar/off-grid), fleet scans.
@@ -212,13 +219,6 @@ impl Inner {
             config_gen: 0,
             body: None,
         };
-        let history = Arc::new(Mutex::new(crate::handlers::history::History::default()));
-        crate::handlers::history::spawn_sampler(
-            history.clone(),
-            snapshots.telemetry.clone(),
-            snapshots.pools.clone(),
-            shutdown.clone(),
-        );
         let ops = Arc::new(crate::handlers::operations::OpsState::load(&layout));
         let integrations = svcos_integrations::Integrations::start(
             &config,
@@ -245,14 +245,11 @@ impl Inner {
             snapshots,
             sessions,
             status_cache: Mutex::new(status_cache),
-            audit: Mutex::new(VecDeque::with_capacity(AUDIT_CAP)),
-            history,
             shutdown,
             ops,
             integrations,
             uploads: Default::default(),
         });
-        crate::handlers::operations::governor::spawn(state.clone());
         crate::mqtt_control::spawn(state.clone());
         state
     }
@@ -283,13 +280,9 @@ impl Inner {
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
-    /// The latest telemetry, if hw-agent is up.
+    /// The latest telemetry, if hw-agent is up (power calibrated by hw-agent).
     pub fn telemetry(&self) -> Option<Telemetry> {
-        let mut t = self.snapshots.telemetry.borrow().clone();
-        if let Some(t) = t.as_mut() {
-            calibrate(&self.config(), t);
-        }
-        t
+        self.snapshots.telemetry.borrow().clone()
     }
 
     /// The latest pool snapshot, if stratum-agent is up.
@@ -329,10 +322,7 @@ impl Inner {
         if let (false, Some(body)) = (changed, &cache.body) {
             return body.clone();
         }
-        let mut telemetry = cache.telemetry.borrow_and_update().clone();
-        if let Some(t) = telemetry.as_mut() {
-            calibrate(&self.config(), t);
-        }
+        let telemetry = cache.telemetry.borrow_and_update().clone();
         let pools = cache.pools.borrow_and_update().clone();
         let config = self.config();
         let body = crate::handlers::status::render_status(
@@ -347,34 +337,29 @@ impl Inner {
         body
     }
 
-    /// Append to the audit ring.
-    pub fn record_audit(&self, entry: AuditEntry) {
-        let mut audit = self.audit.lock().expect("audit lock");
-        if audit.len() == AUDIT_CAP {
-            audit.pop_front();
+    /// Queue a write in the lasting audit log (the history store in the tuner process). The
+    /// answer waits for it briefly, so a client that reads the log next sees its write; a
+    /// store that does not answer in time costs the entry (logged), never the request.
+    pub async fn record_audit(&self, entry: AuditEntry) {
+        let req = svcos_proto::tuner::v1::RecordAuditRequest {
+            entry: Some(svcos_proto::tuner::v1::AuditEntry {
+                timestamp_ms: entry.timestamp_ms,
+                method: entry.method.into(),
+                path: entry.path.into(),
+                status: u32::from(entry.status),
+                session_id: entry.session_id.unwrap_or_default(),
+            }),
+        };
+        let mut history = self.peers.history.clone();
+        match tokio::time::timeout(AUDIT_TIMEOUT, history.record_audit(req)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(s)) => {
+                tracing::warn!(code = ?s.code(), path = entry.path, "audit entry not stored")
+            }
+            Err(_) => tracing::warn!(
+                path = entry.path,
+                "audit entry not stored: history store slow"
+            ),
         }
-        audit.push_back(entry);
-    }
-
-    /// The audit ring, newest last.
-    pub fn audit(&self) -> Vec<AuditEntry> {
-        self.audit
-            .lock()
-            .expect("audit lock")
-            .iter()
-            .cloned()
-            .collect()
-    }
-}
-
-/// Apply the operator's PSU power-reading correction (`[power].calibration_*`) to a snapshot.
-fn calibrate(config: &Config, t: &mut Telemetry) {
-    let p = &config.power;
-    if p.calibration_factor == 1.0 && p.calibration_offset_watt == 0.0 {
-        return;
-    }
-    t.power_watt = p.calibrated_watt(t.power_watt);
-    if let Some(psu) = t.psu.as_mut() {
-        psu.power_watt = p.calibrated_watt(psu.power_watt);
     }
 }

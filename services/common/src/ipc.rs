@@ -122,6 +122,12 @@ pub fn channel(layout: &Layout, service: ServiceName) -> Channel {
     channel_at(layout.socket(service))
 }
 
+/// [`channel`] with a custom per-call deadline (calls that legitimately take long, such as a
+/// pool test or a login waiting for an argon2 slot).
+pub fn channel_with_deadline(layout: &Layout, service: ServiceName, timeout: Duration) -> Channel {
+    channel_with_timeout(layout.socket(service), timeout)
+}
+
 /// Ask a service's health endpoint once. `Ok(true)` means SERVING.
 pub async fn check_health(layout: &Layout, service: ServiceName, timeout: Duration) -> bool {
     check_health_at(layout.socket(service), timeout).await

@@ -20,6 +20,7 @@ pub mod fsutil;
 pub mod hostcheck;
 pub mod ipc;
 pub mod logging;
+pub mod net;
 pub mod paths;
 pub mod proxykey;
 pub mod redact;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use svcos_common::config::{HardwareConfig, Mode, ThermalConfig};
+use svcos_common::config::{HardwareConfig, Mode, PowerConfig, ThermalConfig};
 use svcos_proto::hwagent::v1::{
     ButtonEvent, FanMode, FaultEvent, HwEvent, LedMode, MiningState, StateEvent, hw_event,
 };
@@ -22,6 +22,7 @@ use crate::chain::{ChainCommand, ChainHandle, ChainSnapshot, ChainStatus};
 use crate::drivers::devices::{Psu, PsuReading, STATUS_OFF, STATUS_POWER_GOOD_N, read_tmp75};
 use crate::drivers::{FanReading, Peripherals, lines};
 use crate::error::HwError;
+use crate::limits::{Clamp, HardLimit, clamp, hard_limit};
 use crate::thermal::{Condition, ThermalInputs, ThermalPolicy};
 
 /// Period of the button/LED poll.
@@ -85,10 +86,12 @@ pub enum ControlCommand {
         /// Outcome.
         reply: oneshot::Sender<Result<f64, HwError>>,
     },
-    /// Power target, W (0 = none).
+    /// Power target, W (0 = none); clamped to the hard limit, the clamp replied.
     SetPowerTarget {
         /// Target.
         watt: f64,
+        /// The clamp applied.
+        reply: oneshot::Sender<Clamp>,
     },
     /// Sleep (chips idle, fans at the safe minimum, PSU stays on) or wake.
     SetSleep {
@@ -104,12 +107,14 @@ pub enum ControlCommand {
         /// On or off.
         enabled: bool,
     },
-    /// New `[hardware]`, `[thermal]` and mode.
+    /// New `[hardware]`, `[thermal]`, `[power]` and mode.
     Reload {
         /// `[hardware]`.
         hardware: Box<HardwareConfig>,
         /// `[thermal]`.
         thermal: ThermalConfig,
+        /// `[power]`: hard limits and calibration.
+        power: PowerConfig,
         /// `[system].mode`.
         mode: Mode,
     },
@@ -182,8 +187,14 @@ pub struct BoardSnapshot {
     pub fan_mode: FanMode,
     /// LED mode.
     pub led_mode: LedMode,
-    /// Power target, W (0 = none).
+    /// Power target in force, W (0 = none): the request clamped to the hard limit.
     pub power_target_watt: f64,
+    /// Power target last asked for, W (0 = none).
+    pub power_target_requested_watt: f64,
+    /// The hard limit in force.
+    pub power_limit: Option<HardLimit>,
+    /// The PSU's power reading before calibration, W (`psu.power_watt` is calibrated).
+    pub psu_raw_power_watt: f64,
     /// Frequency scale applied to every chain (thermal × power target).
     pub frequency_scale: f64,
     /// Whether the operator asked for sleep.
@@ -191,7 +202,13 @@ pub struct BoardSnapshot {
 }
 
 impl BoardSnapshot {
-    fn initial(layout: &BoardLayout, thermal: &ThermalConfig, hw: &HardwareConfig) -> Self {
+    fn initial(
+        layout: &BoardLayout,
+        thermal: &ThermalConfig,
+        hw: &HardwareConfig,
+        power: &PowerConfig,
+    ) -> Self {
+        let target = clamp(hw.power_target_watt, hard_limit(power));
         BoardSnapshot {
             condition: Condition::Normal,
             fans: vec![FanState::default(); layout.fans],
@@ -206,7 +223,10 @@ impl BoardSnapshot {
             target_c: thermal.target_temp_c,
             fan_mode: FanMode::Auto,
             led_mode: LedMode::Normal,
-            power_target_watt: hw.power_target_watt,
+            power_target_watt: target.applied_watt,
+            power_target_requested_watt: target.requested_watt,
+            power_limit: target.limit,
+            psu_raw_power_watt: 0.0,
             frequency_scale: 1.0,
             sleep: false,
         }
@@ -301,6 +321,8 @@ pub struct BoardThread {
     pub hardware: HardwareConfig,
     /// Thermal config at start.
     pub thermal: ThermalConfig,
+    /// Hard limits and calibration at start.
+    pub power: PowerConfig,
     /// Operating mode at start.
     pub mode: Mode,
 }
@@ -310,8 +332,9 @@ pub fn initial_snapshot(
     layout: &BoardLayout,
     thermal: &ThermalConfig,
     hw: &HardwareConfig,
+    power: &PowerConfig,
 ) -> BoardSnapshot {
-    BoardSnapshot::initial(layout, thermal, hw)
+    BoardSnapshot::initial(layout, thermal, hw, power)
 }
 
 struct State {
@@ -341,7 +364,7 @@ impl BoardThread {
         let mut st = State {
             policy: ThermalPolicy::new(self.thermal.clone(), self.mode),
             psu: self.layout.psu_address.map(Psu::new),
-            snap: BoardSnapshot::initial(&self.layout, &self.thermal, &self.hardware),
+            snap: BoardSnapshot::initial(&self.layout, &self.thermal, &self.hardware, &self.power),
             fan_manual: (self.thermal.fan_manual_percent > 0)
                 .then_some(self.thermal.fan_manual_percent),
             hashing_allowed: true,
@@ -417,11 +440,9 @@ impl BoardThread {
                 let r = self.set_voltage(st, mv);
                 let _ = reply.send(r);
             }
-            ControlCommand::SetPowerTarget { watt } => {
-                st.snap.power_target_watt = watt;
-                if watt == 0.0 {
-                    st.power_scale = 1.0;
-                }
+            ControlCommand::SetPowerTarget { watt, reply } => {
+                let c = set_target(st, watt, hard_limit(&self.power));
+                let _ = reply.send(c);
             }
             ControlCommand::SetSleep { sleep } => st.snap.sleep = sleep,
             ControlCommand::SetLed(mode) => st.snap.led_mode = mode,
@@ -436,6 +457,7 @@ impl BoardThread {
             ControlCommand::Reload {
                 hardware,
                 thermal,
+                power,
                 mode,
             } => {
                 st.policy.reconfigure(thermal.clone(), mode);
@@ -445,7 +467,8 @@ impl BoardThread {
                 {
                     tracing::warn!(error = %e, "voltage from reloaded config");
                 }
-                st.snap.power_target_watt = hardware.power_target_watt;
+                set_target(st, hardware.power_target_watt, hard_limit(&power));
+                self.power = power;
                 st.fan_manual =
                     (thermal.fan_manual_percent > 0).then_some(thermal.fan_manual_percent);
                 self.hardware = *hardware;
@@ -575,8 +598,11 @@ impl BoardThread {
             return String::new();
         };
         match psu.read(self.peripherals.i2c.as_mut()) {
-            Ok(r) => {
+            Ok(mut r) => {
                 let fault = r.fault.clone();
+                // Calibrated once, here: every reader and the power loop see the same watts.
+                st.snap.psu_raw_power_watt = r.power_watt;
+                r.power_watt = self.power.calibrated_watt(r.power_watt);
                 st.snap.psu = r;
                 if !fault.is_empty() && st.last_psu_clear.elapsed() > Duration::from_secs(5) {
                     // Latched bits whose cause is gone clear on CLEAR_FAULTS; a real fault stays.
@@ -737,6 +763,26 @@ impl BoardThread {
             }
         }
     }
+}
+
+/// Put a requested target in force after the hard-limit clamp.
+fn set_target(st: &mut State, watt: f64, limit: Option<HardLimit>) -> Clamp {
+    let c = clamp(watt, limit);
+    if c.clamped {
+        tracing::info!(
+            requested_watt = watt,
+            applied_watt = c.applied_watt,
+            limit = c.limit.map(|l| l.source),
+            "power target clamped to the hard limit"
+        );
+    }
+    st.snap.power_target_watt = c.applied_watt;
+    st.snap.power_target_requested_watt = c.requested_watt;
+    st.snap.power_limit = c.limit;
+    if c.applied_watt == 0.0 {
+        st.power_scale = 1.0;
+    }
+    c
 }
 
 /// One step of the power-target loop: trim the frequency scale while the PSU reports more than

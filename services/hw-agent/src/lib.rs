@@ -48,6 +48,7 @@ pub mod diagnostics;
 pub mod drivers;
 pub mod error;
 pub mod jobtable;
+pub mod limits;
 pub mod probes;
 pub mod service;
 pub mod shares;
@@ -356,6 +357,7 @@ pub async fn run_with_probes(
         &found.layout,
         &ctx.config.thermal,
         &ctx.config.hardware,
+        &ctx.config.power,
     )));
     let (events_tx, _) = broadcast::channel(64);
     let layout = Arc::new(found.layout.clone());
@@ -371,6 +373,7 @@ pub async fn run_with_probes(
         state_changed: Arc::clone(&state_changed),
         hardware: ctx.config.hardware.clone(),
         thermal: ctx.config.thermal.clone(),
+        power: ctx.config.power.clone(),
         mode: ctx.config.system.mode,
     };
     let board_join = std::thread::Builder::new()

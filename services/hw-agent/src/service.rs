@@ -283,8 +283,18 @@ impl HwAgentService for Api {
                 message: "0 (none) or a positive number of watts".into(),
             }));
         }
-        self.control(ControlCommand::SetPowerTarget { watt })?;
-        Ok(Response::new(SetPowerTargetResponse { applied_watt: watt }))
+        let (reply, rx) = oneshot::channel();
+        self.control(ControlCommand::SetPowerTarget { watt, reply })?;
+        let c = rx
+            .await
+            .map_err(|_| fail(HwError::WorkerGone("board thread")))?;
+        Ok(Response::new(SetPowerTargetResponse {
+            applied_watt: c.applied_watt,
+            requested_watt: c.requested_watt,
+            clamped: c.clamped,
+            limit_watt: c.limit.map_or(0.0, |l| l.watt),
+            limit_source: c.limit.map_or("", |l| l.source).into(),
+        }))
     }
 
     async fn set_sleep(
@@ -340,6 +350,7 @@ impl HwAgentService for Api {
         self.control(ControlCommand::Reload {
             hardware: Box::new(config.hardware),
             thermal: config.thermal,
+            power: config.power,
             mode: config.system.mode,
         })?;
         Ok(Response::new(ReloadConfigResponse {}))

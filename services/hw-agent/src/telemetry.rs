@@ -205,6 +205,10 @@ pub fn build(src: &Sources, seq: u64) -> Telemetry {
         model: src.spec.model.clone(),
         state_reason: reason,
         job_received_at_ms: jobs.job_received_at_ms,
+        power_raw_watt: board.psu_raw_power_watt,
+        power_target_requested_watt: board.power_target_requested_watt,
+        power_limit_watt: board.power_limit.map_or(0.0, |l| l.watt),
+        power_limit_source: board.power_limit.map_or("", |l| l.source).into(),
     }
 }
 

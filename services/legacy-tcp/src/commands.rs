@@ -368,7 +368,10 @@ fn summary(view: &View<'_>) -> Reply {
             .add("MHS av", rate(h.ghs_15m * 1000.0))
             .add("MHS 5s", rate(h.ghs_5s * 1000.0))
             .add("MHS 1m", rate(h.ghs_1m * 1000.0))
-            .add("MHS 15m", rate(h.ghs_15m * 1000.0));
+            .add("MHS 15m", rate(h.ghs_15m * 1000.0))
+            // hw-agent's calibrated reading: the same watts as REST, /ws, MQTT and history.
+            .add("Power", Value::Real(t.power_watt, 1))
+            .add("Power Target", Value::Real(t.power_target_watt, 1));
     } else {
         missing.push("hw-agent");
     }
@@ -684,7 +687,8 @@ fn stats(view: &View<'_>) -> Reply {
         .add("GHS 5s", format!("{:.2}", h.ghs_5s))
         .add("GHS av", rate(h.ghs_15m))
         .add("miner_count", chains.len() as u64)
-        .add("frequency", format!("{freq_avg:.0}"));
+        .add("frequency", format!("{freq_avg:.0}"))
+        .add("Power", Value::Real(t.power_watt, 1));
     let mut fans: Vec<_> = t.fans.iter().collect();
     fans.sort_by_key(|f| f.fan_id);
     r.add("fan_num", fans.len() as u64);

@@ -13,12 +13,19 @@
 //!   PSU power), dynamic power scaling, time-of-use targets, resume of saved profiles.
 //! - [`store`]: settings, tuned points per board serial and named profiles, written atomically.
 //! - [`service`]: the gRPC face; [`Driver`]: the loop that feeds the engine and sends commands.
+//! - [`power`]: the power governor (operator target, circuit and PSU caps, night mode, room
+//!   thermostat, solar/off-grid following arbitrated into hw-agent's power target and sleep),
+//!   served as `PowerService` on the same socket.
+//! - [`history`]: telemetry, pool, share and audit history (1 s in memory, 1 min and 1 h in an
+//!   embedded SQLite file written in batches), served as `HistoryService`.
 //!
 //! The clock is injected ([`svcos_common::time::Clock`]), and the hardware is a trait
 //! ([`Hardware`]), so the whole loop is tested with a manual clock and a simulated board.
 
 pub mod engine;
+pub mod history;
 pub mod model;
+pub mod power;
 pub mod search;
 pub mod service;
 pub mod store;
@@ -36,6 +43,10 @@ use svcos_proto::hwagent::v1::hw_agent_service_client::HwAgentServiceClient;
 use svcos_proto::hwagent::v1::{
     GetInventoryRequest, SetFrequencyRequest, SetVoltageRequest, StreamTelemetryRequest, Telemetry,
 };
+use svcos_proto::stratum::v1::StreamPoolsRequest;
+use svcos_proto::stratum::v1::stratum_service_client::StratumServiceClient;
+use svcos_proto::tuner::v1::history_service_server::HistoryServiceServer;
+use svcos_proto::tuner::v1::power_service_server::PowerServiceServer;
 use svcos_proto::tuner::v1::tuner_service_server::TunerServiceServer;
 use tokio::net::UnixListener;
 use tokio::sync::{Notify, watch};
@@ -196,7 +207,38 @@ pub async fn run(
         }
     });
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let store = Store::open(&ctx.layout.service_state_dir(ServiceName::Tuner))?;
+    let state_dir = ctx.layout.service_state_dir(ServiceName::Tuner);
+    // Creates the state directory the governor and the history write into.
+    let store = Store::open(&state_dir)?;
+    let power = Arc::new(power::Power::new(
+        state_dir.join("power"),
+        ctx.layout.config_path.clone(),
+        ctx.config.clone(),
+        clock.clone(),
+        HwAgentServiceClient::new(channel.clone()),
+        telemetry.clone(),
+    ));
+    let power_task = tokio::spawn(Arc::clone(&power).run(shutdown.clone()));
+    let stratum = StratumServiceClient::new(ipc::channel(&ctx.layout, ServiceName::StratumAgent));
+    let pools = ipc::follow("stratum-agent", shutdown.clone(), move || {
+        let mut s = stratum.clone();
+        async move {
+            s.stream_pools(StreamPoolsRequest {})
+                .await
+                .map(|r| r.into_inner())
+        }
+    });
+    let history = Arc::new(history::History::open(
+        &state_dir.join("history.sqlite"),
+        clock.clone(),
+    )?);
+    let history_task = tokio::spawn(Arc::clone(&history).run(
+        telemetry.clone(),
+        pools,
+        Duration::from_secs(ctx.config.tuner.history_flush_s),
+        shutdown.clone(),
+    ));
+
     let interval = Duration::from_millis(ctx.config.tuner.step_interval_ms);
     let engine = Engine::new(ctx.config.clone(), store, clock.now_ms())?;
     let shared = Shared::new(engine, clock);
@@ -209,9 +251,17 @@ pub async fn run(
     let (_reporter, health) = ipc::health().await;
     let router = ipc::server()
         .add_service(health)
-        .add_service(TunerServiceServer::new(service::TunerApi::new(shared)));
+        .add_service(TunerServiceServer::new(service::TunerApi::new(shared)))
+        .add_service(PowerServiceServer::new(power::service::PowerApi::new(
+            power,
+        )))
+        .add_service(HistoryServiceServer::new(
+            history::service::HistoryApi::new(history),
+        ));
     ipc::serve(router, listener, shutdown).await?;
     let _ = loop_task.await;
+    let _ = power_task.await;
+    let _ = history_task.await;
     Ok(())
 }
 

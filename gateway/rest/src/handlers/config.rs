@@ -1,5 +1,5 @@
 //! Configuration: read, merge-write, export, import, backup manifest, donation, safety warnings,
-//! the audit ring, hostname and mode.
+//! the audit log (kept by the tuner), hostname and mode.
 //!
 //! Every write goes through [`apply`]: parse into the typed [`Config`] (naming the offending
 //! field), validate, save atomically to `layout.config_path`, swap the in-memory copy, tell the
@@ -16,6 +16,7 @@ use svcos_common::config::{Config, ConfigError, Mode};
 use svcos_proto::hwagent::v1::MiningState;
 use svcos_proto::hwagent::v1::ReloadConfigRequest as HwReload;
 use svcos_proto::stratum::v1::ReloadConfigRequest as StratumReload;
+use svcos_proto::tuner::v1::{ListAuditRequest, ReconcileRequest};
 
 use super::{ApiResult, json, parse_body};
 use crate::envelope::{ApiError, ErrorCode};
@@ -129,8 +130,10 @@ fn key_effect(key: &str) -> (&'static str, bool) {
         "sim" => ("hw-sim", true),
         // The gateway's own integration tasks re-read these at once.
         "mqtt" | "webhook" => ("gateway", false),
-        // Read by the gateway's power governor every second.
-        "power" | "home" | "energy" => ("gateway", false),
+        // hw-agent enforces the hard limits and calibrates the PSU reading.
+        "power" => ("hw-agent", false),
+        // Read by the power governor in the tuner process.
+        "home" | "energy" => ("tuner", false),
         _ => ("gateway", true),
     }
 }
@@ -232,6 +235,7 @@ pub async fn apply_with(
     let mut live = Vec::new();
     let mut reload_hw = false;
     let mut reload_stratum = false;
+    let mut reconcile_power = false;
     for key in &changed {
         let (service, restart) = key_effect(key);
         if restart {
@@ -240,6 +244,7 @@ pub async fn apply_with(
             live.push(key.clone());
             reload_hw |= service == "hw-agent";
             reload_stratum |= service == "stratum-agent";
+            reconcile_power |= service == "tuner";
         }
     }
     let mut reloaded = Vec::new();
@@ -248,6 +253,15 @@ pub async fn apply_with(
         reloaded.push(reload_result(
             "hw-agent",
             hw.reload_config(HwReload {}).await.map(|_| ()),
+        ));
+    }
+    // A reload resets hw-agent's target to the file's; the governor re-arbitrates at once
+    // instead of at its next tick.
+    if reload_hw || reconcile_power {
+        let mut p = state.peers.power.clone();
+        reloaded.push(reload_result(
+            "tuner",
+            p.reconcile(ReconcileRequest {}).await.map(|_| ()),
         ));
     }
     if reload_stratum {
@@ -783,13 +797,28 @@ pub fn safety_warnings_body(state: &AppState) -> Value {
     })
 }
 
-async fn audit_log(State(state): State<AppState>) -> Response {
-    let entries = state.audit();
-    json(json!({
+async fn audit_log(State(state): State<AppState>) -> ApiResult {
+    let r = state
+        .peers
+        .history
+        .clone()
+        .list_audit(ListAuditRequest { limit: 0 })
+        .await
+        .map_err(|s| ApiError::from_grpc("tuner", &s))?;
+    let entries: Vec<Value> = r
+        .into_inner()
+        .entries
+        .into_iter()
+        .map(|e| {
+            json!({"timestamp_ms": e.timestamp_ms, "method": e.method, "path": e.path,
+                   "status": e.status, "session_id": (!e.session_id.is_empty()).then_some(e.session_id)})
+        })
+        .collect();
+    Ok(json(json!({
         "schema": "svcos.api.audit.v1",
-        "scope": "writes through this gateway since it started (newest last, at most 256)",
+        "scope": "writes through the API, kept across restarts (newest last, at most 256 here)",
         "entries": entries,
-    }))
+    })))
 }
 
 #[derive(Debug, Deserialize)]

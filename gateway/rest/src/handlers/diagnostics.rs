@@ -74,8 +74,9 @@ pub fn routes() -> Vec<Route> {
 }
 
 fn client(state: &AppState) -> HwDiagnosticsServiceClient<Channel> {
-    HwDiagnosticsServiceClient::new(ipc::channel_with_timeout(
-        state.layout.socket(ServiceName::HwAgent),
+    HwDiagnosticsServiceClient::new(ipc::channel_with_deadline(
+        &state.layout,
+        ServiceName::HwAgent,
         CALL_TIMEOUT,
     ))
 }

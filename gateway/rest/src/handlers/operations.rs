@@ -2,32 +2,33 @@
 //! solar and home control.
 //!
 //! The power-related features (circuit cap, PSU override, night mode, thermostat, solar and
-//! off-grid following) do not talk to hw-agent themselves: they feed the power governor
-//! ([`governor`]), which arbitrates them into one power target and sleep state. Operations
-//! still marked `planned!` answer 501 with the envelope until their feature lands.
+//! off-grid following) are decided by the power governor in the tuner process
+//! (`PowerService`): these routes write their config sections, relay readings and map the
+//! governor's answers. Operations still marked `planned!` answer 501 with the envelope until
+//! their feature lands.
 
 pub mod config_sections;
-pub mod energy;
 pub mod energy_api;
 pub mod fleet;
-pub mod governor;
 pub mod home;
 pub mod setup;
-pub mod thermostat;
 
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use svcos_common::config::Config;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 use svcos_common::{Layout, ServiceName};
+use svcos_proto::tuner::v1::{GetPowerRequest, PowerStatus, ReconcileRequest};
 
-use crate::planned;
+use crate::envelope::ApiError;
+use crate::handlers::ApiResult;
 use crate::registry::Route;
+use crate::{AppState, planned};
 
 /// Runtime state of these features, owned by the gateway's shared state.
 #[derive(Debug)]
 pub struct OpsState {
-    /// Power governor (thermostat, energy follower, applied effects).
-    pub governor: governor::Governor,
     /// Serialises setup-wizard read-modify-write of its state file.
     pub wizard: tokio::sync::Mutex<()>,
     /// The last fleet discovery.
@@ -41,17 +42,67 @@ impl OpsState {
     pub fn load(layout: &Layout) -> Self {
         let dir = layout.service_state_dir(ServiceName::Gateway);
         OpsState {
-            fleet: Mutex::new(governor::read_json(&dir.join("fleet-scan.json"))),
-            governor: governor::Governor::load(dir),
+            fleet: Mutex::new(read_json(&dir.join("fleet-scan.json"))),
             wizard: tokio::sync::Mutex::new(()),
             fleet_scan: tokio::sync::Mutex::new(()),
         }
     }
 }
 
-/// Reported power after the operator's calibration (`[power].calibration_*`).
-pub fn calibrated_power(config: &Config, raw_watt: f64) -> f64 {
-    config.power.calibrated_watt(raw_watt)
+/// A `PowerService` answer, or the envelope for its failure.
+pub fn power_call<T>(r: Result<tonic::Response<T>, tonic::Status>) -> ApiResult<T> {
+    r.map(tonic::Response::into_inner)
+        .map_err(|s| ApiError::from_grpc("tuner", &s))
+}
+
+/// The governor's state; with `reconcile`, after it re-read the config and acted on it (so an
+/// answer to a write shows the write's effect).
+pub async fn power_status(state: &AppState, reconcile: bool) -> ApiResult<PowerStatus> {
+    let mut power = state.peers.power.clone();
+    let status = if reconcile {
+        power_call(power.reconcile(ReconcileRequest {}).await)?.status
+    } else {
+        power_call(power.get_power(GetPowerRequest {}).await)?.status
+    };
+    Ok(status.unwrap_or_default())
+}
+
+/// The governor's last decision as answers show it (`null` before its first tick).
+pub fn decision_json(power: &PowerStatus) -> Value {
+    power.decision.as_ref().map_or(Value::Null, |d| {
+        json!({
+            "target_watt": d.target_watt,
+            "binding": (!d.binding.is_empty()).then_some(&d.binding),
+            "limits": d.limits.iter().map(|l| json!({"source": l.source, "watt": l.watt})).collect::<Vec<_>>(),
+            "sleep_by": (!d.sleep_by.is_empty()).then_some(&d.sleep_by),
+            "fan_cap_percent": d.fan_cap_percent,
+        })
+    })
+}
+
+/// The gateway's state directory.
+pub fn state_dir(state: &AppState) -> PathBuf {
+    state.layout.service_state_dir(ServiceName::Gateway)
+}
+
+/// Read a JSON state file; `None` when missing. A damaged file is moved aside (logged, listed by
+/// `/api/safety/warnings`), never fatal.
+pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
+    svcos_common::statefile::load_json(path)
+}
+
+/// Write a JSON state file atomically (failures are logged: the state is rebuilt at runtime).
+pub fn write_json<T: Serialize>(path: &Path, value: &T) {
+    let result = path
+        .parent()
+        .map_or(Ok(()), |dir| svcos_common::fsutil::ensure_dir(dir, 0o700))
+        .and_then(|()| {
+            let bytes = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
+            svcos_common::fsutil::atomic_write(path, &bytes, 0o600)
+        });
+    if let Err(e) = result {
+        tracing::warn!(path = %path.display(), error = %e, "cannot save state file");
+    }
 }
 
 /// This module's rows of the registry.

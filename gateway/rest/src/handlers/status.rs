@@ -361,6 +361,12 @@ async fn thermal_supervisor(State(state): State<AppState>) -> ApiResult {
 
 async fn home_status(State(state): State<AppState>) -> ApiResult {
     let t = telemetry_or_503(&state)?;
+    // The thermostat lives in the tuner's governor: one call. While the tuner is away the
+    // status still answers (from the telemetry snapshot) and the thermostat reads `null`.
+    let thermostat = match crate::handlers::operations::power_status(&state, false).await {
+        Ok(power) => crate::handlers::operations::home::thermostat_body(&state, &power, None),
+        Err(_) => Value::Null,
+    };
     let max_pwm = t.fans.iter().map(|f| f.pwm_percent).max().unwrap_or(0);
     Ok(json(json!({
         "schema": "svcos.api.home.status.v1",
@@ -374,7 +380,7 @@ async fn home_status(State(state): State<AppState>) -> ApiResult {
         "sleeping": t.state() == MiningState::Sleeping,
         // The dashboard's Space Heater screen shows the room reading and target from here:
         // there is no other GET for the thermostat, and home mode reaches /api/home/* only.
-        "thermostat": crate::handlers::operations::home::thermostat_body(&state, None),
+        "thermostat": thermostat,
     })))
 }
 

@@ -72,6 +72,9 @@ pub struct TunerConfig {
     pub electricity_price_per_kwh: f64,
     /// Currency of the electricity price. Default "USD".
     pub currency: String,
+    /// How often the history's minute points are written to disk in one batch, s (a power cut
+    /// loses at most this much; an orderly stop loses nothing). 5-3600. Default 300.
+    pub history_flush_s: u64,
 }
 
 impl Default for TunerConfig {
@@ -82,6 +85,7 @@ impl Default for TunerConfig {
             power_target_watt: 0.0,
             hashrate_target_ths: 0.0,
             step_interval_ms: 1000,
+            history_flush_s: 300,
             settle_s: 10,
             window_s: 30,
             power_tolerance_percent: 3.0,
@@ -145,6 +149,9 @@ impl TunerConfig {
             if !v.is_finite() || v <= 0.0 {
                 return Err(ConfigError::invalid(field, "must be a number > 0"));
             }
+        }
+        if !(5..=3600).contains(&self.history_flush_s) {
+            return Err(ConfigError::invalid("tuner.history_flush_s", "5-3600 s"));
         }
         if self.step_interval_ms < 10 || self.step_interval_ms > 60_000 {
             return Err(ConfigError::invalid(

@@ -67,15 +67,16 @@ fn only_members(body: &Value, section: &str, allowed: &[&str]) -> ApiResult<Map<
 fn calibration_body(state: &AppState, report: Option<Value>) -> Value {
     let config = state.config();
     let p = &config.power;
-    let raw = state.telemetry().map(|t| t.power_watt);
+    // hw-agent calibrates at the source and reports both readings.
+    let t = state.telemetry();
     json!({
         "schema": "svcos.api.config.power_calibration.v1",
         "factor": p.calibration_factor,
         "offset_watt": p.calibration_offset_watt,
         "formula": "reported_watt = raw_watt x factor + offset_watt",
         "bounds": {"factor": [0.5, 1.5], "offset_watt": [-500.0, 500.0]},
-        "raw_power_watt": raw.map(|w| round(w, 1)),
-        "reported_power_watt": raw.map(|w| round(p.calibrated_watt(w), 1)),
+        "raw_power_watt": t.as_ref().map(|t| round(t.power_raw_watt, 1)),
+        "reported_power_watt": t.as_ref().map(|t| round(t.power_watt, 1)),
         "write": report,
     })
 }
@@ -121,7 +122,7 @@ fn psu_body(state: &AppState, report: Option<Value>) -> Value {
         "bounds": {"max_watt": [100.0, 5000.0], "voltage_v": [8.0, 24.0], "model_max_chars": 64},
         "detected_model": t.as_ref().and_then(|t| t.psu.as_ref()).map(|p| p.model.clone()),
         "effective_psu_limit_watt": config.power.psu_override.enabled.then_some(config.power.psu_override.max_watt),
-        "note": "when enabled, max_watt is one of the limits the power governor takes the minimum of",
+        "note": "when enabled, max_watt is a hard limit: hw-agent clamps every power target to it",
         "write": report,
     })
 }

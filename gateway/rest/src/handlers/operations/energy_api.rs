@@ -1,5 +1,6 @@
 //! `/api/solar/*` and `/api/offgrid/*`: config views of `[energy.solar]` / `[energy.offgrid]`,
-//! the follower's live status, a one-shot source test and the decision history.
+//! the follower's live status, a one-shot source test and the decision history. The follower
+//! runs in the tuner's power governor (`PowerService`); these routes relay and map its answers.
 
 use axum::body::Bytes;
 use axum::extract::{Query, State};
@@ -8,8 +9,13 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use svcos_common::config::Config;
+use svcos_proto::tuner::v1::{
+    EnergyReading, FollowerDecision, FollowerMode, ListFollowerDecisionsRequest, TestSourceRequest,
+};
+
 use super::config_sections::patch_config;
-use super::energy::{FollowerMode, FollowerState, Params, decide, read_source};
+use super::{decision_json, power_call, power_status};
 use crate::envelope::{ApiError, ErrorCode};
 use crate::handlers::{ApiResult, json, parse_body, round};
 use crate::registry::Route;
@@ -82,22 +88,54 @@ pub const BATTERY_PRESETS: &[(&str, &str, f64, f64, f64, f64, &str)] = &[
 
 fn section(mode: FollowerMode) -> &'static str {
     match mode {
-        FollowerMode::Solar => "solar",
         FollowerMode::Offgrid => "offgrid",
+        _ => "solar",
     }
+}
+
+/// The follower the config enables (solar wins; the config refuses both at once).
+fn enabled(config: &Config) -> FollowerMode {
+    if config.energy.solar.enabled {
+        FollowerMode::Solar
+    } else if config.energy.offgrid.enabled {
+        FollowerMode::Offgrid
+    } else {
+        FollowerMode::Unspecified
+    }
+}
+
+fn reading_json(r: Option<&EnergyReading>) -> Value {
+    r.map_or(Value::Null, |r| {
+        json!({"surplus_watt": r.surplus_watt, "soc_percent": r.soc_percent, "voltage_v": r.voltage_v})
+    })
+}
+
+fn entry_json(e: &FollowerDecision) -> Value {
+    json!({
+        "t_ms": e.t_ms,
+        "mode": section(e.mode()),
+        "reading": reading_json(e.reading.as_ref()),
+        "error": (!e.error.is_empty()).then_some(&e.error),
+        "decision": e.decision,
+        "target_watt": e.target_watt,
+        "reason": e.reason,
+        "actual_power_watt": e.actual_power_watt,
+        "hw_power_target_watt": e.hw_power_target_watt,
+        "hw_state": (!e.hw_state.is_empty()).then_some(&e.hw_state),
+    })
 }
 
 fn config_body(state: &AppState, mode: FollowerMode, report: Option<Value>) -> Value {
     let config = state.config();
     let section_v = match mode {
         FollowerMode::Solar => serde_json::to_value(&config.energy.solar),
-        FollowerMode::Offgrid => serde_json::to_value(&config.energy.offgrid),
+        _ => serde_json::to_value(&config.energy.offgrid),
     }
     .unwrap_or_default();
     json!({
         "schema": format!("svcos.api.{}.config.v1", section(mode)),
         "config": section_v,
-        "active": FollowerMode::enabled(&config) == Some(mode),
+        "active": enabled(&config) == mode,
         "config_section": format!("energy.{}", section(mode)),
         "write": report,
     })
@@ -123,24 +161,27 @@ async fn post_config(
     Ok(json(config_body(state, mode, Some(report))))
 }
 
-fn status_body(state: &AppState, mode: FollowerMode) -> Value {
+async fn status(state: &AppState, mode: FollowerMode) -> ApiResult {
     let config = state.config();
-    let rt = &state.ops.governor.energy;
-    let st = rt.state.lock().expect("follower lock").clone();
-    let active = FollowerMode::enabled(&config) == Some(mode);
-    let mine = st.mode == Some(mode);
-    let p = Params::of(&config, mode);
-    let now = state.clock.now_ms();
-    let last = rt
-        .history
-        .lock()
-        .expect("history lock")
-        .iter()
-        .rev()
-        .find(|e| e.mode == mode)
-        .cloned();
+    let power = power_status(state, false).await?;
+    let st = power.follower.clone().unwrap_or_default();
+    let active = enabled(&config) == mode;
+    let mine = st.mode() == mode;
+    let last = power_call(
+        state
+            .peers
+            .power
+            .clone()
+            .list_follower_decisions(ListFollowerDecisionsRequest {
+                mode: mode as i32,
+                limit: 1,
+            })
+            .await,
+    )?
+    .entries
+    .pop();
     let t = state.telemetry();
-    json!({
+    Ok(json(json!({
         "schema": format!("svcos.api.{}.status.v1", section(mode)),
         "enabled": active,
         "state": match (active, mine && st.last_change_ms.is_some(), st.sleeping) {
@@ -150,18 +191,18 @@ fn status_body(state: &AppState, mode: FollowerMode) -> Value {
             (true, true, false) => "running",
         },
         "target_watt": if mine && !st.sleeping { st.target_watt } else { None },
-        "last_reading": if mine { st.last_reading.clone() } else { None },
-        "last_error": if mine { st.last_error.clone() } else { None },
+        "last_reading": if mine { reading_json(st.last_reading.as_ref()) } else { Value::Null },
+        "last_error": (mine && !st.last_error.is_empty()).then_some(&st.last_error),
         "consecutive_errors": if mine { st.consecutive_errors } else { 0 },
         "last_poll_ms": (mine && st.last_poll_ms > 0).then_some(st.last_poll_ms),
         "last_change_ms": if mine { st.last_change_ms } else { None },
-        "dwell_remaining_s": if mine { st.last_change_ms.map(|c| ((c + p.min_dwell_ms - now).max(0) as f64 / 1000.0).ceil()) } else { None },
-        "last_decision": last,
-        "power_watt": t.as_ref().map(|t| round(super::calibrated_power(&config, t.power_watt), 1)),
+        "dwell_remaining_s": if mine { st.dwell_remaining_s } else { None },
+        "last_decision": last.as_ref().map(entry_json),
+        "power_watt": t.as_ref().map(|t| round(t.power_watt, 1)),
         "hw_power_target_watt": t.as_ref().map(|t| t.power_target_watt),
         "hw_state": t.as_ref().map(|t| t.state().as_str_name()),
-        "governor": state.ops.governor.last_json(),
-    })
+        "governor": decision_json(&power),
+    })))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -184,28 +225,24 @@ async fn test(
     body: &Bytes,
 ) -> ApiResult {
     let b: TestBody = parse_body(headers, body)?;
-    let config = state.config();
-    let mut p = Params::of(&config, mode);
-    if let Some(u) = b.source_url {
-        p.url = u;
-    }
-    for (i, v) in [b.surplus_watt_pointer, b.soc_pointer, b.voltage_pointer]
+    for v in [&b.surplus_watt_pointer, &b.soc_pointer, &b.voltage_pointer]
         .into_iter()
-        .enumerate()
+        .flatten()
     {
-        if let Some(v) = v {
-            if !(v.is_empty() || v.starts_with('/')) {
-                return Err(ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "invalid JSON pointer",
-                )
-                .code(ErrorCode::ConfigValidation)
-                .detail("a pointer starts with / (RFC 6901), e.g. /battery/soc"));
-            }
-            p.pointers[i] = v;
+        if !(v.is_empty() || v.starts_with('/')) {
+            return Err(
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid JSON pointer")
+                    .code(ErrorCode::ConfigValidation)
+                    .detail("a pointer starts with / (RFC 6901), e.g. /battery/soc"),
+            );
         }
     }
-    if p.url.is_empty() {
+    let config = state.config();
+    let url = match mode {
+        FollowerMode::Offgrid => &config.energy.offgrid.source_url,
+        _ => &config.energy.solar.source_url,
+    };
+    if b.source_url.as_deref().unwrap_or(url).is_empty() {
         return Err(
             ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "no source configured")
                 .code(ErrorCode::ConfigValidation)
@@ -215,36 +252,22 @@ async fn test(
                 )),
         );
     }
-    let reading = read_source(&p).await;
-    let st = {
-        let st = state
-            .ops
-            .governor
-            .energy
-            .state
-            .lock()
-            .expect("follower lock")
-            .clone();
-        if st.mode == Some(mode) {
-            st
-        } else {
-            FollowerState::default()
-        }
+    let req = TestSourceRequest {
+        mode: mode as i32,
+        source_url: b.source_url,
+        surplus_watt_pointer: b.surplus_watt_pointer,
+        soc_pointer: b.soc_pointer,
+        voltage_pointer: b.voltage_pointer,
     };
-    let step = decide(
-        &p,
-        &st,
-        reading.as_ref().map_err(String::as_str),
-        state.clock.now_ms(),
-    );
+    let r = power_call(state.peers.power.clone().test_source(req).await)?;
     Ok(json(json!({
         "schema": format!("svcos.api.{}.test.v1", section(mode)),
-        "source_url": p.url,
-        "ok": reading.is_ok(),
-        "reading": reading.as_ref().ok(),
-        "error": reading.as_ref().err(),
-        "would": {"decision": if step.sleep {"sleep"} else {"run"}, "target_watt": step.target_watt,
-                  "reason": step.reason, "held_by_dwell": step.held_by_dwell},
+        "source_url": r.source_url,
+        "ok": r.ok,
+        "reading": if r.ok { reading_json(r.reading.as_ref()) } else { Value::Null },
+        "error": (!r.ok).then_some(&r.error),
+        "would": {"decision": r.decision, "target_watt": r.target_watt,
+                  "reason": r.reason, "held_by_dwell": r.held_by_dwell},
         "applied": false,
     })))
 }
@@ -259,8 +282,8 @@ async fn post_offgrid_config(
 ) -> ApiResult {
     post_config(&state, FollowerMode::Offgrid, &headers, &body).await
 }
-async fn offgrid_status(State(state): State<AppState>) -> Response {
-    json(status_body(&state, FollowerMode::Offgrid))
+async fn offgrid_status(State(state): State<AppState>) -> ApiResult {
+    status(&state, FollowerMode::Offgrid).await
 }
 async fn offgrid_test(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
     test(&state, FollowerMode::Offgrid, &headers, &body).await
@@ -275,8 +298,8 @@ async fn post_solar_config(
 ) -> ApiResult {
     post_config(&state, FollowerMode::Solar, &headers, &body).await
 }
-async fn solar_status(State(state): State<AppState>) -> Response {
-    json(status_body(&state, FollowerMode::Solar))
+async fn solar_status(State(state): State<AppState>) -> ApiResult {
+    status(&state, FollowerMode::Solar).await
 }
 async fn solar_test(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
     test(&state, FollowerMode::Solar, &headers, &body).await
@@ -305,33 +328,23 @@ struct HistoryQuery {
 
 async fn solar_history(State(state): State<AppState>, Query(q): Query<HistoryQuery>) -> ApiResult {
     let mode = match q.mode.as_deref() {
-        None | Some("all") => None,
-        Some("solar") => Some(FollowerMode::Solar),
-        Some("offgrid") => Some(FollowerMode::Offgrid),
+        None | Some("all") => FollowerMode::Unspecified,
+        Some("solar") => FollowerMode::Solar,
+        Some("offgrid") => FollowerMode::Offgrid,
         Some(_) => {
             return Err(ApiError::bad_request("mode is one of solar, offgrid, all"));
         }
     };
-    let limit = q.limit.unwrap_or(100).clamp(1, super::energy::HISTORY_CAP);
-    let h = state
-        .ops
-        .governor
-        .energy
-        .history
-        .lock()
-        .expect("history lock");
-    let mut entries: Vec<_> = h
-        .iter()
-        .rev()
-        .filter(|e| mode.is_none_or(|m| e.mode == m))
-        .take(limit)
-        .cloned()
-        .collect();
-    entries.reverse();
+    let req = ListFollowerDecisionsRequest {
+        mode: mode as i32,
+        limit: q.limit.unwrap_or(100).clamp(1, u32::MAX as usize) as u32,
+    };
+    let r = power_call(state.peers.power.clone().list_follower_decisions(req).await)?;
+    let entries: Vec<Value> = r.entries.iter().map(entry_json).collect();
     Ok(json(json!({
         "schema": "svcos.api.solar.verification_history.v1",
         "count": entries.len(),
-        "capacity": super::energy::HISTORY_CAP,
+        "capacity": r.capacity,
         "entries": entries,
     })))
 }

@@ -22,12 +22,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_stream::StreamExt;
 
-use super::energy::is_lan;
-use super::governor::{state_dir, write_json};
+use super::{state_dir, write_json};
 use crate::envelope::{ApiError, ErrorCode};
 use crate::handlers::{ApiResult, json, parse_body, round};
 use crate::registry::Route;
 use crate::{AppState, route};
+use svcos_common::net::is_lan;
 
 /// Largest range one discovery scans (a /22).
 pub const MAX_HOSTS: usize = 1024;

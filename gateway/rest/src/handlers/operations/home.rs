@@ -1,5 +1,6 @@
 //! `/api/home/*` writes and presets: the room thermostat and night mode of a space-heater
-//! miner. Both feed the power governor; nothing here calls hw-agent directly.
+//! miner. Both feed the power governor in the tuner (`PowerService`): settings go to the config
+//! file, readings to the governor; nothing here calls hw-agent or decides anything.
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -8,8 +9,10 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use svcos_proto::tuner::v1::{PostRoomTemperatureRequest, PowerStatus, ThermostatAction};
+
 use super::config_sections::patch_config;
-use super::thermostat::ThermostatAction;
+use super::{decision_json, power_call, power_status};
 use crate::envelope::{ApiError, ErrorCode};
 use crate::handlers::{ApiResult, json, parse_body};
 use crate::registry::Route;
@@ -58,28 +61,22 @@ fn invalid(field: &str, message: &str) -> ApiError {
     .with("field", field)
 }
 
-fn night_body(state: &AppState, report: Option<Value>) -> Value {
+fn night_body(state: &AppState, power: &PowerStatus, report: Option<Value>) -> Value {
     let config = state.config();
     let n = &config.home.night_mode;
-    let applied = state
-        .ops
-        .governor
-        .applied
-        .lock()
-        .expect("applied lock")
-        .clone();
     json!({
         "schema": "svcos.api.home.night_mode.v1",
         "night_mode": n,
-        "active_now": n.active_at(state.clock.now_ms()),
-        "fan_capped_now": applied.fan_capped,
+        "active_now": power.decision.as_ref().is_some_and(|d| d.night_active),
+        "fan_capped_now": power.applied.is_some_and(|a| a.fan_capped),
         "note": "inside the window the power cap joins the governor's limits and fans are held at fan_max_percent; hw-agent's overheat protection still applies",
         "write": report,
     })
 }
 
-async fn get_night_mode(State(state): State<AppState>) -> Response {
-    json(night_body(&state, None))
+async fn get_night_mode(State(state): State<AppState>) -> ApiResult {
+    let power = power_status(&state, false).await?;
+    Ok(json(night_body(&state, &power, None)))
 }
 
 async fn post_night_mode(
@@ -95,8 +92,8 @@ async fn post_night_mode(
     };
     // Unknown members are caught by the typed section (deny_unknown_fields) and named.
     let report = patch_config(&state, json!({"home": {"night_mode": m}})).await?;
-    super::governor::reconcile(&state).await;
-    Ok(json(night_body(&state, Some(report))))
+    let power = power_status(&state, true).await?;
+    Ok(json(night_body(&state, &power, Some(report))))
 }
 
 async fn presets(State(_state): State<AppState>) -> Response {
@@ -115,16 +112,21 @@ async fn presets(State(_state): State<AppState>) -> Response {
 }
 
 /// The thermostat as `/api/home/target` answers it (also a member of `/api/home/status`).
-pub(crate) fn thermostat_body(state: &AppState, action: Option<ThermostatAction>) -> Value {
+pub(crate) fn thermostat_body(
+    state: &AppState,
+    power: &PowerStatus,
+    action: Option<ThermostatAction>,
+) -> Value {
     let config = state.config();
-    let t = state
-        .ops
-        .governor
-        .thermostat
-        .lock()
-        .expect("thermostat lock")
-        .clone();
-    let now = state.clock.now_ms();
+    let t = power.thermostat.clone().unwrap_or_default();
+    let action = action.map(|a| match a {
+        ThermostatAction::Unspecified => Value::Null,
+        a => json!(
+            a.as_str_name()
+                .trim_start_matches("THERMOSTAT_ACTION_")
+                .to_ascii_lowercase()
+        ),
+    });
     json!({
         "schema": "svcos.api.home.thermostat.v1",
         "enabled": config.home.thermostat_enabled,
@@ -132,13 +134,13 @@ pub(crate) fn thermostat_body(state: &AppState, action: Option<ThermostatAction>
         "hysteresis_c": config.home.hysteresis_c,
         "room_c": t.room_c,
         "reading_at_ms": (t.reading_at_ms > 0).then_some(t.reading_at_ms),
-        "reading_fresh": t.fresh(&config.home, now),
+        "reading_fresh": t.reading_fresh,
         "source": t.source,
         "action": action,
         "level_watt": t.level_watt,
         "sleeping": t.sleeping,
         "limits": {"min_watt": config.home.min_watt, "max_watt": config.home.max_watt, "step_watt": config.home.step_watt},
-        "governor": state.ops.governor.last_json(),
+        "governor": decision_json(power),
     })
 }
 
@@ -155,40 +157,14 @@ async fn room_temp(State(state): State<AppState>, headers: HeaderMap, body: Byte
     if !b.room_c.is_finite() || !(-40.0..=60.0).contains(&b.room_c) {
         return Err(invalid("room_c", "-40 to 60 C"));
     }
-    let source: String = b
-        .source
-        .unwrap_or_else(|| "api".into())
-        .chars()
-        .take(64)
-        .collect();
-    let config = state.config();
-    let now = state.clock.now_ms();
-    // A first reading starts like a heater switched on: at the top of the thermostat's range,
-    // or at the power target already in force when that is lower.
-    let start = state
-        .telemetry()
-        .map(|t| t.power_target_watt)
-        .filter(|w| *w > 0.0)
-        .map_or(config.home.max_watt, |w| w.min(config.home.max_watt));
-    let action = {
-        let mut t = state
-            .ops
-            .governor
-            .thermostat
-            .lock()
-            .expect("thermostat lock");
-        t.source = source;
-        if config.home.thermostat_enabled {
-            Some(t.on_reading(&config.home, b.room_c, now, start))
-        } else {
-            t.room_c = Some(b.room_c);
-            t.reading_at_ms = now;
-            None
-        }
+    let req = PostRoomTemperatureRequest {
+        room_c: b.room_c,
+        source: b.source.unwrap_or_default(),
     };
-    state.ops.governor.save_thermostat();
-    super::governor::reconcile(&state).await;
-    Ok(json(thermostat_body(&state, action)))
+    let r = power_call(state.peers.power.clone().post_room_temperature(req).await)?;
+    let action = r.action();
+    let power = r.status.unwrap_or_default();
+    Ok(json(thermostat_body(&state, &power, Some(action))))
 }
 
 #[derive(Debug, Deserialize)]
@@ -242,8 +218,8 @@ async fn target(State(state): State<AppState>, headers: HeaderMap, body: Bytes) 
         }
     }
     let report = patch_config(&state, json!({"home": home})).await?;
-    super::governor::reconcile(&state).await;
-    let mut body = thermostat_body(&state, None);
+    let power = power_status(&state, true).await?;
+    let mut body = thermostat_body(&state, &power, None);
     body["write"] = report;
     Ok(json(body))
 }

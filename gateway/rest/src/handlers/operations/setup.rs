@@ -29,7 +29,7 @@ use svcos_proto::auth::v1::SetupRequest;
 use tonic::Code;
 
 use super::config_sections::patch_config;
-use super::governor::{read_json, state_dir};
+use super::{read_json, state_dir};
 use crate::envelope::{ApiError, ErrorCode};
 use crate::handlers::{ApiResult, json, parse_body};
 use crate::registry::Route;
@@ -546,11 +546,7 @@ async fn economics(State(state): State<AppState>, headers: HeaderMap, body: Byte
             "an ISO 4217 code such as USD, EUR, CHF",
         ));
     }
-    let config = state.config();
-    let watt = state
-        .telemetry()
-        .map(|t| super::calibrated_power(&config, t.power_watt))
-        .unwrap_or(0.0);
+    let watt = state.telemetry().map_or(0.0, |t| t.power_watt);
     let price = b.electricity_price_per_kwh;
     update(&state, |w, now| {
         require_safety(w)?;

@@ -1,5 +1,5 @@
 //! Solar-surplus and off-grid following: read a LAN JSON endpoint, decide run-at-N-watts or
-//! sleep, and hand the decision to the power governor.
+//! sleep, and hand the decision to the power governor ([`super`]).
 //!
 //! The decision core ([`decide`]) is pure and time-injected. Hysteresis comes from two
 //! thresholds (a sleeping miner needs `min_watt + wake_margin_watt` of solar surplus, or
@@ -8,10 +8,7 @@
 //! stop threshold, and a source that failed [`FAIL_SAFE_ERRORS`] times in a row (we cannot know
 //! what we are drawing, so we stop drawing).
 
-use std::collections::VecDeque;
-use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
-use std::sync::Mutex;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -19,9 +16,7 @@ use http_body_util::BodyExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use svcos_common::config::{Config, OffgridConfig, SolarConfig};
-
-use super::governor::{read_json, write_json};
-use crate::AppState;
+use svcos_common::net::is_lan;
 
 /// Consecutive failed readings after which the follower sleeps the miner.
 pub const FAIL_SAFE_ERRORS: u32 = 3;
@@ -348,82 +343,6 @@ pub struct HistoryEntry {
     pub hw_state: Option<String>,
 }
 
-/// What the follower hands the governor.
-#[derive(Debug, Clone)]
-pub struct FollowerOutput {
-    /// Which follower.
-    pub mode: FollowerMode,
-    /// Target while running.
-    pub watt: Option<f64>,
-    /// Sleep.
-    pub sleep: bool,
-}
-
-/// Runtime state: follower memory and the verification history (both persisted).
-#[derive(Debug)]
-pub struct EnergyRuntime {
-    dir: PathBuf,
-    /// Follower memory.
-    pub state: Mutex<FollowerState>,
-    /// Recent decisions, oldest first.
-    pub history: Mutex<VecDeque<HistoryEntry>>,
-}
-
-impl EnergyRuntime {
-    /// Load from the gateway state dir.
-    pub fn load(dir: PathBuf) -> Self {
-        let state = read_json(&dir.join("energy-follower.json")).unwrap_or_default();
-        let history: VecDeque<HistoryEntry> =
-            read_json(&dir.join("energy-history.json")).unwrap_or_default();
-        EnergyRuntime {
-            dir,
-            state: Mutex::new(state),
-            history: Mutex::new(history),
-        }
-    }
-
-    /// The governor's input: only for the enabled mode, only after a first decision.
-    pub fn output(&self, config: &Config) -> Option<FollowerOutput> {
-        let mode = FollowerMode::enabled(config)?;
-        let st = self.state.lock().expect("follower lock");
-        if st.mode != Some(mode) || st.last_change_ms.is_none() {
-            return None;
-        }
-        Some(FollowerOutput {
-            mode,
-            watt: if st.sleeping { None } else { st.target_watt },
-            sleep: st.sleeping,
-        })
-    }
-
-    fn record(&self, entry: HistoryEntry, st: &FollowerState) {
-        let snapshot: Vec<HistoryEntry> = {
-            let mut h = self.history.lock().expect("history lock");
-            if h.len() == HISTORY_CAP {
-                h.pop_front();
-            }
-            h.push_back(entry);
-            h.iter().cloned().collect()
-        };
-        write_json(&self.dir.join("energy-history.json"), &snapshot);
-        write_json(&self.dir.join("energy-follower.json"), st);
-    }
-}
-
-/// Whether an address is on the LAN (private, loopback, link-local, unique-local): the only
-/// places svcOS talks to.
-pub fn is_lan(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => v4.is_private() || v4.is_loopback() || v4.is_link_local(),
-        IpAddr::V6(v6) => {
-            v6.is_loopback()
-                || (v6.segments()[0] & 0xfe00) == 0xfc00
-                || (v6.segments()[0] & 0xffc0) == 0xfe80
-                || v6.to_ipv4_mapped().is_some_and(|v4| is_lan(IpAddr::V4(v4)))
-        }
-    }
-}
-
 /// GET a JSON document from a LAN `http://` URL (the host must resolve to a LAN address).
 pub async fn fetch_json(url: &str) -> Result<Value, String> {
     tokio::time::timeout(FETCH_TIMEOUT, fetch_inner(url))
@@ -512,58 +431,6 @@ pub fn extract(doc: &Value, pointers: &[String; 3]) -> Result<Reading, String> {
 pub async fn read_source(p: &Params) -> Result<Reading, String> {
     let doc = fetch_json(&p.url).await?;
     extract(&doc, &p.pointers)
-}
-
-/// Poll the enabled follower's source when its interval has passed, decide, record.
-pub async fn poll_if_due(state: &AppState) {
-    let config = state.config();
-    let rt = &state.ops.governor.energy;
-    let Some(mode) = FollowerMode::enabled(&config) else {
-        // Switched off: forget the old decision, so re-enabling starts from a fresh reading.
-        let mut st = rt.state.lock().expect("follower lock");
-        if st.mode.is_some() {
-            *st = FollowerState::default();
-        }
-        return;
-    };
-    let now_ms = state.clock.now_ms();
-    let p = Params::of(&config, mode);
-    {
-        let mut st = rt.state.lock().expect("follower lock");
-        if st.mode != Some(mode) {
-            *st = FollowerState {
-                mode: Some(mode),
-                ..Default::default()
-            };
-        } else if st.last_poll_ms != 0
-            && now_ms - st.last_poll_ms < i64::from(p.poll_interval_s) * 1000
-        {
-            return;
-        }
-    }
-    let reading = read_source(&p).await;
-    let now_ms = state.clock.now_ms();
-    let t = state.telemetry();
-    let mut st = rt.state.lock().expect("follower lock").clone();
-    let r = reading.as_ref().map_err(String::as_str);
-    let step = decide(&p, &st, r, now_ms);
-    advance(&mut st, &step, r, now_ms);
-    *rt.state.lock().expect("follower lock") = st.clone();
-    let entry = HistoryEntry {
-        t_ms: now_ms,
-        mode,
-        reading: reading.as_ref().ok().cloned(),
-        error: reading.as_ref().err().cloned(),
-        decision: if step.sleep { "sleep" } else { "run" }.into(),
-        target_watt: step.target_watt,
-        reason: step.reason,
-        actual_power_watt: t
-            .as_ref()
-            .map(|t| super::calibrated_power(&config, t.power_watt)),
-        hw_power_target_watt: t.as_ref().map(|t| t.power_target_watt),
-        hw_state: t.as_ref().map(|t| t.state().as_str_name().to_string()),
-    };
-    rt.record(entry, &st);
 }
 
 #[cfg(test)]
@@ -655,23 +522,5 @@ mod tests {
         assert_eq!(r.soc_percent, Some(77.0));
         let e = extract(&doc, &["/nope".into(), String::new(), String::new()]).unwrap_err();
         assert!(e.contains("/nope"), "{e}");
-    }
-
-    #[test]
-    fn lan_addresses() {
-        for ok in [
-            "10.1.2.3",
-            "192.168.1.1",
-            "172.16.0.1",
-            "127.0.0.5",
-            "169.254.1.1",
-            "fd00::1",
-            "::1",
-        ] {
-            assert!(is_lan(ok.parse().unwrap()), "{ok}");
-        }
-        for bad in ["8.8.8.8", "1.1.1.1", "2001:db8::1"] {
-            assert!(!is_lan(bad.parse().unwrap()), "{bad}");
-        }
     }
 }

@@ -1,0 +1,577 @@
+//! The power governor: one place that turns every operator limit and every power-following
+//! feature into hw-agent's power target and sleep state. It runs in the tuner process (the
+//! process that already owns power decisions), so it keeps following the solar source, the
+//! battery and the room while the gateway is down; the gateway only relays `PowerService` calls.
+//!
+//! Arbitration (also in ARCHITECTURE.md): the effective power target is the *minimum* of the
+//! operator's `[hardware].power_target_watt`, the circuit cap (`[power].circuit_limit_watt`),
+//! the declared PSU rating (`[power.psu_override]`), the night-mode cap, the thermostat level
+//! and the solar/off-grid level. The miner sleeps when the solar/off-grid follower or the
+//! thermostat asks for it, and the governor wakes only a miner it put to sleep itself (an
+//! operator's `POST /api/action/sleep` stands). The tuner works inside whatever target is set.
+//! The loop re-asserts the target every tick, so a config reload in hw-agent (which resets the
+//! target to the file's value) is corrected within a second. hw-agent clamps every target to
+//! the circuit and PSU limits itself, so a bug here can lower the power but never raise it past
+//! them.
+//!
+//! Pieces: [`arbitrate`] (pure), [`follower`] (solar/off-grid decision core and the LAN source
+//! reader), [`thermostat`] (pure), [`Power`] (state, persistence, the loop), [`service`] (gRPC).
+//! State lives in `<state>/tuner/power/` as small JSON files written atomically, and only when
+//! a decision changes (never per poll), so a restarted tuner resumes where it was.
+
+pub mod follower;
+pub mod service;
+pub mod thermostat;
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use svcos_common::Shutdown;
+use svcos_common::config::Config;
+use svcos_common::time::Clock;
+use svcos_proto::hwagent::v1::hw_agent_service_client::HwAgentServiceClient;
+use svcos_proto::hwagent::v1::{
+    FanMode, MiningState, SetFanRequest, SetPowerTargetRequest, SetSleepRequest, Telemetry,
+};
+use tokio::sync::watch;
+use tonic::transport::Channel;
+
+use follower::{FollowerMode, FollowerState, HistoryEntry, Params};
+use thermostat::{ThermostatAction, ThermostatState};
+
+/// How often the governor reconciles hw-agent with the arbitration.
+pub const TICK: Duration = Duration::from_secs(1);
+
+/// One limit that took part in the arbitration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Limit {
+    /// Where it comes from (`operator`, `circuit`, `psu_override`, `night_mode`, `thermostat`,
+    /// `solar`, `offgrid`).
+    pub source: &'static str,
+    /// Watts.
+    pub watt: f64,
+}
+
+/// What the governor wants hw-agent to do.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Decision {
+    /// Power target in watts; `None` = no limit (hw-agent's own).
+    pub target_watt: Option<f64>,
+    /// The limit that won, if any.
+    pub binding: Option<&'static str>,
+    /// Every active limit.
+    pub limits: Vec<Limit>,
+    /// Whether a follower wants the miner asleep, and which.
+    pub sleep_by: Option<&'static str>,
+    /// Night-mode fan cap, percent.
+    pub fan_cap_percent: Option<u32>,
+}
+
+/// What the arbitration reads besides the config.
+#[derive(Debug, Clone, Default)]
+pub struct Inputs {
+    /// Thermostat level, W (when the thermostat is on and has a fresh reading).
+    pub thermostat_watt: Option<f64>,
+    /// The thermostat wants the miner asleep (room too warm at its lowest level).
+    pub thermostat_sleep: bool,
+    /// Solar/off-grid level, W.
+    pub follower_watt: Option<f64>,
+    /// The follower wants the miner asleep.
+    pub follower_sleep: bool,
+    /// Which follower is active.
+    pub follower: Option<FollowerMode>,
+}
+
+/// The pure arbitration.
+pub fn arbitrate(config: &Config, now_ms: i64, inputs: &Inputs) -> Decision {
+    let mut limits = Vec::new();
+    let mut add = |source: &'static str, watt: f64| {
+        if watt > 0.0 {
+            limits.push(Limit { source, watt });
+        }
+    };
+    add("operator", config.hardware.power_target_watt);
+    add("circuit", config.power.circuit_limit_watt);
+    if config.power.psu_override.enabled {
+        add("psu_override", config.power.psu_override.max_watt);
+    }
+    let night = config.home.night_mode.active_at(now_ms);
+    if night {
+        add("night_mode", config.home.night_mode.power_cap_watt);
+    }
+    if let Some(w) = inputs.thermostat_watt {
+        add("thermostat", w);
+    }
+    let follower_name = inputs.follower.map(FollowerMode::as_str);
+    if let (Some(w), Some(name)) = (inputs.follower_watt, follower_name) {
+        add(name, w);
+    }
+    let winner = limits
+        .iter()
+        .min_by(|a, b| a.watt.total_cmp(&b.watt))
+        .cloned();
+    let sleep_by = if inputs.follower_sleep {
+        follower_name
+    } else if inputs.thermostat_sleep {
+        Some("thermostat")
+    } else {
+        None
+    };
+    Decision {
+        target_watt: winner.as_ref().map(|l| l.watt),
+        binding: winner.map(|l| l.source),
+        limits,
+        sleep_by,
+        fan_cap_percent: (night && config.home.night_mode.fan_max_percent > 0)
+            .then_some(config.home.night_mode.fan_max_percent),
+    }
+}
+
+/// What the governor changed on hw-agent and must undo itself (persisted, so a restart neither
+/// forgets to wake the miner nor wakes one the operator put to sleep).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Applied {
+    /// The governor put the miner to sleep.
+    pub slept: bool,
+    /// The governor set a power target (so it restores "none" when every limit is gone).
+    pub target_set: bool,
+    /// The governor fixed the fans for night mode.
+    pub fan_capped: bool,
+}
+
+/// What the follower hands the arbitration.
+#[derive(Debug, Clone)]
+pub struct FollowerOutput {
+    /// Which follower.
+    pub mode: FollowerMode,
+    /// Target while running.
+    pub watt: Option<f64>,
+    /// Sleep.
+    pub sleep: bool,
+}
+
+/// Everything the governor remembers.
+#[derive(Debug)]
+pub struct PowerState {
+    /// The config in force (re-read when the file changes).
+    pub config: Arc<Config>,
+    config_mtime: Option<SystemTime>,
+    /// Persisted effects.
+    pub applied: Applied,
+    /// The last decision and when it was made.
+    pub last: Option<(Decision, i64)>,
+    /// Room thermostat.
+    pub thermostat: ThermostatState,
+    /// Solar / off-grid follower memory.
+    pub follower: FollowerState,
+    /// Recent follower decisions, oldest first.
+    pub history: VecDeque<HistoryEntry>,
+    history_dirty: bool,
+    history_saved_ms: i64,
+}
+
+/// How often the verification history is flushed to disk at most: a decision every poll must
+/// not mean a flash write every poll.
+const HISTORY_FLUSH_MS: i64 = 60_000;
+
+impl PowerState {
+    /// The follower's input to the arbitration: only for the enabled mode, after a decision.
+    pub fn follower_output(&self) -> Option<FollowerOutput> {
+        let mode = FollowerMode::enabled(&self.config)?;
+        let st = &self.follower;
+        if st.mode != Some(mode) || st.last_change_ms.is_none() {
+            return None;
+        }
+        Some(FollowerOutput {
+            mode,
+            watt: if st.sleeping { None } else { st.target_watt },
+            sleep: st.sleeping,
+        })
+    }
+
+    /// The arbitration's inputs from the features' state.
+    pub fn inputs(&self, now_ms: i64) -> Inputs {
+        let (thermostat_watt, thermostat_sleep) = self.thermostat.output(&self.config.home, now_ms);
+        let follower = self.follower_output();
+        Inputs {
+            thermostat_watt,
+            thermostat_sleep,
+            follower_watt: follower.as_ref().and_then(|f| f.watt),
+            follower_sleep: follower.as_ref().is_some_and(|f| f.sleep),
+            follower: follower.map(|f| f.mode),
+        }
+    }
+}
+
+/// The governor: state, its files, hw-agent and the telemetry it follows.
+#[derive(Debug)]
+pub struct Power {
+    dir: PathBuf,
+    config_path: PathBuf,
+    /// Wall clock.
+    pub clock: Arc<dyn Clock>,
+    state: Mutex<PowerState>,
+    /// One reconciliation at a time (the loop and calls that want an immediate effect).
+    reconciling: tokio::sync::Mutex<()>,
+    hw: HwAgentServiceClient<Channel>,
+    /// hw-agent's latest telemetry (power already calibrated by hw-agent).
+    pub telemetry: watch::Receiver<Option<Telemetry>>,
+}
+
+impl Power {
+    /// Load the persisted state from `dir` (`<state>/tuner/power`).
+    pub fn new(
+        dir: PathBuf,
+        config_path: PathBuf,
+        config: Config,
+        clock: Arc<dyn Clock>,
+        hw: HwAgentServiceClient<Channel>,
+        telemetry: watch::Receiver<Option<Telemetry>>,
+    ) -> Self {
+        let state = PowerState {
+            config_mtime: mtime(&config_path),
+            config: Arc::new(config),
+            applied: read_json(&dir.join("governor.json")).unwrap_or_default(),
+            last: None,
+            thermostat: read_json(&dir.join("thermostat.json")).unwrap_or_default(),
+            follower: read_json(&dir.join("follower.json")).unwrap_or_default(),
+            history: read_json(&dir.join("follower-history.json")).unwrap_or_default(),
+            history_dirty: false,
+            history_saved_ms: clock.now_ms(),
+        };
+        Power {
+            dir,
+            config_path,
+            clock,
+            state: Mutex::new(state),
+            reconciling: tokio::sync::Mutex::new(()),
+            hw,
+            telemetry,
+        }
+    }
+
+    /// Lock the state (a panicked holder does not take the governor down).
+    pub fn lock(&self) -> MutexGuard<'_, PowerState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Re-read the config file when it changed (or always with `force`). A file that does not
+    /// load leaves the config in force (the writer validates before saving).
+    pub fn reload_config(&self, force: bool) {
+        let now = mtime(&self.config_path);
+        if !force && now == self.lock().config_mtime {
+            return;
+        }
+        match Config::load(&self.config_path) {
+            Ok(c) => {
+                let mut st = self.lock();
+                st.config = Arc::new(c);
+                st.config_mtime = now;
+            }
+            Err(e) => tracing::warn!(error = %e, "power governor: keeping the config in force"),
+        }
+    }
+
+    /// A room reading for the thermostat; `None` when the thermostat is off (kept anyway).
+    pub fn room_reading(&self, room_c: f64, source: String) -> Option<ThermostatAction> {
+        let now = self.clock.now_ms();
+        // A first reading starts like a heater switched on: at the top of the thermostat's
+        // range, or at the power target already in force when that is lower.
+        let target = self
+            .telemetry
+            .borrow()
+            .as_ref()
+            .map(|t| t.power_target_watt);
+        let mut st = self.lock();
+        let home = st.config.home.clone();
+        let start = target
+            .filter(|w| *w > 0.0)
+            .map_or(home.max_watt, |w| w.min(home.max_watt));
+        st.thermostat.source = source;
+        let action = if home.thermostat_enabled {
+            Some(st.thermostat.on_reading(&home, room_c, now, start))
+        } else {
+            st.thermostat.room_c = Some(room_c);
+            st.thermostat.reading_at_ms = now;
+            None
+        };
+        write_json(&self.dir.join("thermostat.json"), &st.thermostat);
+        action
+    }
+
+    /// Poll the enabled follower's source when its interval has passed, decide, record.
+    pub async fn poll_if_due(&self) {
+        let now_ms = self.clock.now_ms();
+        let (p, mode) = {
+            let mut st = self.lock();
+            let Some(mode) = FollowerMode::enabled(&st.config) else {
+                // Switched off: forget the old decision, so re-enabling starts afresh.
+                if st.follower.mode.is_some() {
+                    st.follower = FollowerState::default();
+                    write_json(&self.dir.join("follower.json"), &st.follower);
+                }
+                return;
+            };
+            let p = Params::of(&st.config, mode);
+            if st.follower.mode != Some(mode) {
+                st.follower = FollowerState {
+                    mode: Some(mode),
+                    ..Default::default()
+                };
+            } else if st.follower.last_poll_ms != 0
+                && now_ms - st.follower.last_poll_ms < i64::from(p.poll_interval_s) * 1000
+            {
+                return;
+            }
+            (p, mode)
+        };
+        let reading = follower::read_source(&p).await;
+        let now_ms = self.clock.now_ms();
+        let t = self.telemetry.borrow().clone();
+        let mut st = self.lock();
+        let before = st.follower.clone();
+        let r = reading.as_ref().map_err(String::as_str);
+        let step = follower::decide(&p, &st.follower, r, now_ms);
+        follower::advance(&mut st.follower, &step, r, now_ms);
+        let entry = HistoryEntry {
+            t_ms: now_ms,
+            mode,
+            reading: reading.as_ref().ok().cloned(),
+            error: reading.as_ref().err().cloned(),
+            decision: if step.sleep { "sleep" } else { "run" }.into(),
+            target_watt: step.target_watt,
+            reason: step.reason,
+            actual_power_watt: t.as_ref().map(|t| t.power_watt),
+            hw_power_target_watt: t.as_ref().map(|t| t.power_target_watt),
+            hw_state: t.as_ref().map(|t| t.state().as_str_name().to_string()),
+        };
+        if st.history.len() == follower::HISTORY_CAP {
+            st.history.pop_front();
+        }
+        st.history.push_back(entry);
+        st.history_dirty = true;
+        // The decision itself is saved when it changes; the poll time alone is not worth a write.
+        let decided = |f: &FollowerState| {
+            (
+                f.mode,
+                f.sleeping,
+                f.target_watt,
+                f.last_change_ms,
+                f.consecutive_errors,
+            )
+        };
+        if decided(&before) != decided(&st.follower) {
+            write_json(&self.dir.join("follower.json"), &st.follower);
+        }
+        if now_ms - st.history_saved_ms >= HISTORY_FLUSH_MS {
+            self.flush_history(&mut st, now_ms);
+        }
+    }
+
+    fn flush_history(&self, st: &mut PowerState, now_ms: i64) {
+        if st.history_dirty {
+            write_json(&self.dir.join("follower-history.json"), &st.history);
+            st.history_dirty = false;
+        }
+        st.history_saved_ms = now_ms;
+    }
+
+    /// Save what is only flushed now and then (at shutdown).
+    pub fn flush(&self) {
+        let now = self.clock.now_ms();
+        let mut st = self.lock();
+        write_json(&self.dir.join("follower.json"), &st.follower);
+        self.flush_history(&mut st, now);
+    }
+
+    /// One reconciliation: arbitrate and bring hw-agent in line. Errors are logged and retried
+    /// on the next tick.
+    pub async fn reconcile(&self) {
+        let _one = self.reconciling.lock().await;
+        let now_ms = self.clock.now_ms();
+        let (decision, config, mut applied) = {
+            let mut st = self.lock();
+            let decision = arbitrate(&st.config, now_ms, &st.inputs(now_ms));
+            st.last = Some((decision.clone(), now_ms));
+            (decision, st.config.clone(), st.applied.clone())
+        };
+        let Some(t) = self.telemetry.borrow().clone() else {
+            return;
+        };
+        let before = applied.clone();
+        let mut hw = self.hw.clone();
+
+        match decision.target_watt {
+            Some(w) if (t.power_target_watt - w).abs() > 0.5 => {
+                applied.target_set |=
+                    log_err(hw.set_power_target(SetPowerTargetRequest { watt: w }).await);
+            }
+            Some(_) => applied.target_set = true,
+            None if applied.target_set => {
+                // Every limit is gone: hand back the operator's own target (0 = none).
+                let w = config.hardware.power_target_watt;
+                applied.target_set =
+                    !log_err(hw.set_power_target(SetPowerTargetRequest { watt: w }).await);
+            }
+            None => {}
+        }
+
+        let asleep = t.state() == MiningState::Sleeping;
+        match (decision.sleep_by.is_some(), applied.slept) {
+            (true, false) => {
+                applied.slept = log_err(hw.set_sleep(SetSleepRequest { sleep: true }).await);
+            }
+            (true, true) if !asleep => {
+                // Someone woke it (an operator); keep following the decision.
+                log_err(hw.set_sleep(SetSleepRequest { sleep: true }).await);
+            }
+            (false, true) => {
+                applied.slept = !log_err(hw.set_sleep(SetSleepRequest { sleep: false }).await);
+            }
+            _ => {}
+        }
+
+        match (decision.fan_cap_percent, applied.fan_capped) {
+            (Some(cap), _) if !fan_at(&t, cap) => {
+                let r = hw
+                    .set_fan(SetFanRequest {
+                        mode: FanMode::Manual as i32,
+                        pwm_percent: cap,
+                        target_temp_c: 0.0,
+                    })
+                    .await;
+                applied.fan_capped |= log_err(r);
+            }
+            (None, true) => {
+                let manual = config.thermal.fan_manual_percent;
+                let r = hw
+                    .set_fan(SetFanRequest {
+                        mode: if manual > 0 {
+                            FanMode::Manual
+                        } else {
+                            FanMode::Auto
+                        } as i32,
+                        pwm_percent: manual,
+                        target_temp_c: 0.0,
+                    })
+                    .await;
+                applied.fan_capped = !log_err(r);
+            }
+            _ => {}
+        }
+
+        if applied != before {
+            self.lock().applied = applied.clone();
+            write_json(&self.dir.join("governor.json"), &applied);
+        }
+    }
+
+    /// Reload the config when it changed, poll the follower when due and reconcile, every
+    /// [`TICK`], until `shutdown`; then flush what is written lazily.
+    pub async fn run(self: Arc<Self>, shutdown: Shutdown) {
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = shutdown.wait() => break,
+            }
+            self.reload_config(false);
+            self.poll_if_due().await;
+            self.reconcile().await;
+        }
+        self.flush();
+    }
+}
+
+fn mtime(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+fn fan_at(t: &Telemetry, cap: u32) -> bool {
+    t.fan_mode() == FanMode::Manual && t.fans.iter().all(|f| f.pwm_percent == cap)
+}
+
+fn log_err<T>(r: Result<T, tonic::Status>) -> bool {
+    match r {
+        Ok(_) => true,
+        Err(s) => {
+            tracing::warn!(code = ?s.code(), message = s.message(), "power governor: hw-agent call failed");
+            false
+        }
+    }
+}
+
+/// Read a JSON state file; `None` when missing. A damaged file is moved aside (logged, listed by
+/// `/api/safety/warnings`) and the governor starts from defaults, never fails.
+pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
+    svcos_common::statefile::load_json(path)
+}
+
+/// Write a JSON state file atomically (failures are logged: the state is rebuilt at runtime).
+pub fn write_json<T: Serialize>(path: &Path, value: &T) {
+    let result = path
+        .parent()
+        .map_or(Ok(()), |dir| svcos_common::fsutil::ensure_dir(dir, 0o700))
+        .and_then(|()| {
+            let bytes = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+            svcos_common::fsutil::atomic_write(path, &bytes, 0o600)
+        });
+    if let Err(e) = result {
+        tracing::warn!(path = %path.display(), error = %e, "cannot save state file");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lowest_limit_wins() {
+        let mut c = Config::default();
+        c.hardware.power_target_watt = 1300.0;
+        c.power.circuit_limit_watt = 1152.0;
+        let d = arbitrate(&c, 0, &Inputs::default());
+        assert_eq!(d.target_watt, Some(1152.0));
+        assert_eq!(d.binding, Some("circuit"));
+        let i = Inputs {
+            follower_watt: Some(700.0),
+            follower: Some(FollowerMode::Solar),
+            ..Default::default()
+        };
+        let d = arbitrate(&c, 0, &i);
+        assert_eq!((d.target_watt, d.binding), (Some(700.0), Some("solar")));
+        assert_eq!(d.limits.len(), 3);
+    }
+
+    #[test]
+    fn no_limit_means_no_target_and_sleep_comes_from_followers() {
+        let c = Config::default();
+        let d = arbitrate(&c, 0, &Inputs::default());
+        assert_eq!(d.target_watt, None);
+        assert_eq!(d.sleep_by, None);
+        let i = Inputs {
+            thermostat_sleep: true,
+            ..Default::default()
+        };
+        assert_eq!(arbitrate(&c, 0, &i).sleep_by, Some("thermostat"));
+    }
+
+    #[test]
+    fn night_mode_caps_inside_its_window_only() {
+        let mut c = Config::default();
+        c.home.night_mode.enabled = true;
+        let midnight = 0;
+        let noon = 12 * 3_600_000;
+        let d = arbitrate(&c, midnight, &Inputs::default());
+        assert_eq!(d.target_watt, Some(600.0));
+        assert_eq!(d.fan_cap_percent, Some(40));
+        let d = arbitrate(&c, noon, &Inputs::default());
+        assert_eq!(d.target_watt, None);
+        assert_eq!(d.fan_cap_percent, None);
+    }
+}

@@ -1,0 +1,274 @@
+//! PowerService: each call reads or changes the governor's state briefly; calls that change
+//! something reconcile hw-agent before they answer, so the caller sees the effect.
+
+use std::sync::Arc;
+
+use svcos_proto::tuner::v1::power_service_server::PowerService;
+use svcos_proto::tuner::v1::{
+    self as pb, GetPowerRequest, GetPowerResponse, ListFollowerDecisionsRequest,
+    ListFollowerDecisionsResponse, PostRoomTemperatureRequest, PostRoomTemperatureResponse,
+    ReconcileRequest, ReconcileResponse, TestSourceRequest, TestSourceResponse,
+};
+use tonic::{Request, Response, Status};
+
+use super::follower::{self, FollowerMode, FollowerState, HistoryEntry, Params, Reading};
+use super::thermostat::ThermostatAction;
+use super::{Decision, Power};
+
+/// The gRPC face of the power governor.
+#[derive(Debug, Clone)]
+pub struct PowerApi {
+    power: Arc<Power>,
+}
+
+impl PowerApi {
+    /// Serve a governor.
+    pub fn new(power: Arc<Power>) -> PowerApi {
+        PowerApi { power }
+    }
+
+    fn status(&self) -> pb::PowerStatus {
+        let now = self.power.clock.now_ms();
+        let st = self.power.lock();
+        let home = &st.config.home;
+        let t = &st.thermostat;
+        let f = &st.follower;
+        let min_dwell_ms = FollowerMode::enabled(&st.config)
+            .filter(|m| f.mode == Some(*m))
+            .map_or(0, |m| Params::of(&st.config, m).min_dwell_ms);
+        pb::PowerStatus {
+            decision: st
+                .last
+                .as_ref()
+                .map(|(d, at)| decision_pb(d, *at, &st.config, now)),
+            applied: Some(pb::PowerApplied {
+                slept: st.applied.slept,
+                target_set: st.applied.target_set,
+                fan_capped: st.applied.fan_capped,
+            }),
+            thermostat: Some(pb::ThermostatState {
+                room_c: t.room_c,
+                reading_at_ms: t.reading_at_ms,
+                source: t.source.clone(),
+                level_watt: t.level_watt,
+                sleeping: t.sleeping,
+                last_action: action_pb(Some(t.last_action)) as i32,
+                reading_fresh: t.fresh(home, now),
+            }),
+            follower: Some(pb::FollowerState {
+                mode: mode_pb(f.mode) as i32,
+                sleeping: f.sleeping,
+                target_watt: f.target_watt,
+                last_change_ms: f.last_change_ms,
+                last_poll_ms: f.last_poll_ms,
+                last_reading: f.last_reading.as_ref().map(reading_pb),
+                last_error: f.last_error.clone().unwrap_or_default(),
+                consecutive_errors: f.consecutive_errors,
+                dwell_remaining_s: f
+                    .last_change_ms
+                    .map(|c| ((c + min_dwell_ms - now).max(0) as f64 / 1000.0).ceil()),
+            }),
+        }
+    }
+}
+
+fn decision_pb(
+    d: &Decision,
+    at_ms: i64,
+    config: &svcos_common::config::Config,
+    now_ms: i64,
+) -> pb::PowerDecision {
+    pb::PowerDecision {
+        target_watt: d.target_watt,
+        binding: d.binding.unwrap_or_default().into(),
+        limits: d
+            .limits
+            .iter()
+            .map(|l| pb::PowerLimit {
+                source: l.source.into(),
+                watt: l.watt,
+            })
+            .collect(),
+        sleep_by: d.sleep_by.unwrap_or_default().into(),
+        fan_cap_percent: d.fan_cap_percent,
+        night_active: config.home.night_mode.active_at(now_ms),
+        decided_at_ms: at_ms,
+    }
+}
+
+fn mode_pb(m: Option<FollowerMode>) -> pb::FollowerMode {
+    match m {
+        None => pb::FollowerMode::Unspecified,
+        Some(FollowerMode::Solar) => pb::FollowerMode::Solar,
+        Some(FollowerMode::Offgrid) => pb::FollowerMode::Offgrid,
+    }
+}
+
+fn mode_from(m: i32) -> Option<FollowerMode> {
+    match pb::FollowerMode::try_from(m).unwrap_or(pb::FollowerMode::Unspecified) {
+        pb::FollowerMode::Solar => Some(FollowerMode::Solar),
+        pb::FollowerMode::Offgrid => Some(FollowerMode::Offgrid),
+        pb::FollowerMode::Unspecified => None,
+    }
+}
+
+fn action_pb(a: Option<ThermostatAction>) -> pb::ThermostatAction {
+    match a {
+        None | Some(ThermostatAction::None) => pb::ThermostatAction::Unspecified,
+        Some(ThermostatAction::Raise) => pb::ThermostatAction::Raise,
+        Some(ThermostatAction::Lower) => pb::ThermostatAction::Lower,
+        Some(ThermostatAction::Hold) => pb::ThermostatAction::Hold,
+        Some(ThermostatAction::Sleep) => pb::ThermostatAction::Sleep,
+        Some(ThermostatAction::Wake) => pb::ThermostatAction::Wake,
+    }
+}
+
+fn reading_pb(r: &Reading) -> pb::EnergyReading {
+    pb::EnergyReading {
+        surplus_watt: r.surplus_watt,
+        soc_percent: r.soc_percent,
+        voltage_v: r.voltage_v,
+    }
+}
+
+fn entry_pb(e: &HistoryEntry) -> pb::FollowerDecision {
+    pb::FollowerDecision {
+        t_ms: e.t_ms,
+        mode: mode_pb(Some(e.mode)) as i32,
+        reading: e.reading.as_ref().map(reading_pb),
+        error: e.error.clone().unwrap_or_default(),
+        decision: e.decision.clone(),
+        target_watt: e.target_watt,
+        reason: e.reason.clone(),
+        actual_power_watt: e.actual_power_watt,
+        hw_power_target_watt: e.hw_power_target_watt,
+        hw_state: e.hw_state.clone().unwrap_or_default(),
+    }
+}
+
+#[tonic::async_trait]
+impl PowerService for PowerApi {
+    async fn get_power(
+        &self,
+        _request: Request<GetPowerRequest>,
+    ) -> Result<Response<GetPowerResponse>, Status> {
+        Ok(Response::new(GetPowerResponse {
+            status: Some(self.status()),
+        }))
+    }
+
+    async fn reconcile(
+        &self,
+        _request: Request<ReconcileRequest>,
+    ) -> Result<Response<ReconcileResponse>, Status> {
+        self.power.reload_config(true);
+        self.power.reconcile().await;
+        Ok(Response::new(ReconcileResponse {
+            status: Some(self.status()),
+        }))
+    }
+
+    async fn post_room_temperature(
+        &self,
+        request: Request<PostRoomTemperatureRequest>,
+    ) -> Result<Response<PostRoomTemperatureResponse>, Status> {
+        let r = request.into_inner();
+        if !r.room_c.is_finite() || !(-40.0..=60.0).contains(&r.room_c) {
+            return Err(Status::invalid_argument("room_c: -40 to 60 C"));
+        }
+        let source: String = if r.source.is_empty() {
+            "api".into()
+        } else {
+            r.source
+                .chars()
+                .filter(|c| !c.is_control())
+                .take(64)
+                .collect()
+        };
+        // The thermostat's settings may have been written just before this reading.
+        self.power.reload_config(false);
+        let action = self.power.room_reading(r.room_c, source);
+        self.power.reconcile().await;
+        Ok(Response::new(PostRoomTemperatureResponse {
+            action: action_pb(action) as i32,
+            status: Some(self.status()),
+        }))
+    }
+
+    async fn test_source(
+        &self,
+        request: Request<TestSourceRequest>,
+    ) -> Result<Response<TestSourceResponse>, Status> {
+        let r = request.into_inner();
+        let mode = mode_from(r.mode).ok_or_else(|| {
+            Status::invalid_argument("mode: FOLLOWER_MODE_SOLAR or FOLLOWER_MODE_OFFGRID")
+        })?;
+        let (mut p, st) = {
+            let st = self.power.lock();
+            let follower = if st.follower.mode == Some(mode) {
+                st.follower.clone()
+            } else {
+                FollowerState::default()
+            };
+            (Params::of(&st.config, mode), follower)
+        };
+        if let Some(u) = r.source_url {
+            p.url = u;
+        }
+        for (i, v) in [r.surplus_watt_pointer, r.soc_pointer, r.voltage_pointer]
+            .into_iter()
+            .enumerate()
+        {
+            if let Some(v) = v {
+                if !(v.is_empty() || v.starts_with('/')) {
+                    return Err(Status::invalid_argument(
+                        "pointer: a JSON pointer starts with / (RFC 6901), e.g. /battery/soc",
+                    ));
+                }
+                p.pointers[i] = v;
+            }
+        }
+        if p.url.is_empty() {
+            return Err(Status::failed_precondition("no source configured"));
+        }
+        let reading = follower::read_source(&p).await;
+        let r = reading.as_ref().map_err(String::as_str);
+        let step = follower::decide(&p, &st, r, self.power.clock.now_ms());
+        Ok(Response::new(TestSourceResponse {
+            source_url: p.url,
+            ok: reading.is_ok(),
+            reading: reading.as_ref().ok().map(reading_pb),
+            error: reading.err().unwrap_or_default(),
+            decision: if step.sleep { "sleep" } else { "run" }.into(),
+            target_watt: step.target_watt,
+            reason: step.reason,
+            held_by_dwell: step.held_by_dwell,
+        }))
+    }
+
+    async fn list_follower_decisions(
+        &self,
+        request: Request<ListFollowerDecisionsRequest>,
+    ) -> Result<Response<ListFollowerDecisionsResponse>, Status> {
+        let r = request.into_inner();
+        let mode = mode_from(r.mode);
+        let limit = match r.limit {
+            0 => 100,
+            n => (n as usize).min(follower::HISTORY_CAP),
+        };
+        let st = self.power.lock();
+        let mut entries: Vec<_> = st
+            .history
+            .iter()
+            .rev()
+            .filter(|e| mode.is_none_or(|m| e.mode == m))
+            .take(limit)
+            .map(entry_pb)
+            .collect();
+        entries.reverse();
+        Ok(Response::new(ListFollowerDecisionsResponse {
+            entries,
+            capacity: follower::HISTORY_CAP as u32,
+        }))
+    }
+}

@@ -38,7 +38,7 @@ impl Event {
     pub fn new(event: &'static str, data: Value, hostname: &str, now_ms: i64) -> Self {
         Event {
             schema: EVENT_SCHEMA,
-            id: hex::encode(rand::random::<[u8; 12]>()),
+            id: random_id(),
             event,
             occurred_at_ms: now_ms,
             hostname: hostname.to_string(),
@@ -268,6 +268,22 @@ impl Deriver {
         self.services = Some(now);
         out
     }
+}
+
+/// 12 random bytes in hex. Event ids only need to be unique: should the OS refuse randomness,
+/// the clock and a counter stand in rather than losing the event.
+fn random_id() -> String {
+    let mut bytes = [0u8; 12];
+    if getrandom::fill(&mut bytes).is_err() {
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        bytes[..8].copy_from_slice(&nanos.to_be_bytes());
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        bytes[8..].copy_from_slice(&seq.to_be_bytes());
+    }
+    hex::encode(bytes)
 }
 
 #[cfg(test)]

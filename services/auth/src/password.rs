@@ -7,8 +7,6 @@ use std::sync::Arc;
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::{Algorithm, Argon2, Params, Version};
-use rand::TryRngCore;
-use rand::rngs::OsRng;
 use tokio::sync::Semaphore;
 
 use crate::error::{AuthError, PasswordRule};
@@ -52,8 +50,7 @@ pub fn check_rules(password: &str, min_chars: u32) -> Result<(), PasswordRule> {
 /// Hash `password` with a fresh random salt into a PHC string. Blocking (tens of ms).
 pub fn hash_blocking(password: &str, params: Params) -> Result<String, AuthError> {
     let mut salt = [0u8; SALT_BYTES];
-    OsRng
-        .try_fill_bytes(&mut salt)
+    getrandom::fill(&mut salt)
         .map_err(|e| AuthError::Hash(format!("no randomness for the salt: {e}")))?;
     let salt = SaltString::encode_b64(&salt).map_err(|e| AuthError::Hash(e.to_string()))?;
     Argon2::new(Algorithm::Argon2id, Version::V0x13, params)

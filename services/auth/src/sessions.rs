@@ -6,8 +6,6 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use rand::TryRngCore;
-use rand::rngs::OsRng;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -24,16 +22,16 @@ pub const TOKEN_BYTES: usize = 32;
 const SESSION_ID_BYTES: usize = 12;
 
 /// 32 random bytes from the OS, base64url without padding (43 characters).
-pub fn random_token() -> Result<String, rand::rand_core::OsError> {
+pub fn random_token() -> Result<String, getrandom::Error> {
     let mut bytes = [0u8; TOKEN_BYTES];
-    OsRng.try_fill_bytes(&mut bytes)?;
+    getrandom::fill(&mut bytes)?;
     Ok(URL_SAFE_NO_PAD.encode(bytes))
 }
 
 /// A random public session id (hex).
-pub fn random_session_id() -> Result<SessionId, rand::rand_core::OsError> {
+pub fn random_session_id() -> Result<SessionId, getrandom::Error> {
     let mut bytes = [0u8; SESSION_ID_BYTES];
-    OsRng.try_fill_bytes(&mut bytes)?;
+    getrandom::fill(&mut bytes)?;
     Ok(SessionId(hex::encode(bytes)))
 }
 

@@ -11,6 +11,7 @@
 
 pub mod alloc;
 pub mod authority;
+pub mod bounds;
 pub mod config;
 pub mod connlimit;
 pub mod entry;

@@ -11,6 +11,7 @@
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
+use svcos_common::bounds::VOLTAGE_MV;
 
 use svcos_common::config::{HardwareConfig, Mode, PowerConfig, ThermalConfig};
 use svcos_proto::hwagent::v1::{
@@ -518,10 +519,10 @@ impl BoardThread {
     }
 
     fn set_voltage(&mut self, st: &mut State, mv: f64) -> Result<f64, HwError> {
-        if !(1000.0..=16000.0).contains(&mv) {
+        if !VOLTAGE_MV.contains(mv) {
             return Err(HwError::InvalidArgument {
                 field: "voltage_mv",
-                message: "1000-16000 mV".into(),
+                message: VOLTAGE_MV.describe(),
             });
         }
         let psu = st.psu.as_ref().ok_or_else(|| {

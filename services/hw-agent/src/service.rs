@@ -4,6 +4,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
+use svcos_common::bounds::FREQUENCY_MHZ;
 
 use futures::{Stream, StreamExt};
 use svcos_common::Layout;
@@ -206,10 +207,10 @@ impl HwAgentService for Api {
         request: Request<SetFrequencyRequest>,
     ) -> Result<Response<SetFrequencyResponse>, Status> {
         let r = request.into_inner();
-        if !(50.0..=1200.0).contains(&r.frequency_mhz) {
+        if !FREQUENCY_MHZ.contains(r.frequency_mhz) {
             return Err(fail(HwError::InvalidArgument {
                 field: "frequency_mhz",
-                message: "50-1200 MHz".into(),
+                message: FREQUENCY_MHZ.describe(),
             }));
         }
         if r.chip.is_some() && r.chain_id.is_none() {

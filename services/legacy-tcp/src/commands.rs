@@ -7,6 +7,7 @@
 //! not track are left out rather than invented.
 
 use std::borrow::Cow;
+use svcos_common::bounds::FREQUENCY_MHZ;
 
 use svcos_proto::hwagent::v1::{ChainState, ChainTelemetry, GetInventoryResponse, Telemetry};
 use svcos_proto::stratum::v1::{GetPoolsResponse, PoolState, PoolStatus};
@@ -1125,18 +1126,24 @@ fn privileged_command(name: &str, param: Option<&str>, view: &View<'_>) -> Resul
                 "help" => Err(Reply::status(Status::new(
                     Severity::Info,
                     code::ASCHELP,
-                    format!("ASC {asc} set help: freq,MHZ (50-1200)"),
+                    format!(
+                        "ASC {asc} set help: freq,MHZ ({}-{})",
+                        FREQUENCY_MHZ.min, FREQUENCY_MHZ.max
+                    ),
                 ))),
                 "freq" | "frequency" | "clock" => {
                     let mhz = opts
                         .get(1)
                         .and_then(|v| v.trim().parse::<f64>().ok())
-                        .filter(|v| (50.0..=1200.0).contains(v));
+                        .filter(|v| FREQUENCY_MHZ.contains(*v));
                     match mhz {
                         Some(mhz) => Ok(Action::SetFrequency { asc, chain_id, mhz }),
                         None => Err(Reply::status(Status::error(
                             code::ASCSETERR,
-                            format!("ASC {asc} set failed: freq needs a value 50-1200 MHz"),
+                            format!(
+                                "ASC {asc} set failed: freq needs a value {}",
+                                FREQUENCY_MHZ.describe()
+                            ),
                         ))),
                     }
                 }

@@ -2,6 +2,7 @@
 //! These are also the on-disk shapes (serde), versioned by the `schema` tag of each file.
 
 use serde::{Deserialize, Serialize};
+use svcos_common::bounds::{FREQUENCY_MHZ, VOLTAGE_MV};
 use svcos_common::config::{Config, TuneModeConfig};
 use svcos_proto::tuner::v1 as pb;
 
@@ -307,10 +308,16 @@ impl Limits {
         Limits {
             stock_mhz,
             stock_mv,
-            min_mhz: or(t.min_frequency_mhz, (stock_mhz * 0.5).max(50.0)),
-            max_mhz: or(t.max_frequency_mhz, (stock_mhz * 1.25).min(1200.0)),
-            min_mv: or(t.min_voltage_mv, (stock_mv * 0.85).max(1000.0)),
-            max_mv: or(t.max_voltage_mv, (stock_mv * 1.05).min(16000.0)),
+            min_mhz: or(
+                t.min_frequency_mhz,
+                (stock_mhz * 0.5).max(FREQUENCY_MHZ.min),
+            ),
+            max_mhz: or(
+                t.max_frequency_mhz,
+                (stock_mhz * 1.25).min(FREQUENCY_MHZ.max),
+            ),
+            min_mv: or(t.min_voltage_mv, (stock_mv * 0.85).max(VOLTAGE_MV.min)),
+            max_mv: or(t.max_voltage_mv, (stock_mv * 1.05).min(VOLTAGE_MV.max)),
             max_temp_c: or(t.max_temp_c, config.thermal.hot_temp_c - 5.0),
             max_power_watt: or(t.max_power_watt, nominal_w * 1.25),
             max_chain_error: t.max_hw_error_percent / 100.0,

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use svcos_common::bounds::{FREQUENCY_MHZ, VOLTAGE_MV};
 
 use serde::{Deserialize, Serialize};
 use svcos_common::fsutil;
@@ -442,18 +443,19 @@ fn check_profile(p: &Profile) -> Result<(), StoreError> {
     if p.id.is_empty() {
         return bad("empty id".into());
     }
-    if !(1000.0..=16000.0).contains(&p.point.voltage_mv) {
-        return bad("voltage_mv must be 1000-16000".into());
+    if !VOLTAGE_MV.contains(p.point.voltage_mv) {
+        return bad(format!("voltage_mv must be {}", VOLTAGE_MV.describe()));
     }
     for c in &p.point.chains {
-        if !(50.0..=1200.0).contains(&c.frequency_mhz)
+        if !FREQUENCY_MHZ.contains(c.frequency_mhz)
             || c.chips
                 .iter()
-                .any(|t| !(50.0..=1200.0).contains(&t.frequency_mhz))
+                .any(|t| !FREQUENCY_MHZ.contains(t.frequency_mhz))
         {
             return bad(format!(
-                "chain {}: frequencies must be 50-1200 MHz",
-                c.chain_id
+                "chain {}: frequencies must be {}",
+                c.chain_id,
+                FREQUENCY_MHZ.describe()
             ));
         }
     }

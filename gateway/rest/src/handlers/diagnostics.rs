@@ -10,6 +10,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use svcos_common::bounds::VOLTAGE_MV;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
@@ -819,9 +820,9 @@ async fn psu_control(State(state): State<AppState>, headers: HeaderMap, body: By
         return Err(field_error("enabled", "give enabled and/or voltage_mv"));
     }
     if let Some(mv) = b.voltage_mv
-        && !(1000.0..=16000.0).contains(&mv)
+        && !VOLTAGE_MV.contains(mv)
     {
-        return Err(field_error("voltage_mv", "1000-16000 mV"));
+        return Err(field_error("voltage_mv", VOLTAGE_MV.describe()));
     }
     let r = client(&state)
         .psu_control(PsuControlRequest {

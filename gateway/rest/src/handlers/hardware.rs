@@ -5,6 +5,7 @@
 //! voltage) or the supervisor (restarts).
 
 use std::str::FromStr;
+use svcos_common::bounds::{FREQUENCY_MHZ, VOLTAGE_MV};
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -467,8 +468,8 @@ async fn debug_frequency(
     body: Bytes,
 ) -> ApiResult {
     let b: FrequencyBody = parse_body(&headers, &body)?;
-    if !(50.0..=1200.0).contains(&b.frequency_mhz) {
-        return Err(field_error("frequency_mhz", "50-1200 MHz"));
+    if !FREQUENCY_MHZ.contains(b.frequency_mhz) {
+        return Err(field_error("frequency_mhz", &FREQUENCY_MHZ.describe()));
     }
     let mut hw = state.peers.hw.clone();
     let r = hw
@@ -501,8 +502,8 @@ async fn debug_voltage(
     body: Bytes,
 ) -> ApiResult {
     let b: VoltageBody = parse_body(&headers, &body)?;
-    if !(1000.0..=16000.0).contains(&b.voltage_mv) {
-        return Err(field_error("voltage_mv", "1000-16000 mV"));
+    if !VOLTAGE_MV.contains(b.voltage_mv) {
+        return Err(field_error("voltage_mv", &VOLTAGE_MV.describe()));
     }
     let mut hw = state.peers.hw.clone();
     let r = hw

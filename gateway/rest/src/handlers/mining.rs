@@ -5,6 +5,7 @@
 use axum::extract::State;
 use axum::response::Response;
 use serde_json::{Value, json};
+use svcos_common::bounds::{FREQUENCY_MHZ, VOLTAGE_MV};
 use svcos_proto::hwagent::v1::{ChainState, GetInventoryRequest, MiningState, Telemetry};
 use svcos_proto::stratum::v1::PoolState;
 use svcos_proto::tuner::v1::GetStateRequest;
@@ -408,8 +409,8 @@ async fn tuning_constraints(State(state): State<AppState>) -> Response {
     json(json!({
         "schema": "svcos.api.tuning.constraints.v1",
         "source": "the config validation rules of this build",
-        "frequency_mhz": {"min": 50.0, "max": 1200.0, "target": c.hardware.target_frequency_mhz()},
-        "voltage_mv": {"min": 1000.0, "max": 16000.0, "current": c.hardware.voltage_mv},
+        "frequency_mhz": {"min": FREQUENCY_MHZ.min, "max": FREQUENCY_MHZ.max, "target": c.hardware.target_frequency_mhz()},
+        "voltage_mv": {"min": VOLTAGE_MV.min, "max": VOLTAGE_MV.max, "current": c.hardware.voltage_mv},
         "power_target_watt": {"min": 0.0, "current": c.hardware.power_target_watt, "zero_means": "no target"},
         "temperature_c": {"target": c.thermal.target_temp_c, "hot": c.thermal.hot_temp_c, "dangerous": c.thermal.dangerous_temp_c},
         "fan_percent": {"min": c.thermal.fan_min_percent, "max": c.thermal.fan_max_percent},

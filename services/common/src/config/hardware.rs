@@ -1,3 +1,4 @@
+use crate::bounds::{FREQUENCY_MHZ, VOLTAGE_MV};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -129,14 +130,17 @@ impl HardwareConfig {
                 "at most 256",
             ));
         }
-        if self.frequency_mhz != 0.0 && !(50.0..=1200.0).contains(&self.frequency_mhz) {
+        if self.frequency_mhz != 0.0 && !FREQUENCY_MHZ.contains(self.frequency_mhz) {
             return Err(ConfigError::invalid(
                 "hardware.frequency_mhz",
-                "0 (preset) or 50-1200 MHz",
+                format!("0 (preset) or {}", FREQUENCY_MHZ.describe()),
             ));
         }
-        if !(1000.0..=16000.0).contains(&self.voltage_mv) {
-            return Err(ConfigError::invalid("hardware.voltage_mv", "1000-16000 mV"));
+        if !VOLTAGE_MV.contains(self.voltage_mv) {
+            return Err(ConfigError::invalid(
+                "hardware.voltage_mv",
+                VOLTAGE_MV.describe(),
+            ));
         }
         if ![115_200, 1_000_000, 1_562_500, 3_125_000].contains(&self.baud) {
             return Err(ConfigError::invalid(

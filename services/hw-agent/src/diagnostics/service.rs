@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use svcos_common::bounds::VOLTAGE_MV;
 
 use serde_json::json;
 use svcos_bm13xx::{Command, HostFrame, PREAMBLE_HOST, crc5, reg};
@@ -499,11 +500,11 @@ impl HwDiagnosticsService for Diagnostics {
             return Err(invalid("enabled", "give enabled and/or voltage_mv"));
         }
         if let Some(mv) = r.voltage_mv
-            && !(1000.0..=16000.0).contains(&mv)
+            && !VOLTAGE_MV.contains(mv)
         {
             return Err(invalid(
                 "voltage_mv",
-                "1000-16000 mV (the PSU's VOUT_COMMAND range)",
+                format!("{} (the PSU's VOUT_COMMAND range)", VOLTAGE_MV.describe()),
             ));
         }
         let mut result: Result<(), HwError> = Ok(());

@@ -1,0 +1,57 @@
+//! Operating-point bounds every writer of a chip frequency or a chain voltage enforces: config
+//! validation, the gateway's debug and tuning routes, hw-agent's control and diagnostics RPCs,
+//! the tuner's profile store and the cgminer `ascset`. Defined once so no path can accept what
+//! another refuses.
+
+/// A closed range with its unit, for checks and for the messages that name it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bound {
+    /// Lowest accepted value.
+    pub min: f64,
+    /// Highest accepted value.
+    pub max: f64,
+    /// Unit as messages show it.
+    pub unit: &'static str,
+}
+
+impl Bound {
+    /// Whether `v` is inside (NaN never is).
+    pub fn contains(&self, v: f64) -> bool {
+        (self.min..=self.max).contains(&v)
+    }
+
+    /// `"50-1200 MHz"`, as error messages show the range.
+    pub fn describe(&self) -> String {
+        format!("{}-{} {}", self.min, self.max, self.unit)
+    }
+}
+
+/// Chip PLL frequency, MHz.
+pub const FREQUENCY_MHZ: Bound = Bound {
+    min: 50.0,
+    max: 1200.0,
+    unit: "MHz",
+};
+
+/// Chain supply voltage, mV (the PSU's VOUT_COMMAND range).
+pub const VOLTAGE_MV: Bound = Bound {
+    min: 1000.0,
+    max: 16000.0,
+    unit: "mV",
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ends_are_inside_and_nan_is_not() {
+        for b in [FREQUENCY_MHZ, VOLTAGE_MV] {
+            assert!(b.contains(b.min) && b.contains(b.max));
+            assert!(!b.contains(b.min - 0.001) && !b.contains(b.max + 0.001));
+            assert!(!b.contains(f64::NAN));
+        }
+        assert_eq!(FREQUENCY_MHZ.describe(), "50-1200 MHz");
+        assert_eq!(VOLTAGE_MV.describe(), "1000-16000 mV");
+    }
+}

@@ -72,19 +72,30 @@ impl Rng {
 /// Counters that may restart from zero (a process restarted): sums the increments.
 #[derive(Debug, Default, Clone, Copy)]
 struct Monotonic {
-    last: Option<u64>,
+    /// The highest value seen since the counter last started from zero.
+    high: Option<u64>,
     total: u64,
 }
 
 impl Monotonic {
     fn observe(&mut self, now: u64) {
-        match self.last {
-            Some(last) if now >= last => self.total += now - last,
-            // It restarted from zero: everything it shows is new.
-            Some(_) => self.total += now,
-            None => {}
+        match self.high {
+            Some(high) if now >= high => {
+                self.total += now - high;
+                self.high = Some(now);
+            }
+            // Far below what it showed: it started again from zero, everything it shows is
+            // new.
+            Some(high) if now < high / 2 => {
+                self.total += now;
+                self.high = Some(now);
+            }
+            // A little below: a service restored its counter from a save that missed the
+            // last few increments. They were counted already; only growth past the high
+            // mark is new.
+            Some(_) => {}
+            None => self.high = Some(now),
         }
-        self.last = Some(now);
     }
 }
 
@@ -380,4 +391,23 @@ fn chaos_soak_keeps_mining_and_loses_no_shares() {
         checked.iter().any(|p| p.ends_with("reattach.json")),
         "{checked:?}"
     );
+}
+
+#[test]
+fn counters_survive_resets_and_lagging_restores_without_double_counting() {
+    let mut c = Monotonic::default();
+    for v in [10, 15, 20] {
+        c.observe(v);
+    }
+    assert_eq!(c.total, 10);
+    // Restored from a save three increments old, then growing again.
+    for v in [17, 18, 20, 22] {
+        c.observe(v);
+    }
+    assert_eq!(c.total, 12);
+    // Started again from zero.
+    for v in [0, 4] {
+        c.observe(v);
+    }
+    assert_eq!(c.total, 16);
 }

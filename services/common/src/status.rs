@@ -21,7 +21,33 @@ pub fn internal(context: &str, err: &(dyn std::error::Error + 'static)) -> Statu
         src = s.source();
     }
     tracing::error!(error = %chain, "{context}");
-    Status::internal(format!("{context}: {err}"))
+    Status::internal(format!("{context}: {}", redact_paths(&err.to_string())))
+}
+
+/// The words of an error without the file system paths in it: a client (and the HTTP caller
+/// behind the gateway) learns what failed, the log keeps where.
+pub fn redact_paths(message: &str) -> String {
+    message
+        .split(' ')
+        .map(|word| {
+            let bare = word.trim_start_matches(['\'', '"', '(', '`']);
+            if bare.starts_with('/') && bare.len() > 1 {
+                let quote: String = word[..word.len() - bare.len()].into();
+                let tail: String = bare
+                    .chars()
+                    .rev()
+                    .take_while(|c| matches!(c, '\'' | '"' | ')' | '`' | ':' | ',' | '.'))
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect();
+                format!("{quote}<path>{tail}")
+            } else {
+                word.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Whether a status means "the peer is not there right now" (restarting, socket missing,
@@ -31,4 +57,26 @@ pub fn is_unavailable(status: &Status) -> bool {
         status.code(),
         Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown
     ) && !status.message().starts_with("svcos:")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_leave_client_messages_but_the_words_stay() {
+        assert_eq!(
+            redact_paths("open '/var/lib/svcos/tuner/settings.json': permission denied"),
+            "open '<path>': permission denied"
+        );
+        assert_eq!(
+            redact_paths("cannot write /data/state/x.tmp: No space left on device"),
+            "cannot write <path>: No space left on device"
+        );
+        assert_eq!(
+            redact_paths("disk full (os error 28)"),
+            "disk full (os error 28)"
+        );
+        assert_eq!(redact_paths("a / b"), "a / b");
+    }
 }

@@ -12,6 +12,7 @@
 pub mod alloc;
 pub mod authority;
 pub mod bounds;
+pub mod cgminer;
 pub mod config;
 pub mod connlimit;
 pub mod entry;

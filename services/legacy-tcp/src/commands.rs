@@ -8,6 +8,7 @@
 
 use std::borrow::Cow;
 use svcos_common::bounds::FREQUENCY_MHZ;
+use svcos_common::cgminer::lookup;
 
 use svcos_proto::hwagent::v1::{ChainState, ChainTelemetry, GetInventoryResponse, Telemetry};
 use svcos_proto::stratum::v1::{GetPoolsResponse, PoolState, PoolStatus};
@@ -141,67 +142,6 @@ pub enum ActionOutcome {
     Unavailable(String),
     /// The peer said no; the message is its reason.
     Refused(String),
-}
-
-struct Command {
-    name: &'static str,
-    privileged: bool,
-    joinable: bool,
-}
-
-const fn cmd(name: &'static str, privileged: bool, joinable: bool) -> Command {
-    Command {
-        name,
-        privileged,
-        joinable,
-    }
-}
-
-/// cgminer's command table as svcOS serves it (name, privileged, joinable). Commands that
-/// cgminer has but svcOS does not implement stay in the table as privileged, so unprivileged
-/// clients get cgminer's refusal and privileged ones an honest "not supported".
-const COMMANDS: &[Command] = &[
-    cmd("version", false, true),
-    cmd("config", false, true),
-    cmd("summary", false, true),
-    cmd("pools", false, true),
-    cmd("devs", false, true),
-    cmd("edevs", false, true),
-    cmd("devdetails", false, true),
-    cmd("stats", false, true),
-    cmd("estats", false, true),
-    cmd("coin", false, true),
-    cmd("lcd", false, true),
-    cmd("fans", false, true),
-    cmd("temps", false, true),
-    cmd("check", false, false),
-    cmd("privileged", true, false),
-    cmd("switchpool", true, false),
-    cmd("enablepool", true, false),
-    cmd("disablepool", true, false),
-    cmd("addpool", true, false),
-    cmd("removepool", true, false),
-    cmd("poolpriority", true, false),
-    cmd("restart", true, false),
-    cmd("quit", true, false),
-    cmd("ascset", true, false),
-    cmd("ascenable", true, false),
-    cmd("ascdisable", true, false),
-    // cgminer commands svcOS deliberately does not offer on 4028 (config is saved and
-    // debugged through the authenticated REST API only).
-    cmd("save", true, false),
-    cmd("setconfig", true, false),
-    cmd("debug", true, false),
-    cmd("zero", true, false),
-    cmd("failover-only", true, false),
-    cmd("poolquota", true, false),
-    cmd("setpool", true, false),
-    cmd("hotplug", true, false),
-    cmd("lockstats", true, true),
-];
-
-fn lookup(name: &str) -> Option<&'static Command> {
-    COMMANDS.iter().find(|c| c.name == name)
 }
 
 /// Decide what to do with a request from a client that is (or is not) on the `W:` list.
@@ -1453,6 +1393,21 @@ mod tests {
         // version never depends on a peer
         let v = single(run("version", false, None, None));
         assert_eq!(v.status.severity, Severity::Success);
+    }
+
+    #[test]
+    fn the_shared_table_says_which_commands_are_served() {
+        let p = pools();
+        let t = telemetry();
+        for c in svcos_common::cgminer::COMMANDS {
+            let unsupported = match run(c.name, true, Some(&t), Some(&p)) {
+                Plan::Done(Response::Single(r)) => {
+                    r.status.code == code::INVCMD && r.status.msg.contains("not supported")
+                }
+                _ => false,
+            };
+            assert_eq!(unsupported, !c.served, "{c:?}");
+        }
     }
 
     #[test]

@@ -294,17 +294,12 @@ pub fn routes() -> Vec<Route> {
         catalog_route!(Actions "/api/firmware/fwb_schema", "fwb_schema", "fwb configuration schema", json!([
             {"section": "pools"}, {"section": "autotuning"}, {"section": "temp_control"}, {"section": "fan_control"},
         ])),
-        catalog_route!(Integrations "/api/cgminer/catalog", "cgminer", "cgminer-compatible commands on TCP 4028", json!([
-            {"command": "version", "privileged": false}, {"command": "summary", "privileged": false},
-            {"command": "pools", "privileged": false}, {"command": "devs", "privileged": false},
-            {"command": "edevs", "privileged": false}, {"command": "stats", "privileged": false},
-            {"command": "estats", "privileged": false}, {"command": "config", "privileged": false},
-            {"command": "devdetails", "privileged": false}, {"command": "coin", "privileged": false},
-            {"command": "fans", "privileged": false}, {"command": "temps", "privileged": false},
-            {"command": "switchpool", "privileged": true}, {"command": "enablepool", "privileged": true},
-            {"command": "disablepool", "privileged": true}, {"command": "addpool", "privileged": true},
-            {"command": "removepool", "privileged": true}, {"command": "restart", "privileged": true},
-        ])),
+        catalog_route!(Integrations "/api/cgminer/catalog", "cgminer", "cgminer-compatible commands on TCP 4028", json!(
+            // legacy-tcp's own table: what it serves, never a copy that could drift.
+            svcos_common::cgminer::COMMANDS.iter().filter(|c| c.served).map(|c| json!({
+                "command": c.name, "privileged": c.privileged, "joinable": c.joinable,
+            })).collect::<Vec<_>>()
+        )),
         catalog_route!(Diagnostics "/api/diagnostics/error_vocab", "error_vocab", "Error envelope vocabulary", json!(
             crate::envelope::ErrorCode::ALL.map(|c| json!({"code": c.as_str(), "meaning": meaning(c)}))
         )),

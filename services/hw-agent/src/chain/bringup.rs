@@ -1,0 +1,364 @@
+//! The bring-up seam: cold start (enumerate, address, ticket mask, PLL ramp, baud switch) and
+//! the frequency changes that reuse the PLL ramp.
+
+use super::*;
+
+impl Worker {
+    // ---- bring-up -------------------------------------------------------------------------
+
+    pub(super) fn cold_start(&mut self) {
+        self.set_status(ChainStatus::Initializing);
+        match self.bring_up() {
+            Ok(()) => {
+                self.set_status(ChainStatus::Mining);
+                // Work that arrived during bring-up goes out first.
+                if let Some(job) = self.job.clone() {
+                    self.clean_pending = None;
+                    self.job = None;
+                    self.new_job(job);
+                }
+            }
+            Err(ChainError::NoChips { .. }) => {
+                tracing::warn!(chain = self.chain(), "no chips answered");
+                self.park_port();
+                self.set_status(ChainStatus::Missing);
+            }
+            Err(e) => {
+                tracing::warn!(chain = self.chain(), error = %e, "bring-up failed");
+                self.park_port();
+                self.set_status(ChainStatus::Fault(e.to_string()));
+            }
+        }
+        self.save_state();
+    }
+
+    /// Keep the UART open but unused (powered down, or bring-up failed).
+    pub(super) fn park_port(&mut self) {
+        if let Some(p) = self.port.take() {
+            self.spare_port = Some(p);
+        }
+    }
+
+    pub(super) fn write(&mut self, bytes: &[u8]) -> Result<(), ChainError> {
+        let chain = self.chain();
+        let port = self.port.as_mut().ok_or(ChainError::NotRunning { chain })?;
+        port.write_all(bytes)
+            .map_err(|source| ChainError::Driver { chain, source })
+    }
+
+    pub(super) fn command(&mut self, cmd: Command) -> Result<(), ChainError> {
+        self.write(&cmd.encode())
+    }
+
+    /// Register responses until `deadline`, or until `quiet` passes without one after the
+    /// first. Nonces that arrive meanwhile are handled as usual.
+    pub(super) fn collect_registers(
+        &mut self,
+        register: u8,
+        deadline: Instant,
+        quiet: Duration,
+    ) -> Result<Vec<bm::RegisterResponse>, ChainError> {
+        let chain = self.chain();
+        let mut out = Vec::new();
+        let mut last = None::<Instant>;
+        loop {
+            let now = Instant::now();
+            let mut until = deadline;
+            if let Some(l) = last {
+                until = until.min(l + quiet);
+            }
+            if now >= until {
+                return Ok(out);
+            }
+            let port = self.port.as_mut().ok_or(ChainError::NotRunning { chain })?;
+            if !wait_readable(port.as_ref(), until) {
+                continue;
+            }
+            let n = port
+                .read(&mut self.buf)
+                .map_err(|source| ChainError::Driver { chain, source })?;
+            self.decoder.push(&self.buf[..n]);
+            let read_at = Instant::now();
+            let read_at_us = svcos_common::time::unix_us();
+            while let Some(r) = self.decoder.next_response() {
+                match r {
+                    Response::Register(r) if r.register == register => {
+                        out.push(r);
+                        last = Some(Instant::now());
+                    }
+                    Response::Register(_) => {}
+                    Response::Nonce(n) => self.on_nonce(n, read_at, read_at_us),
+                }
+            }
+        }
+    }
+
+    pub(super) fn bring_up(&mut self) -> Result<(), ChainError> {
+        let chain = self.chain();
+        let started = Instant::now();
+        let mut port: Box<dyn ChainPort> = match self.spare_port.take() {
+            Some(mut p) => {
+                p.set_baud(bm::DEFAULT_BAUD)
+                    .map_err(|source| ChainError::Driver { chain, source })?;
+                p
+            }
+            None => Box::new(
+                SerialChain::open(&self.setup.device, bm::DEFAULT_BAUD)
+                    .map_err(|source| ChainError::Driver { chain, source })?,
+            ),
+        };
+        port.clear_input()
+            .map_err(|source| ChainError::Driver { chain, source })?;
+        self.links
+            .uarts
+            .set(chain, &self.setup.device, port.poll_fd());
+        self.port = Some(port);
+        self.decoder = ResponseDecoder::new();
+        self.slots.clear();
+        self.chip_version_mask = None;
+
+        // 1. Enumerate: every chip answers a broadcast chip-id read, one 11-byte response each.
+        self.command(Command::ReadRegister {
+            target: Target::All,
+            register: reg::CHIP_ADDRESS,
+        })?;
+        let answer_time = Duration::from_nanos(bm::wire_time_ns(
+            bm::RESPONSE_LEN * self.setup.chips_expected.max(1) as usize,
+            bm::DEFAULT_BAUD,
+        ));
+        let ids = self.collect_registers(
+            reg::CHIP_ADDRESS,
+            Instant::now() + answer_time * 3 + Duration::from_millis(200),
+            answer_time / 4 + Duration::from_millis(30),
+        )?;
+        let detected = ids.len() as u32;
+        if detected == 0 {
+            return Err(ChainError::NoChips {
+                chain,
+                device: self.setup.device.clone(),
+            });
+        }
+        if let Some(model) = ids
+            .first()
+            .and_then(|r| ChipModel::from_chip_id((r.value >> 16) as u16))
+            && model != self.setup.chip_model
+        {
+            tracing::warn!(
+                chain,
+                configured = self.setup.chip_model.name(),
+                found = model.name(),
+                "chip model differs from config; using what answered"
+            );
+            self.setup.chip_model = model;
+        }
+        if detected < self.setup.chips_expected {
+            tracing::warn!(
+                chain,
+                detected,
+                expected = self.setup.chips_expected,
+                "chips missing"
+            );
+        }
+
+        // 2. Addresses in chain order at the interval for the chips present.
+        let mut out = Vec::new();
+        Command::ChainInactive.encode_into(&mut out);
+        for i in 0..detected {
+            Command::SetAddress {
+                address: bm::chip_address(i, detected),
+            }
+            .encode_into(&mut out);
+        }
+        // 3. Ticket mask and version rolling before any work.
+        Command::WriteRegister {
+            target: Target::All,
+            register: reg::TICKET_MASK,
+            value: self.setup.ticket.to_register(),
+        }
+        .encode_into(&mut out);
+        self.write(&out)?;
+        let start_mhz = POWER_ON_MHZ.min(self.setup.target_mhz);
+        self.chips = (0..detected)
+            .map(|i| Chip {
+                address: bm::chip_address(i, detected),
+                mhz: start_mhz,
+                set_mhz: self.setup.target_mhz,
+                alive: true,
+            })
+            .collect();
+        let now = self.now_ms();
+        let mut acct = ChainAccounting::new(detected as usize, now);
+        // Counters survive a power cycle of the chain; windows start again.
+        acct.nonces = self.acct.nonces;
+        acct.hw_errors = self.acct.hw_errors;
+        acct.duplicates = self.acct.duplicates;
+        acct.stale = self.acct.stale;
+        for (i, c) in acct.chips.iter_mut().enumerate() {
+            if let Some(old) = self.acct.chips.get(i) {
+                c.nonces = old.nonces;
+                c.hw_errors = old.hw_errors;
+            }
+        }
+        self.acct = acct;
+
+        // 4. PLL ramp in steps to the target (scaled by any thermal cut-back).
+        let target = self.setup.target_mhz * self.freq_scale;
+        self.ramp_chip(None, target)?;
+
+        // 5. Baud switch: chips first (the command goes out at the old speed), then the host.
+        if self.setup.baud != bm::DEFAULT_BAUD {
+            let divider = BaudDivider::for_baud(self.setup.baud)
+                .map_err(|source| ChainError::Codec { chain, source })?;
+            let first = self.chips[0].address;
+            self.command(Command::ReadRegister {
+                target: Target::Chip(first),
+                register: reg::MISC_CONTROL,
+            })?;
+            let misc = self
+                .collect_registers(
+                    reg::MISC_CONTROL,
+                    Instant::now() + Duration::from_millis(100),
+                    Duration::from_millis(1),
+                )?
+                .first()
+                .map_or(0, |r| r.value);
+            self.command(Command::WriteRegister {
+                target: Target::All,
+                register: reg::MISC_CONTROL,
+                value: divider.to_misc_control(misc),
+            })?;
+            let baud = self.setup.baud;
+            let port = self.port.as_mut().ok_or(ChainError::NotRunning { chain })?;
+            port.set_baud(baud)
+                .map_err(|source| ChainError::Driver { chain, source })?;
+            // Confirm the chips are listening at the new speed.
+            self.command(Command::ReadRegister {
+                target: Target::Chip(first),
+                register: reg::CHIP_ADDRESS,
+            })?;
+            let ok = self.collect_registers(
+                reg::CHIP_ADDRESS,
+                Instant::now() + Duration::from_millis(200),
+                Duration::from_millis(1),
+            )?;
+            if ok.is_empty() {
+                return Err(ChainError::BaudSwitch { chain, baud });
+            }
+        }
+        tracing::info!(
+            chain,
+            chips = detected,
+            mhz = target,
+            baud = self.baud(),
+            ms = started.elapsed().as_millis() as u64,
+            "chain brought up"
+        );
+        Ok(())
+    }
+
+    /// Ramp one chip (or all) to `mhz` in [`PLL_STEP_MHZ`] steps; returns the frequency reached.
+    pub(super) fn ramp_chip(&mut self, chip: Option<usize>, mhz: f64) -> Result<f64, ChainError> {
+        let chain = self.chain();
+        let final_pll =
+            Pll::for_frequency(mhz).map_err(|source| ChainError::Codec { chain, source })?;
+        let indices: Vec<usize> = match chip {
+            Some(i) => vec![i],
+            None => (0..self.chips.len()).collect(),
+        };
+        let Some(&first) = indices.first() else {
+            return Ok(mhz);
+        };
+        let mut current = self.chips[first].mhz;
+        let target_mhz = final_pll.frequency_mhz();
+        let target = match chip {
+            Some(i) => Target::Chip(self.chips[i].address),
+            None => Target::All,
+        };
+        while (target_mhz - current).abs() > 1e-6 {
+            let step = (target_mhz - current).clamp(-PLL_STEP_MHZ, PLL_STEP_MHZ);
+            let next = current + step;
+            let pll = if (next - target_mhz).abs() < 1e-6 {
+                final_pll
+            } else {
+                Pll::for_frequency(next).map_err(|source| ChainError::Codec { chain, source })?
+            };
+            self.command(Command::WriteRegister {
+                target,
+                register: reg::PLL0_PARAMETER,
+                value: pll.to_register(),
+            })?;
+            current = if (next - target_mhz).abs() < 1e-6 {
+                target_mhz
+            } else {
+                next
+            };
+            std::thread::sleep(PLL_STEP_PAUSE);
+        }
+        for i in indices {
+            self.chips[i].mhz = target_mhz;
+        }
+        Ok(target_mhz)
+    }
+
+    /// Re-apply every chip's set frequency times the current scale: one broadcast ramp when
+    /// the chips agree (the common case), chip by chip otherwise.
+    pub(super) fn apply_scale(&mut self) -> Result<(), ChainError> {
+        if self.port.is_none() || self.chips.is_empty() {
+            return Ok(());
+        }
+        let same = |f: fn(&Chip) -> f64, chips: &[Chip]| {
+            chips.windows(2).all(|w| (f(&w[0]) - f(&w[1])).abs() < 1e-6)
+        };
+        if same(|c| c.set_mhz, &self.chips) && same(|c| c.mhz, &self.chips) {
+            let target = self.chips[0].set_mhz * self.freq_scale;
+            self.ramp_chip(None, target)?;
+        } else {
+            for i in 0..self.chips.len() {
+                let target = self.chips[i].set_mhz * self.freq_scale;
+                self.ramp_chip(Some(i), target)?;
+            }
+        }
+        self.publish();
+        Ok(())
+    }
+
+    pub(super) fn set_frequency(&mut self, chip: Option<u32>, mhz: f64) -> Result<f64, ChainError> {
+        let chain = self.chain();
+        if self.port.is_none() || self.chips.is_empty() {
+            return Err(ChainError::NotRunning { chain });
+        }
+        let scaled = mhz * self.freq_scale;
+        match chip {
+            Some(c) => {
+                let i = c as usize;
+                if i >= self.chips.len() {
+                    return Err(ChainError::NoSuchChip { chain, chip: c });
+                }
+                self.chips[i].set_mhz = mhz;
+                self.ramp_chip(Some(i), scaled)
+            }
+            None => {
+                // Chips may differ after per-chip settings: ramp each from where it is, but
+                // with broadcasts when they agree (the common case).
+                let uniform = self
+                    .chips
+                    .windows(2)
+                    .all(|w| (w[0].mhz - w[1].mhz).abs() < 1e-6);
+                self.chips.iter_mut().for_each(|c| c.set_mhz = mhz);
+                if uniform {
+                    self.ramp_chip(None, scaled)
+                } else {
+                    let mut reached = scaled;
+                    for i in 0..self.chips.len() {
+                        reached = self.ramp_chip(Some(i), scaled)?;
+                    }
+                    Ok(reached)
+                }
+            }
+        }
+        .inspect(|_| {
+            self.save_state();
+            self.publish();
+        })
+    }
+}

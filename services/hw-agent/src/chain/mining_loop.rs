@@ -1,0 +1,474 @@
+//! The loop seam: the chain thread's real-time loop (poll, commands, frames, nonces,
+//! housekeeping, snapshots and the saved state) and power handling.
+
+use super::*;
+
+impl Worker {
+    pub(super) fn run(&mut self, start: Start) {
+        match start {
+            Start::Reattach(r) => self.reattach(*r),
+            Start::Cold(port) => {
+                self.spare_port = port;
+                self.cold_start();
+            }
+            Start::Disabled(saved) => {
+                self.restore_counters(&saved);
+                self.enabled = false;
+                self.set_status(ChainStatus::Disabled);
+                self.save_state();
+            }
+        }
+        self.publish();
+        let mut next_housekeeping = Instant::now() + HOUSEKEEPING;
+        loop {
+            let now = Instant::now();
+            let mut due = next_housekeeping;
+            if self.feeding() {
+                due = due.min(self.next_frame_at);
+            }
+            let timeout = due.saturating_duration_since(now);
+            let (port_ready, wake_ready) = self.wait(timeout);
+            if port_ready {
+                self.read_responses();
+            }
+            if wake_ready {
+                let mut b = [0u8; 64];
+                while self.wake.recv(&mut b).is_ok() {}
+            }
+            // Commands are drained every turn: a job must never wait behind a timeout.
+            if !self.drain_commands() {
+                break;
+            }
+            let now = Instant::now();
+            if self.feeding() && now >= self.next_frame_at {
+                self.send_frame();
+            }
+            if now >= next_housekeeping {
+                next_housekeeping = now + HOUSEKEEPING;
+                self.housekeeping();
+            }
+        }
+        self.save_state();
+        self.publish();
+    }
+
+    pub(super) fn wait(&self, timeout: Duration) -> (bool, bool) {
+        let ms = timeout.as_millis().min(u128::from(u16::MAX)) as u16;
+        // Sub-millisecond remainders round up so the loop does not spin.
+        let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
+        let wake_fd = self.wake.as_fd();
+        match &self.port {
+            Some(port) => {
+                let mut fds = [
+                    PollFd::new(port.poll_fd(), PollFlags::POLLIN),
+                    PollFd::new(wake_fd, PollFlags::POLLIN),
+                ];
+                let _ = poll(&mut fds, PollTimeout::from(ms));
+                let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
+                (ready(&fds[0]), ready(&fds[1]))
+            }
+            None => {
+                let mut fds = [PollFd::new(wake_fd, PollFlags::POLLIN)];
+                let _ = poll(&mut fds, PollTimeout::from(ms));
+                (false, fds[0].revents().is_some_and(|r| !r.is_empty()))
+            }
+        }
+    }
+
+    pub(super) fn feeding(&self) -> bool {
+        self.status == ChainStatus::Mining && self.job.is_some() && self.port.is_some()
+    }
+
+    pub(super) fn set_status(&mut self, status: ChainStatus) {
+        if self.status != status {
+            tracing::info!(chain = self.chain(), ?status, "chain state");
+            self.status = status;
+            self.links.state_changed.notify_one();
+            self.publish();
+        }
+    }
+
+    /// Returns false on Stop.
+    pub(super) fn drain_commands(&mut self) -> bool {
+        loop {
+            match self.rx.try_recv() {
+                Ok(ChainCommand::Stop) | Err(TryRecvError::Disconnected) => return false,
+                Ok(cmd) => self.handle(cmd),
+                Err(TryRecvError::Empty) => return true,
+            }
+        }
+    }
+
+    pub(super) fn handle(&mut self, cmd: ChainCommand) {
+        match cmd {
+            ChainCommand::Job(job) => self.new_job(job),
+            ChainCommand::Power(on) => {
+                self.powered = on;
+                self.apply_power();
+            }
+            ChainCommand::Enable(on) => {
+                self.enabled = on;
+                self.apply_power();
+            }
+            ChainCommand::SetFrequency { chip, mhz, reply } => {
+                let r = self.set_frequency(chip, mhz);
+                let _ = reply.send(r);
+            }
+            ChainCommand::FrequencyScale(scale) => {
+                if (scale - self.freq_scale).abs() > 1e-9 {
+                    self.freq_scale = scale;
+                    if let Err(e) = self.apply_scale() {
+                        tracing::warn!(chain = self.chain(), error = %e, "frequency scale");
+                    }
+                }
+            }
+            ChainCommand::Register {
+                chip,
+                register,
+                value,
+                reply,
+            } => {
+                let r = self.debug_register(chip, register, value);
+                let _ = reply.send(r);
+            }
+            ChainCommand::Raw {
+                command,
+                wait,
+                reply,
+            } => {
+                let r = self.debug_raw(command, wait, None);
+                let _ = reply.send(r);
+            }
+            ChainCommand::Stop => {}
+        }
+    }
+
+    pub(super) fn apply_power(&mut self) {
+        let want = self.powered && self.enabled;
+        let brought_up = self.port.is_some() && !self.chips.is_empty();
+        if want && !brought_up {
+            // The board thread has switched the chain back on: the chips lost everything.
+            self.cold_start();
+        } else if !want && brought_up {
+            // The board thread cuts the chain's power after this; stop feeding first.
+            self.park_port();
+            self.chips.clear();
+            self.chip_version_mask = None;
+            self.slots.clear();
+            self.save_state();
+        }
+        if !want {
+            let status = if self.enabled {
+                ChainStatus::Idle
+            } else {
+                ChainStatus::Disabled
+            };
+            self.set_status(status);
+        }
+    }
+
+    pub(super) fn new_job(&mut self, job: Arc<ActiveJob>) {
+        let invalidates = self
+            .job
+            .as_ref()
+            .is_none_or(|old| job.generation > old.generation);
+        self.job = Some(job);
+        if invalidates {
+            // The new work goes out now, ahead of anything else queued for this chain.
+            self.clean_pending = self.job.as_ref().map(|j| j.generation);
+            self.next_frame_at = Instant::now();
+            if self.feeding() {
+                self.send_frame();
+            }
+        }
+    }
+
+    pub(super) fn frame_interval(&self, version_mask: u32) -> Duration {
+        let alive = self.chips.iter().filter(|c| c.alive).count() as u32;
+        let mhz = self.mean_mhz();
+        let hs = self.setup.chip_model.nominal_hashrate(mhz) * f64::from(alive.max(1));
+        // One frame covers 2^32 nonces times every version the chips may roll.
+        let space = 2f64.powi(32 + version_mask.count_ones() as i32);
+        let floor = Duration::from_nanos(2 * bm::wire_time_ns(bm::JOB_FRAME_LEN, self.baud()));
+        Duration::from_secs_f64((space / hs.max(1.0)).min(MAX_FRAME_INTERVAL.as_secs_f64()))
+            .max(floor)
+    }
+
+    pub(super) fn baud(&self) -> u32 {
+        self.port.as_ref().map_or(bm::DEFAULT_BAUD, |p| p.baud())
+    }
+
+    pub(super) fn mean_mhz(&self) -> f64 {
+        if self.chips.is_empty() {
+            return 0.0;
+        }
+        self.chips.iter().map(|c| c.mhz).sum::<f64>() / self.chips.len() as f64
+    }
+
+    pub(super) fn send_frame(&mut self) {
+        let Some(job) = self.job.clone() else { return };
+        let mut out = Vec::with_capacity(bm::JOB_FRAME_LEN + 11);
+        if self.chip_version_mask != Some(job.version_mask) {
+            Command::WriteRegister {
+                target: Target::All,
+                register: reg::VERSION_MASK,
+                value: bm::version_mask_register(job.version_mask),
+            }
+            .encode_into(&mut out);
+            self.chip_version_mask = Some(job.version_mask);
+        }
+        let elapsed_s = (svcos_common::time::unix_ms() - job.arrived_unix_ms).max(0) as u64 / 1000;
+        let counter = self.frame_counter;
+        let work = Work::roll(&job, self.chain(), counter, elapsed_s);
+        self.frame_counter = self.frame_counter.wrapping_add(1);
+        let job_id = self.next_job_id;
+        self.next_job_id = self.next_job_id.wrapping_add(1);
+        let header = work.header_bytes(work.base_version(), 0);
+        out.extend_from_slice(&bm::Job::from_header_bytes(job_id, &header).encode());
+        let record = FrameRecord {
+            job_id,
+            counter,
+            work: work.clone(),
+        };
+        self.slots.store(usize::from(job_id), work);
+        let interval = self.frame_interval(job.version_mask);
+        let Some(port) = self.port.as_mut() else {
+            return;
+        };
+        match port.write_all(&out) {
+            Ok(()) => {
+                self.frames_sent += 1;
+                if self.clean_pending == Some(job.generation) {
+                    self.clean_pending = None;
+                    self.links
+                        .probes
+                        .clean_frame_written(job.generation, job.arrived.elapsed());
+                }
+                // After the write, so the latency above never includes it.
+                jobtable::push(&self.frames, record);
+                self.links.saver.wake();
+            }
+            Err(e) => {
+                tracing::warn!(chain = self.chain(), error = %e, "job write failed");
+                self.set_status(ChainStatus::Fault(e.to_string()));
+            }
+        }
+        self.next_frame_at = Instant::now() + interval;
+    }
+
+    pub(super) fn read_responses(&mut self) {
+        let Some(port) = self.port.as_mut() else {
+            return;
+        };
+        let n = match port.read(&mut self.buf) {
+            Ok(n) => n,
+            Err(e) => {
+                // A vanished UART (unplugged adapter, hw-sim gone) keeps polling readable with
+                // an error: let go of it instead of spinning.
+                tracing::warn!(chain = self.setup.chain_id, error = %e, "uart read failed");
+                self.port = None;
+                self.links.uarts.remove(self.setup.chain_id);
+                self.links.uart_lost.notify_one();
+                self.set_status(ChainStatus::Fault(e.to_string()));
+                return;
+            }
+        };
+        if n == 0 {
+            // Readable yet nothing to read, again and again, is a hung-up line: under a
+            // real-time priority it must not become a spin.
+            self.empty_reads += 1;
+            if self.empty_reads > MAX_EMPTY_READS {
+                tracing::warn!(chain = self.setup.chain_id, "uart hung up");
+                self.port = None;
+                self.links.uarts.remove(self.setup.chain_id);
+                self.links.uart_lost.notify_one();
+                self.set_status(ChainStatus::Fault("UART hung up".into()));
+            }
+            return;
+        }
+        self.empty_reads = 0;
+        let read_at = Instant::now();
+        let read_at_us = svcos_common::time::unix_us();
+        self.decoder.push(&self.buf[..n]);
+        while let Some(r) = self.decoder.next_response() {
+            if let Response::Nonce(nonce) = r {
+                self.on_nonce(nonce, read_at, read_at_us);
+            }
+        }
+    }
+
+    pub(super) fn on_nonce(&mut self, n: bm::NonceResponse, read_at: Instant, read_at_us: i64) {
+        let now_ms = self.now_ms();
+        let chips = self.chips.len() as u32;
+        let chip = bm::chip_index_for_nonce(n.nonce, chips).map(|c| c as usize);
+        let generation = self.links.generation.load(Ordering::Acquire);
+        let verdict = self.slots.check(
+            usize::from(n.job_id),
+            n.nonce,
+            n.version_bits,
+            self.setup.ticket,
+            generation,
+        );
+        match verdict {
+            NonceVerdict::Valid {
+                difficulty,
+                version,
+            } => {
+                let hashes = self.setup.ticket.hashes_per_nonce() * self.setup.hashes_scale;
+                self.acct.record_nonce(chip, now_ms, hashes);
+                if let Some(c) = chip.and_then(|c| self.chips.get_mut(c))
+                    && !c.alive
+                {
+                    c.alive = true;
+                    self.links.state_changed.notify_one();
+                }
+                let Some(work) = self.slots.get(usize::from(n.job_id)) else {
+                    return;
+                };
+                if difficulty >= work.job.share_difficulty {
+                    let share = PendingShare {
+                        request: SubmitShareRequest {
+                            job_id: work.job.job_id.clone(),
+                            pool_epoch: work.job.pool_epoch,
+                            extranonce2: work.extranonce2.as_bytes().to_vec(),
+                            ntime: work.ntime,
+                            nonce: n.nonce,
+                            version,
+                            difficulty,
+                            chain_id: self.setup.chain_id,
+                            chip: chip.map_or(u32::MAX, |c| c as u32),
+                            found_at_us: read_at_us,
+                        },
+                        generation: work.job.generation,
+                        read_at,
+                    };
+                    if self.links.shares.try_send(share).is_err() {
+                        self.links.shares_dropped.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            NonceVerdict::HwError => self.acct.record_hw_error(chip),
+            NonceVerdict::Duplicate => self.acct.duplicates += 1,
+            NonceVerdict::Stale | NonceVerdict::Unknown => self.acct.stale += 1,
+        }
+    }
+
+    pub(super) fn housekeeping(&mut self) {
+        let now_ms = self.now_ms();
+        if self.status == ChainStatus::Mining {
+            // A chip is dead when it has been silent for many of its expected nonce intervals.
+            // Expected from the nominal rate, or from what its live neighbours really do over
+            // the last minute when that is slower (a hot, throttled or starved board slows
+            // every chip alike, which must not read as chips dying).
+            let nominal_hs = self.setup.chip_model.nominal_hashrate(self.mean_mhz());
+            let alive = self.chips.iter().filter(|c| c.alive).count().max(1) as f64;
+            let measured_hs = self.acct.rates(now_ms).hs_1m / alive;
+            let per_chip_hs = if measured_hs > 0.0 {
+                nominal_hs.min(measured_hs)
+            } else {
+                nominal_hs
+            } / self.setup.hashes_scale.max(1e-12);
+            let interval_ms = self.setup.ticket.hashes_per_nonce() / per_chip_hs.max(1e-9) * 1e3;
+            let silence =
+                (interval_ms * DEAD_AFTER_INTERVALS).max(DEAD_AFTER_MIN.as_millis() as f64) as u64;
+            let mut changed = false;
+            for i in 0..self.chips.len() {
+                let silent = self.acct.chip_silent(i, now_ms, silence);
+                if silent && self.chips[i].alive {
+                    tracing::warn!(
+                        chain = self.chain(),
+                        chip = i,
+                        "chip stopped finding nonces"
+                    );
+                    self.chips[i].alive = false;
+                    changed = true;
+                }
+            }
+            if changed {
+                self.links.state_changed.notify_one();
+                if self.chips.iter().all(|c| !c.alive) {
+                    self.set_status(ChainStatus::Fault("no chip is hashing".into()));
+                }
+            }
+        }
+        self.publish();
+        self.save_state();
+    }
+
+    pub(super) fn publish(&mut self) {
+        let now_ms = self.now_ms();
+        let rates = self.acct.rates(now_ms);
+        let alive = self.chips.iter().filter(|c| c.alive).count() as u32;
+        let mhz = self.mean_mhz();
+        let chips = (0..self.chips.len())
+            .map(|i| {
+                let hs_1m = self.acct.chip_rate_1m(i, now_ms);
+                let c = &self.chips[i];
+                let stats = &self.acct.chips[i];
+                ChipSnapshot {
+                    address: c.address,
+                    frequency_mhz: c.mhz,
+                    nonces: stats.nonces,
+                    hw_errors: stats.hw_errors,
+                    hs_1m,
+                    alive: c.alive,
+                }
+            })
+            .collect();
+        let snap = ChainSnapshot {
+            chain_id: self.setup.chain_id,
+            status: self.status.clone(),
+            device: self.setup.device.clone(),
+            baud: self.baud(),
+            chip_model: self.setup.chip_model.name().to_string(),
+            chips_expected: self.setup.chips_expected,
+            chips,
+            nonces: self.acct.nonces,
+            hw_errors: self.acct.hw_errors,
+            duplicates: self.acct.duplicates,
+            stale: self.acct.stale,
+            crc_errors: self.decoder.stats().crc_errors,
+            rates,
+            expected_hs: if self.status == ChainStatus::Mining {
+                self.setup.chip_model.nominal_hashrate(mhz) * f64::from(alive)
+            } else {
+                0.0
+            },
+            frequency_mhz: mhz,
+            ticket_difficulty: self.setup.ticket.difficulty(),
+            frames_sent: self.frames_sent,
+            enabled: self.enabled,
+        };
+        self.snap.send_replace(Arc::new(snap));
+    }
+
+    pub(super) fn save_state(&mut self) {
+        // Only a chain we are attached to can be re-attached: without the port (powered down,
+        // UART lost, bring-up failed) the chips' configuration is unknown, so save no chips.
+        let attached = self.port.is_some();
+        let s = SavedChain {
+            chain_id: self.setup.chain_id,
+            device: self.setup.device.clone(),
+            baud: self.baud(),
+            address_interval: bm::address_interval(self.chips.len() as u32),
+            chip_addresses: if attached {
+                self.chips.iter().map(|c| c.address).collect()
+            } else {
+                Vec::new()
+            },
+            chips_expected: self.setup.chips_expected,
+            frequency_mhz: self.chips.iter().map(|c| c.mhz).collect(),
+            ticket_difficulty: self.setup.ticket.difficulty(),
+            enabled: self.enabled,
+            nonces: self.acct.nonces,
+            hw_errors: self.acct.hw_errors,
+            duplicates: self.acct.duplicates,
+            stale: self.acct.stale,
+            chip_nonces: self.acct.chips.iter().map(|c| c.nonces).collect(),
+            chip_hw_errors: self.acct.chips.iter().map(|c| c.hw_errors).collect(),
+            // The saver fills these from the frame ring.
+            frames: Vec::new(),
+        };
+        *self.saved.lock().unwrap_or_else(|p| p.into_inner()) = Some(s);
+    }
+}

@@ -1,0 +1,546 @@
+//! One hashboard chain: bring-up, re-attach, and the real-time loop on its own OS thread.
+//!
+//! The thread owns the UART, the response decoder, the job-id ring and the chain's accounting.
+//! It sleeps in `poll(2)` on two descriptors, the UART and a wake-up socket, so a nonce is
+//! handled the moment its bytes arrive and a new job the moment the control plane sends it;
+//! the only other wake-up is the next frame's due time. Commands arrive on a channel
+//! ([`ChainCommand`]); state leaves as a read-only [`ChainSnapshot`] in a `watch` channel, so no
+//! reader ever waits for the chain and the chain never waits for a reader.
+
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixDatagram;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, TryRecvError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use svcos_bm13xx::{
+    self as bm, BaudDivider, ChipModel, Command, Pll, Response, ResponseDecoder, Target,
+    TicketMask, reg,
+};
+use svcos_proto::stratum::v1::SubmitShareRequest;
+use tokio::sync::{Notify, oneshot, watch};
+
+use crate::accounting::{ChainAccounting, Rates};
+use crate::drivers::ChainPort;
+use crate::drivers::serial::SerialChain;
+use crate::jobtable::{self, FrameRecord, RecentFrames, SaverWake};
+use crate::probes::Probes;
+use crate::shares::PendingShare;
+use crate::state::ChainState as SavedChain;
+use crate::uarts::UartRegistry;
+use crate::work::{ActiveJob, NonceVerdict, Work, WorkSlots};
+
+mod bringup;
+mod debug;
+mod mining_loop;
+mod reattach;
+
+pub use reattach::{Probed, probe_reattach};
+
+/// Frequency chips run at right after power-up, MHz (where every ramp starts).
+pub const POWER_ON_MHZ: f64 = 100.0;
+/// Largest PLL step while ramping, MHz: big jumps brown out a real board's domain supply.
+pub const PLL_STEP_MHZ: f64 = 25.0;
+/// Pause between PLL steps, for the PLL to lock and the supply to settle.
+const PLL_STEP_PAUSE: Duration = Duration::from_millis(2);
+/// How often the snapshot is refreshed and dead chips are looked for.
+const HOUSEKEEPING: Duration = Duration::from_millis(250);
+/// Longest interval between two job frames even when the chips have work left: keeps ntime
+/// fresh and every chain visibly fed.
+const MAX_FRAME_INTERVAL: Duration = Duration::from_secs(5);
+/// Expected nonce intervals of silence after which a chip counts as dead (P ≈ e^-k for a
+/// healthy chip).
+const DEAD_AFTER_INTERVALS: f64 = 12.0;
+/// ... but never sooner than this, so a slow sim or a low ticket rate cannot flap chips.
+const DEAD_AFTER_MIN: Duration = Duration::from_secs(4);
+/// Empty reads in a row after which a readable UART counts as hung up.
+const MAX_EMPTY_READS: u32 = 1000;
+/// SCHED_FIFO priority of chain threads: low in the 1..=99 range, above every normal thread,
+/// below kernel threads that service the UART.
+const CHAIN_RT_PRIORITY: i32 = 10;
+/// Job ids are a byte; each frame takes the next.
+const JOB_IDS: usize = 256;
+/// How long a debug/diagnostic register read waits for the chip's answer.
+const DEBUG_REGISTER_WAIT: Duration = Duration::from_millis(200);
+
+/// What the chain is doing, as the API reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChainStatus {
+    /// Bring-up or re-attach in progress.
+    Initializing,
+    /// Hashing work.
+    Mining,
+    /// Powered but not hashing (thermal, sleep, PSU fault or no work yet).
+    Idle,
+    /// Switched off by the operator.
+    Disabled,
+    /// No chip answered.
+    Missing,
+    /// Something broke; the text says what.
+    Fault(String),
+}
+
+/// One chip as the snapshot reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChipSnapshot {
+    /// Address on the chain.
+    pub address: u8,
+    /// PLL frequency, MHz.
+    pub frequency_mhz: f64,
+    /// Verified nonces.
+    pub nonces: u64,
+    /// Nonces that did not verify.
+    pub hw_errors: u64,
+    /// Measured hashrate over a minute, H/s.
+    pub hs_1m: f64,
+    /// Found nonces recently enough.
+    pub alive: bool,
+}
+
+/// The read-only state a chain publishes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChainSnapshot {
+    /// Chain index.
+    pub chain_id: u32,
+    /// What it is doing.
+    pub status: ChainStatus,
+    /// UART device.
+    pub device: String,
+    /// Current UART speed.
+    pub baud: u32,
+    /// Chip model detected (or configured).
+    pub chip_model: String,
+    /// Chips the board should have.
+    pub chips_expected: u32,
+    /// Chips that answered enumeration.
+    pub chips: Vec<ChipSnapshot>,
+    /// Verified nonces.
+    pub nonces: u64,
+    /// HW errors.
+    pub hw_errors: u64,
+    /// Duplicate nonces.
+    pub duplicates: u64,
+    /// Stale nonces.
+    pub stale: u64,
+    /// Responses lost to CRC errors on the UART.
+    pub crc_errors: u64,
+    /// Measured hashrate, H/s.
+    pub rates: Rates,
+    /// What the live chips should do at their frequency, H/s.
+    pub expected_hs: f64,
+    /// Mean chip frequency, MHz.
+    pub frequency_mhz: f64,
+    /// Ticket difficulty of the chips.
+    pub ticket_difficulty: f64,
+    /// Job frames written.
+    pub frames_sent: u64,
+    /// Operator switch.
+    pub enabled: bool,
+}
+
+impl ChainSnapshot {
+    /// Chips that stopped finding nonces (by index), plus those that never answered.
+    pub fn missing_chips(&self) -> Vec<u32> {
+        let dead = self
+            .chips
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !c.alive)
+            .map(|(i, _)| i as u32);
+        let absent = self.chips.len() as u32..self.chips_expected;
+        dead.chain(absent).collect()
+    }
+
+    /// What a chain looks like before its thread reports.
+    fn initial(setup: &ChainSetup) -> Self {
+        ChainSnapshot {
+            chain_id: setup.chain_id,
+            status: ChainStatus::Initializing,
+            device: setup.device.clone(),
+            baud: bm::DEFAULT_BAUD,
+            chip_model: setup.chip_model.name().to_string(),
+            chips_expected: setup.chips_expected,
+            chips: Vec::new(),
+            nonces: 0,
+            hw_errors: 0,
+            duplicates: 0,
+            stale: 0,
+            crc_errors: 0,
+            rates: Rates::default(),
+            expected_hs: 0.0,
+            frequency_mhz: 0.0,
+            ticket_difficulty: setup.ticket.difficulty(),
+            frames_sent: 0,
+            enabled: setup.enabled,
+        }
+    }
+}
+
+/// Why a chain operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ChainError {
+    /// Hardware access failed.
+    #[error("chain {chain}: {source}")]
+    Driver {
+        /// Chain index.
+        chain: u32,
+        /// The driver error.
+        source: crate::drivers::DriverError,
+    },
+    /// No chip answered enumeration.
+    #[error("chain {chain}: no chip answered on {device}")]
+    NoChips {
+        /// Chain index.
+        chain: u32,
+        /// UART device.
+        device: String,
+    },
+    /// The chips stopped answering after the baud switch.
+    #[error("chain {chain}: no answer at {baud} baud after the switch")]
+    BaudSwitch {
+        /// Chain index.
+        chain: u32,
+        /// The new speed.
+        baud: u32,
+    },
+    /// A value the chip protocol cannot express.
+    #[error("chain {chain}: {source}")]
+    Codec {
+        /// Chain index.
+        chain: u32,
+        /// The codec's reason.
+        source: bm::CodecError,
+    },
+    /// A chip index beyond the detected chips.
+    #[error("chain {chain} has no chip {chip}")]
+    NoSuchChip {
+        /// Chain index.
+        chain: u32,
+        /// Chip index asked for.
+        chip: u32,
+    },
+    /// The chain is not brought up (disabled, idle or faulty).
+    #[error("chain {chain} is not running")]
+    NotRunning {
+        /// Chain index.
+        chain: u32,
+    },
+}
+
+/// Commands to a chain thread. Each is allowed in every state unless its doc says otherwise.
+#[derive(Debug)]
+pub enum ChainCommand {
+    /// New work. Kept while idle so that waking resumes on the current job.
+    Job(Arc<ActiveJob>),
+    /// Whether the board lets chips hash (thermal, PSU, sleep). Withdrawing it stops feeding
+    /// and the board thread cuts the chain's power; granting it again re-runs bring-up.
+    Power(bool),
+    /// Operator switch; disabling powers the chain down like [`ChainCommand::Power`].
+    Enable(bool),
+    /// Set the frequency of one chip or all; only while brought up. Replies with the frequency
+    /// the PLL really reaches.
+    SetFrequency {
+        /// Chip index, or every chip.
+        chip: Option<u32>,
+        /// Target, MHz.
+        mhz: f64,
+        /// Where the outcome goes.
+        reply: oneshot::Sender<Result<f64, ChainError>>,
+    },
+    /// Thermal cut-back: run at this fraction of the set frequency.
+    FrequencyScale(f64),
+    /// Debug/diagnostics: read one chip's register (`value` absent) or write it and read it
+    /// back, over the UART the chain thread owns. Only while brought up. Replies with the
+    /// chip's address and the value read (`None`: the chip did not answer).
+    Register {
+        /// Chip index in chain order.
+        chip: u32,
+        /// Register address.
+        register: u8,
+        /// Value to write first.
+        value: Option<u32>,
+        /// Where the outcome goes.
+        reply: oneshot::Sender<Result<(u8, Option<u32>), ChainError>>,
+    },
+    /// Debug: send one validated command frame and collect every register response for
+    /// `wait`. Only while brought up.
+    Raw {
+        /// The command.
+        command: Command,
+        /// How long to collect responses.
+        wait: Duration,
+        /// Where the responses go.
+        reply: oneshot::Sender<Result<Vec<bm::RegisterResponse>, ChainError>>,
+    },
+    /// Leave the loop (process shutdown). The chips keep hashing for a re-attach.
+    Stop,
+}
+
+/// What a chain thread is given.
+#[derive(Debug, Clone)]
+pub struct ChainSetup {
+    /// Chain index (also its extranonce2 partition).
+    pub chain_id: u32,
+    /// UART device.
+    pub device: String,
+    /// Chips the board should have.
+    pub chips_expected: u32,
+    /// Chip family.
+    pub chip_model: ChipModel,
+    /// Frequency after bring-up, MHz.
+    pub target_mhz: f64,
+    /// UART speed after bring-up.
+    pub baud: u32,
+    /// Ticket mask for the chips.
+    pub ticket: TicketMask,
+    /// Virtual hashes per real hash (1 on real hardware; the sim's factor from GetBoard).
+    pub hashes_scale: f64,
+    /// Operator switch at start (from the re-attach file).
+    pub enabled: bool,
+}
+
+/// A chain found still configured: what its thread starts from.
+pub struct Reattach {
+    /// The port, opened (or adopted from the supervisor) and probed.
+    pub port: Box<dyn ChainPort>,
+    /// Its saved state.
+    pub saved: SavedChain,
+    /// The frames its chips were last given (see [`jobtable`]).
+    pub frames: Vec<FrameRecord>,
+    /// Bytes read during the probe after its answer.
+    pub decoder: ResponseDecoder,
+    /// Nonces read during the probe ahead of its answer (found while hw-agent was away).
+    pub early: Vec<bm::NonceResponse>,
+}
+
+/// How a chain starts.
+pub enum Start {
+    /// Full bring-up at 115200 baud, on this already open port if given (an adopted UART
+    /// cannot be opened again, see [`crate::uarts`]).
+    Cold(Option<Box<dyn ChainPort>>),
+    /// Re-attach to chips that kept running.
+    Reattach(Box<Reattach>),
+    /// The operator had switched the chain off: stay off (its power line is low) until enabled,
+    /// keeping the saved counters.
+    Disabled(SavedChain),
+}
+
+/// Shared plumbing every chain thread gets.
+#[derive(Clone)]
+pub struct ChainLinks {
+    /// Where found shares go.
+    pub shares: tokio::sync::mpsc::Sender<PendingShare>,
+    /// The current work generation (stale detection).
+    pub generation: Arc<AtomicU64>,
+    /// Latency probes.
+    pub probes: Arc<Probes>,
+    /// Rung when a chain's status changes (telemetry publishes on state changes).
+    pub state_changed: Arc<Notify>,
+    /// Shares dropped because the channel was full.
+    pub shares_dropped: Arc<AtomicU64>,
+    /// Rung when a UART vanished (device gone, hw-sim restarted with new PTYs): only a fresh
+    /// discovery can find it again, so the service exits and is restarted.
+    pub uart_lost: Arc<Notify>,
+    /// Open UARTs, left with the supervisor across restarts.
+    pub uarts: Arc<UartRegistry>,
+    /// Wakes the state saver after a frame (the job table must reach the file soon).
+    pub saver: Arc<SaverWake>,
+}
+
+/// The control plane's handle on a chain thread.
+pub struct ChainHandle {
+    /// Chain index.
+    pub chain_id: u32,
+    commands: Sender<ChainCommand>,
+    waker: UnixDatagram,
+    /// Latest snapshot.
+    pub snapshot: watch::Receiver<Arc<ChainSnapshot>>,
+    /// Latest saveable state (re-attach file).
+    pub saved: Arc<Mutex<Option<SavedChain>>>,
+    /// The frames last written (job table of the re-attach file).
+    pub frames: RecentFrames,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl ChainHandle {
+    /// Send a command and wake the thread. Fails only when the thread is gone.
+    pub fn send(&self, command: ChainCommand) -> bool {
+        if self.commands.send(command).is_err() {
+            return false;
+        }
+        // A full socket buffer means a wake-up is already pending: fine.
+        let _ = self.waker.send(&[1]);
+        true
+    }
+
+    /// Stop the thread and wait for it (the chips keep hashing, for a re-attach).
+    pub fn stop(&self) {
+        self.send(ChainCommand::Stop);
+        let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Start a chain thread.
+pub fn spawn(setup: ChainSetup, start: Start, links: ChainLinks) -> std::io::Result<ChainHandle> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (waker, wake_rx) = UnixDatagram::pair()?;
+    waker.set_nonblocking(true)?;
+    wake_rx.set_nonblocking(true)?;
+    let (snap_tx, snap_rx) = watch::channel(Arc::new(ChainSnapshot::initial(&setup)));
+    let saved = Arc::new(Mutex::new(None));
+    let frames = RecentFrames::default();
+    let chain_id = setup.chain_id;
+    let worker_saved = Arc::clone(&saved);
+    let worker_frames = Arc::clone(&frames);
+    let thread = std::thread::Builder::new()
+        .name(format!("chain{chain_id}"))
+        .stack_size(crate::THREAD_STACK)
+        .spawn(move || {
+            raise_priority(chain_id);
+            let mut w = Worker::new(setup, rx, wake_rx, snap_tx, worker_saved, links);
+            w.frames = worker_frames;
+            w.run(start);
+        })?;
+    Ok(ChainHandle {
+        chain_id,
+        commands: tx,
+        waker,
+        snapshot: snap_rx,
+        saved,
+        frames,
+        thread: Mutex::new(Some(thread)),
+    })
+}
+
+/// Real-time priority (SCHED_FIFO) for a chain thread when the process may have it (root or
+/// CAP_SYS_NICE on a miner): a clean job must not wait behind the API or a log write. Without
+/// the privilege the thread stays at normal priority.
+fn raise_priority(chain: u32) {
+    set_scheduling(Some(CHAIN_RT_PRIORITY), &format!("chain{chain}"));
+}
+
+/// Put the calling thread under SCHED_FIFO at `priority`, or back to the normal policy with
+/// `None` (threads inherit their creator's policy). Best effort: without the privilege nothing
+/// changes. The kernel's RT throttling keeps 5 % of the CPU for everything else even if a bug
+/// made an RT thread spin.
+pub fn set_scheduling(priority: Option<i32>, thread: &str) {
+    let (policy, prio) = match priority {
+        Some(p) => (libc::SCHED_FIFO, p),
+        None => (libc::SCHED_OTHER, 0),
+    };
+    let param = libc::sched_param {
+        sched_priority: prio,
+    };
+    // SAFETY: `param` is a valid sched_param for the duration of the call; pid 0 is the
+    // calling thread, and the call has no other memory effects.
+    let rc = unsafe { libc::sched_setscheduler(0, policy, &param) };
+    if rc != 0 {
+        tracing::debug!(thread, error = %std::io::Error::last_os_error(), "scheduling policy unchanged");
+    }
+}
+
+fn wait_readable(port: &dyn ChainPort, deadline: Instant) -> bool {
+    let left = deadline.saturating_duration_since(Instant::now());
+    let ms = left.as_millis().min(u128::from(u16::MAX)) as u16;
+    let mut fds = [PollFd::new(port.poll_fd(), PollFlags::POLLIN)];
+    matches!(poll(&mut fds, PollTimeout::from(ms)), Ok(n) if n > 0)
+}
+
+struct Chip {
+    address: u8,
+    mhz: f64,
+    /// Operator-set frequency before the thermal scale.
+    set_mhz: f64,
+    alive: bool,
+}
+
+struct Worker {
+    setup: ChainSetup,
+    port: Option<Box<dyn ChainPort>>,
+    decoder: ResponseDecoder,
+    slots: WorkSlots,
+    acct: ChainAccounting,
+    chips: Vec<Chip>,
+    status: ChainStatus,
+    job: Option<Arc<ActiveJob>>,
+    frame_counter: u64,
+    frames_sent: u64,
+    next_job_id: u8,
+    next_frame_at: Instant,
+    chip_version_mask: Option<u32>,
+    /// Generation whose first frame still has to go out (latency probe).
+    clean_pending: Option<u64>,
+    powered: bool,
+    enabled: bool,
+    freq_scale: f64,
+    rx: Receiver<ChainCommand>,
+    wake: UnixDatagram,
+    snap: watch::Sender<Arc<ChainSnapshot>>,
+    saved: Arc<Mutex<Option<SavedChain>>>,
+    /// The frames last written, for the job table.
+    frames: RecentFrames,
+    /// The UART while the chain is powered down (or before a cold bring-up): an adopted
+    /// descriptor cannot be opened again, so it is kept rather than closed.
+    spare_port: Option<Box<dyn ChainPort>>,
+    links: ChainLinks,
+    origin: Instant,
+    buf: Vec<u8>,
+    /// Consecutive reads that returned nothing although poll said readable.
+    empty_reads: u32,
+}
+
+impl Worker {
+    fn new(
+        setup: ChainSetup,
+        rx: Receiver<ChainCommand>,
+        wake: UnixDatagram,
+        snap: watch::Sender<Arc<ChainSnapshot>>,
+        saved: Arc<Mutex<Option<SavedChain>>>,
+        links: ChainLinks,
+    ) -> Self {
+        let acct = ChainAccounting::new(setup.chips_expected as usize, 0);
+        Worker {
+            setup,
+            port: None,
+            decoder: ResponseDecoder::new(),
+            slots: WorkSlots::new(JOB_IDS),
+            acct,
+            chips: Vec::new(),
+            status: ChainStatus::Initializing,
+            job: None,
+            frame_counter: 0,
+            frames_sent: 0,
+            next_job_id: 0,
+            next_frame_at: Instant::now(),
+            chip_version_mask: None,
+            clean_pending: None,
+            powered: true,
+            enabled: true,
+            freq_scale: 1.0,
+            rx,
+            wake,
+            snap,
+            saved,
+            frames: RecentFrames::default(),
+            spare_port: None,
+            links,
+            origin: Instant::now(),
+            buf: vec![0; 4096],
+            empty_reads: 0,
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.origin.elapsed().as_millis() as u64
+    }
+
+    fn chain(&self) -> u32 {
+        self.setup.chain_id
+    }
+}

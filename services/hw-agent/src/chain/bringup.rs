@@ -3,6 +3,73 @@
 
 use super::*;
 
+/// What a cold bring-up sets up once enumeration has answered, decided from the answers alone.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct BringUpPlan {
+    /// Chips that answered.
+    pub(super) detected: u32,
+    /// The model that answered (it wins over the configured one; unknown ids keep the config).
+    pub(super) model: ChipModel,
+    /// Their addresses in chain order, spread evenly over the address space.
+    pub(super) addresses: Vec<u8>,
+    /// One write: chain inactive, each address in turn, then the ticket mask.
+    pub(super) setup_bytes: Vec<u8>,
+}
+
+/// The bring-up plan for the chip-id answers of an enumeration; `None` when no chip answered.
+pub(super) fn plan_bring_up(
+    answers: &[bm::RegisterResponse],
+    configured: ChipModel,
+    ticket: TicketMask,
+) -> Option<BringUpPlan> {
+    let detected = answers.len() as u32;
+    if detected == 0 {
+        return None;
+    }
+    let model = answers
+        .first()
+        .and_then(|r| ChipModel::from_chip_id((r.value >> 16) as u16))
+        .unwrap_or(configured);
+    let addresses: Vec<u8> = (0..detected)
+        .map(|i| bm::chip_address(i, detected))
+        .collect();
+    let mut setup_bytes = Vec::new();
+    Command::ChainInactive.encode_into(&mut setup_bytes);
+    for &address in &addresses {
+        Command::SetAddress { address }.encode_into(&mut setup_bytes);
+    }
+    Command::WriteRegister {
+        target: Target::All,
+        register: reg::TICKET_MASK,
+        value: ticket.to_register(),
+    }
+    .encode_into(&mut setup_bytes);
+    Some(BringUpPlan {
+        detected,
+        model,
+        addresses,
+        setup_bytes,
+    })
+}
+
+/// Fresh accounting for `chips` chips that keeps the totals and the per-chip counters (by
+/// index, as far as both have chips) of `old`: counters survive a power cycle of the chain, the
+/// rate windows start again.
+pub(super) fn carry_counters(old: &ChainAccounting, chips: usize, now_ms: u64) -> ChainAccounting {
+    let mut acct = ChainAccounting::new(chips, now_ms);
+    acct.nonces = old.nonces;
+    acct.hw_errors = old.hw_errors;
+    acct.duplicates = old.duplicates;
+    acct.stale = old.stale;
+    for (i, c) in acct.chips.iter_mut().enumerate() {
+        if let Some(old) = old.chips.get(i) {
+            c.nonces = old.nonces;
+            c.hw_errors = old.hw_errors;
+        }
+    }
+    acct
+}
+
 impl Worker {
     // ---- bring-up -------------------------------------------------------------------------
 
@@ -131,25 +198,21 @@ impl Worker {
             Instant::now() + answer_time * 3 + Duration::from_millis(200),
             answer_time / 4 + Duration::from_millis(30),
         )?;
-        let detected = ids.len() as u32;
-        if detected == 0 {
+        let Some(plan) = plan_bring_up(&ids, self.setup.chip_model, self.setup.ticket) else {
             return Err(ChainError::NoChips {
                 chain,
                 device: self.setup.device.clone(),
             });
-        }
-        if let Some(model) = ids
-            .first()
-            .and_then(|r| ChipModel::from_chip_id((r.value >> 16) as u16))
-            && model != self.setup.chip_model
-        {
+        };
+        let detected = plan.detected;
+        if plan.model != self.setup.chip_model {
             tracing::warn!(
                 chain,
                 configured = self.setup.chip_model.name(),
-                found = model.name(),
+                found = plan.model.name(),
                 "chip model differs from config; using what answered"
             );
-            self.setup.chip_model = model;
+            self.setup.chip_model = plan.model;
         }
         if detected < self.setup.chips_expected {
             tracing::warn!(
@@ -160,46 +223,22 @@ impl Worker {
             );
         }
 
-        // 2. Addresses in chain order at the interval for the chips present.
-        let mut out = Vec::new();
-        Command::ChainInactive.encode_into(&mut out);
-        for i in 0..detected {
-            Command::SetAddress {
-                address: bm::chip_address(i, detected),
-            }
-            .encode_into(&mut out);
-        }
-        // 3. Ticket mask and version rolling before any work.
-        Command::WriteRegister {
-            target: Target::All,
-            register: reg::TICKET_MASK,
-            value: self.setup.ticket.to_register(),
-        }
-        .encode_into(&mut out);
-        self.write(&out)?;
+        // 2. Addresses in chain order at the interval for the chips present; 3. ticket mask
+        // and version rolling before any work (one write, see [`plan_bring_up`]).
+        self.write(&plan.setup_bytes)?;
         let start_mhz = POWER_ON_MHZ.min(self.setup.target_mhz);
-        self.chips = (0..detected)
-            .map(|i| Chip {
-                address: bm::chip_address(i, detected),
+        self.chips = plan
+            .addresses
+            .iter()
+            .map(|&address| Chip {
+                address,
                 mhz: start_mhz,
                 set_mhz: self.setup.target_mhz,
                 alive: true,
             })
             .collect();
         let now = self.now_ms();
-        let mut acct = ChainAccounting::new(detected as usize, now);
-        // Counters survive a power cycle of the chain; windows start again.
-        acct.nonces = self.acct.nonces;
-        acct.hw_errors = self.acct.hw_errors;
-        acct.duplicates = self.acct.duplicates;
-        acct.stale = self.acct.stale;
-        for (i, c) in acct.chips.iter_mut().enumerate() {
-            if let Some(old) = self.acct.chips.get(i) {
-                c.nonces = old.nonces;
-                c.hw_errors = old.hw_errors;
-            }
-        }
-        self.acct = acct;
+        self.acct = carry_counters(&self.acct, detected as usize, now);
 
         // 4. PLL ramp in steps to the target (scaled by any thermal cut-back).
         let target = self.setup.target_mhz * self.freq_scale;
@@ -360,5 +399,94 @@ impl Worker {
             self.save_state();
             self.publish();
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chip_ids(model: u16, n: u8) -> Vec<bm::RegisterResponse> {
+        (0..n)
+            .map(|i| bm::RegisterResponse {
+                value: u32::from(model) << 16,
+                chip_address: i,
+                register: reg::CHIP_ADDRESS,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_plan_addresses_the_chips_that_answered_then_sets_the_ticket() {
+        let ticket = TicketMask { zero_bits: 8 };
+        let answers = chip_ids(ChipModel::Bm1366.chip_id(), 3);
+        let plan = plan_bring_up(&answers, ChipModel::Bm1366, ticket).unwrap();
+        assert_eq!(plan.detected, 3);
+        assert_eq!(plan.model, ChipModel::Bm1366);
+        let spread: Vec<u8> = (0..3).map(|i| bm::chip_address(i, 3)).collect();
+        assert_eq!(plan.addresses, spread);
+        assert!(
+            plan.addresses.windows(2).all(|w| w[0] < w[1]),
+            "chain order"
+        );
+        let mut want = Command::ChainInactive.encode();
+        for &address in &spread {
+            want.extend(Command::SetAddress { address }.encode());
+        }
+        want.extend(
+            Command::WriteRegister {
+                target: Target::All,
+                register: reg::TICKET_MASK,
+                value: ticket.to_register(),
+            }
+            .encode(),
+        );
+        assert_eq!(plan.setup_bytes, want);
+    }
+
+    #[test]
+    fn the_model_that_answered_wins_and_no_answer_means_no_plan() {
+        let ticket = TicketMask { zero_bits: 8 };
+        let other = plan_bring_up(
+            &chip_ids(ChipModel::Bm1397.chip_id(), 2),
+            ChipModel::Bm1366,
+            ticket,
+        )
+        .unwrap();
+        assert_eq!(other.model, ChipModel::Bm1397);
+        let unknown = plan_bring_up(&chip_ids(0xbeef, 2), ChipModel::Bm1366, ticket).unwrap();
+        assert_eq!(
+            unknown.model,
+            ChipModel::Bm1366,
+            "an unknown id keeps the config"
+        );
+        assert_eq!(plan_bring_up(&[], ChipModel::Bm1366, ticket), None);
+    }
+
+    #[test]
+    fn counters_survive_a_power_cycle_with_fewer_or_more_chips() {
+        let mut old = ChainAccounting::new(4, 0);
+        old.nonces = 40;
+        old.hw_errors = 4;
+        old.duplicates = 2;
+        old.stale = 1;
+        for (i, c) in old.chips.iter_mut().enumerate() {
+            c.nonces = 10 + i as u64;
+            c.hw_errors = i as u64;
+        }
+        let fewer = carry_counters(&old, 2, 5_000);
+        assert_eq!(
+            (fewer.nonces, fewer.hw_errors, fewer.duplicates, fewer.stale),
+            (40, 4, 2, 1)
+        );
+        assert_eq!(
+            fewer.chips.iter().map(|c| c.nonces).collect::<Vec<_>>(),
+            vec![10, 11]
+        );
+        let more = carry_counters(&old, 6, 5_000);
+        assert_eq!(
+            more.chips.iter().map(|c| c.hw_errors).collect::<Vec<_>>(),
+            vec![0, 1, 2, 3, 0, 0]
+        );
     }
 }

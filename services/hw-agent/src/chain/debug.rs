@@ -85,3 +85,66 @@ impl Worker {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::reattach::chips_from_saved;
+    use super::super::testkit::{port, saved_chain, worker};
+    use super::*;
+
+    #[test]
+    fn a_register_write_is_read_back_from_the_chip_addressed_by_index() {
+        let mut kit = worker(1);
+        let saved = saved_chain(4);
+        kit.worker.chips = chips_from_saved(&saved, 400.0);
+        let (p, mut chips) = port();
+        kit.worker.port = Some(p);
+        let address = saved.chip_addresses[2];
+        chips.answer(&[
+            // Another chip's answer first: ignored.
+            Response::Register(bm::RegisterResponse {
+                value: 1,
+                chip_address: saved.chip_addresses[0],
+                register: 0x14,
+            }),
+            Response::Register(bm::RegisterResponse {
+                value: 0xdead,
+                chip_address: address,
+                register: 0x14,
+            }),
+        ]);
+        let (a, read) = kit.worker.debug_register(2, 0x14, Some(0xdead)).unwrap();
+        assert_eq!((a, read), (address, Some(0xdead)));
+        let mut want = Command::WriteRegister {
+            target: Target::Chip(address),
+            register: 0x14,
+            value: 0xdead,
+        }
+        .encode();
+        want.extend(
+            Command::ReadRegister {
+                target: Target::Chip(address),
+                register: 0x14,
+            }
+            .encode(),
+        );
+        assert_eq!(chips.written(), want);
+        // A chip that does not answer reads as None after the wait.
+        assert_eq!(kit.worker.debug_register(1, 0x14, None).unwrap().1, None);
+    }
+
+    #[test]
+    fn debug_calls_need_a_brought_up_chain_and_a_real_chip() {
+        let mut kit = worker(1);
+        let r = kit.worker.debug_register(0, 0x14, None);
+        assert!(matches!(r, Err(ChainError::NotRunning { .. })), "{r:?}");
+        kit.worker.chips = chips_from_saved(&saved_chain(4), 400.0);
+        let (p, _chips) = port();
+        kit.worker.port = Some(p);
+        let r = kit.worker.debug_register(9, 0x14, None);
+        assert!(
+            matches!(r, Err(ChainError::NoSuchChip { chip: 9, .. })),
+            "{r:?}"
+        );
+    }
+}

@@ -472,3 +472,46 @@ impl Worker {
         *self.saved.lock().unwrap_or_else(|p| p.into_inner()) = Some(s);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::reattach::chips_from_saved;
+    use super::super::testkit::{saved_chain, worker};
+    use super::*;
+    use crate::work::tests::{find_nonce, template};
+
+    #[test]
+    fn nonces_are_accounted_as_shares_duplicates_stale_or_errors() {
+        let mut kit = worker(3);
+        kit.worker.chips = chips_from_saved(&saved_chain(4), 400.0);
+        kit.worker.acct = ChainAccounting::new(4, 0);
+        let mut t = template("j", 7, true);
+        t.share_difficulty = 1e-12;
+        let job = Arc::new(ActiveJob::from_template(&t, 3, 0).unwrap());
+        let work = Work::roll(&job, 1, 5, 0);
+        kit.worker.slots.store(5, work.clone());
+        let ticket = kit.worker.setup.ticket;
+        let version = work.full_version(0);
+        let good = find_nonce(&work, version, ticket);
+        let bad = (0u32..)
+            .find(|n| !ticket.accepts(&work.hash(version, *n)))
+            .unwrap();
+        let nonce = |nonce, job_id| bm::NonceResponse {
+            nonce,
+            chip_address: 0,
+            job_id,
+            version_bits: 0,
+        };
+        let at = Instant::now();
+        kit.worker.on_nonce(nonce(good, 5), at, 0);
+        let share = kit.shares.try_recv().expect("a share");
+        assert_eq!((share.request.nonce, share.request.chain_id), (good, 1));
+        assert_eq!(share.generation, 3);
+        kit.worker.on_nonce(nonce(good, 5), at, 0);
+        kit.worker.on_nonce(nonce(good, 6), at, 0);
+        kit.worker.on_nonce(nonce(bad, 5), at, 0);
+        let a = &kit.worker.acct;
+        assert_eq!((a.nonces, a.duplicates, a.stale, a.hw_errors), (1, 1, 1, 1));
+        assert!(kit.shares.try_recv().is_err(), "only the first went out");
+    }
+}

@@ -544,3 +544,149 @@ impl Worker {
         self.setup.chain_id
     }
 }
+
+/// A worker on a fake UART for the seams' unit tests: the test plays the chips on the other end
+/// of a socket pair, and every byte the worker writes is recorded.
+#[cfg(test)]
+pub(super) mod testkit {
+    use std::io::{Read, Write};
+    use std::os::fd::BorrowedFd;
+    use std::os::unix::net::UnixStream;
+
+    use super::*;
+    use crate::drivers::DriverError;
+
+    pub(super) struct FakePort {
+        stream: UnixStream,
+        written: Arc<Mutex<Vec<u8>>>,
+    }
+
+    impl ChainPort for FakePort {
+        fn device(&self) -> &str {
+            "fake"
+        }
+        fn baud(&self) -> u32 {
+            bm::DEFAULT_BAUD
+        }
+        fn set_baud(&mut self, _baud: u32) -> Result<(), DriverError> {
+            Ok(())
+        }
+        fn write_all(&mut self, bytes: &[u8]) -> Result<(), DriverError> {
+            self.written.lock().unwrap().extend_from_slice(bytes);
+            Ok(())
+        }
+        fn read(&mut self, buf: &mut [u8]) -> Result<usize, DriverError> {
+            Ok(self.stream.read(buf).unwrap_or(0))
+        }
+        fn clear_input(&mut self) -> Result<(), DriverError> {
+            Ok(())
+        }
+        fn poll_fd(&self) -> BorrowedFd<'_> {
+            self.stream.as_fd()
+        }
+    }
+
+    /// The chips' end of a fake UART.
+    pub(super) struct Chips {
+        stream: UnixStream,
+        written: Arc<Mutex<Vec<u8>>>,
+    }
+
+    impl Chips {
+        /// Put responses on the wire, as chips would.
+        pub(super) fn answer(&mut self, responses: &[Response]) {
+            for r in responses {
+                self.stream.write_all(&r.encode()).unwrap();
+            }
+        }
+        /// Everything the host wrote so far.
+        pub(super) fn written(&self) -> Vec<u8> {
+            self.written.lock().unwrap().clone()
+        }
+    }
+
+    pub(super) fn port() -> (Box<dyn ChainPort>, Chips) {
+        let (host, chips) = UnixStream::pair().unwrap();
+        let written = Arc::new(Mutex::new(Vec::new()));
+        (
+            Box::new(FakePort {
+                stream: host,
+                written: Arc::clone(&written),
+            }),
+            Chips {
+                stream: chips,
+                written,
+            },
+        )
+    }
+
+    pub(super) fn setup() -> ChainSetup {
+        ChainSetup {
+            chain_id: 1,
+            device: "fake".into(),
+            chips_expected: 4,
+            chip_model: ChipModel::Bm1366,
+            target_mhz: 400.0,
+            baud: bm::DEFAULT_BAUD,
+            ticket: TicketMask { zero_bits: 8 },
+            hashes_scale: 1.0,
+            enabled: true,
+        }
+    }
+
+    /// A saved chain of `chips` chips at 400 MHz with some counters.
+    pub(super) fn saved_chain(chips: u32) -> SavedChain {
+        SavedChain {
+            chain_id: 1,
+            device: "fake".into(),
+            baud: bm::DEFAULT_BAUD,
+            address_interval: bm::address_interval(chips),
+            chip_addresses: (0..chips).map(|i| bm::chip_address(i, chips)).collect(),
+            chips_expected: chips,
+            frequency_mhz: vec![400.0; chips as usize],
+            ticket_difficulty: TicketMask { zero_bits: 8 }.difficulty(),
+            enabled: true,
+            nonces: 100,
+            hw_errors: 3,
+            duplicates: 1,
+            stale: 2,
+            chip_nonces: vec![25; chips as usize],
+            chip_hw_errors: vec![0; chips as usize],
+            frames: Vec::new(),
+        }
+    }
+
+    pub(super) struct Kit {
+        pub(super) worker: Worker,
+        pub(super) shares: tokio::sync::mpsc::Receiver<PendingShare>,
+        _commands: Sender<ChainCommand>,
+        _dir: tempfile::TempDir,
+    }
+
+    /// A worker (not running its loop) at work generation `generation`.
+    pub(super) fn worker(generation: u64) -> Kit {
+        let dir = tempfile::tempdir().unwrap();
+        let (commands, rx) = std::sync::mpsc::channel();
+        let (_waker, wake) = UnixDatagram::pair().unwrap();
+        let setup = setup();
+        let (snap, _) = watch::channel(Arc::new(ChainSnapshot::initial(&setup)));
+        let (shares_tx, shares) = tokio::sync::mpsc::channel(16);
+        let links = ChainLinks {
+            shares: shares_tx,
+            generation: Arc::new(AtomicU64::new(generation)),
+            probes: Arc::new(Probes::default()),
+            state_changed: Arc::new(Notify::new()),
+            shares_dropped: Arc::new(AtomicU64::new(0)),
+            uart_lost: Arc::new(Notify::new()),
+            uarts: Arc::new(UartRegistry::default()),
+            saver: Arc::new(SaverWake::default()),
+        };
+        let worker = Worker::new(setup, rx, wake, snap, Arc::new(Mutex::new(None)), links);
+        Kit {
+            worker,
+            shares,
+            _commands: commands,
+            _dir: dir,
+        }
+    }
+}

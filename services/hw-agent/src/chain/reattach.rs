@@ -68,6 +68,34 @@ pub fn probe_reattach(
     ))
 }
 
+/// The chips of a saved chain, each at its saved frequency (`default_mhz` where the file has
+/// fewer frequencies than chips), all presumed alive until they go quiet.
+pub(super) fn chips_from_saved(saved: &SavedChain, default_mhz: f64) -> Vec<Chip> {
+    saved
+        .chip_addresses
+        .iter()
+        .enumerate()
+        .map(|(i, &address)| {
+            let mhz = saved.frequency_mhz.get(i).copied().unwrap_or(default_mhz);
+            Chip {
+                address,
+                mhz,
+                set_mhz: mhz,
+                alive: true,
+            }
+        })
+        .collect()
+}
+
+/// Where the job-id ring and the frame counter continue after a restored job table (the next
+/// id after the newest frame, the counter after the highest), so no id the chips still hash is
+/// handed out again too soon and extranonce2 never repeats; `None` for an empty table.
+pub(super) fn continue_after(frames: &[FrameRecord]) -> Option<(u8, u64)> {
+    let last = frames.last()?;
+    let counter = frames.iter().map(|f| f.counter).max().unwrap_or(0);
+    Some((last.job_id.wrapping_add(1), counter.wrapping_add(1)))
+}
+
 impl Worker {
     pub(super) fn reattach(&mut self, r: Reattach) {
         let Reattach {
@@ -78,24 +106,7 @@ impl Worker {
             early,
         } = r;
         let n = saved.chip_addresses.len();
-        self.chips = saved
-            .chip_addresses
-            .iter()
-            .enumerate()
-            .map(|(i, &address)| {
-                let mhz = saved
-                    .frequency_mhz
-                    .get(i)
-                    .copied()
-                    .unwrap_or(self.setup.target_mhz);
-                Chip {
-                    address,
-                    mhz,
-                    set_mhz: mhz,
-                    alive: true,
-                }
-            })
-            .collect();
+        self.chips = chips_from_saved(&saved, self.setup.target_mhz);
         self.acct = ChainAccounting::new(n, self.now_ms());
         self.restore_counters(&saved);
         self.enabled = saved.enabled;
@@ -112,14 +123,9 @@ impl Worker {
         for f in &frames {
             self.slots.store(usize::from(f.job_id), f.work.clone());
         }
-        if let Some(last) = frames.last() {
-            self.next_job_id = last.job_id.wrapping_add(1);
-            self.frame_counter = frames
-                .iter()
-                .map(|f| f.counter)
-                .max()
-                .unwrap_or(0)
-                .wrapping_add(1);
+        if let Some((job_id, counter)) = continue_after(&frames) {
+            self.next_job_id = job_id;
+            self.frame_counter = counter;
         }
         *self.frames.lock().unwrap_or_else(|p| p.into_inner()) = frames.into();
         self.decoder = decoder;
@@ -154,5 +160,146 @@ impl Worker {
             c.nonces = saved.chip_nonces.get(i).copied().unwrap_or(0);
             c.hw_errors = saved.chip_hw_errors.get(i).copied().unwrap_or(0);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::{port, saved_chain, worker};
+    use super::*;
+    use crate::work::tests::{find_nonce, template};
+
+    fn ticket_answer(chip_address: u8, value: u32) -> Response {
+        Response::Register(bm::RegisterResponse {
+            value,
+            chip_address,
+            register: reg::TICKET_MASK,
+        })
+    }
+
+    #[test]
+    fn the_probe_accepts_our_ticket_mask_and_keeps_nonces_read_ahead() {
+        let saved = saved_chain(4);
+        let last = *saved.chip_addresses.last().unwrap();
+        let ours = TicketMask::for_difficulty(saved.ticket_difficulty).to_register();
+        let (p, mut chips) = port();
+        let early = bm::NonceResponse {
+            nonce: 0x1234_5678,
+            chip_address: 0,
+            job_id: 9,
+            version_bits: 0,
+        };
+        chips.answer(&[Response::Nonce(early), ticket_answer(last, ours)]);
+        let Ok((_, _, read_ahead)) = probe_reattach(&saved, p) else {
+            panic!("a configured chain answers the probe");
+        };
+        assert_eq!(read_ahead, vec![early]);
+        let probe = Command::ReadRegister {
+            target: Target::Chip(last),
+            register: reg::TICKET_MASK,
+        };
+        assert_eq!(
+            chips.written(),
+            probe.encode(),
+            "one register read, no reset"
+        );
+    }
+
+    #[test]
+    fn the_probe_refuses_a_reset_or_silent_chain() {
+        let saved = saved_chain(4);
+        let last = *saved.chip_addresses.last().unwrap();
+        // Power-on ticket mask: the chips lost their configuration.
+        let (p, mut chips) = port();
+        chips.answer(&[ticket_answer(
+            last,
+            TicketMask { zero_bits: 0 }.to_register(),
+        )]);
+        let r = probe_reattach(&saved, p).map(|_| ()).map_err(|(e, _)| e);
+        assert!(matches!(r, Err(ChainError::NotRunning { .. })), "{r:?}");
+        // Nobody answers at the saved baud.
+        let (p, _chips) = port();
+        let r = probe_reattach(&saved, p).map(|_| ()).map_err(|(e, _)| e);
+        assert!(matches!(r, Err(ChainError::BaudSwitch { .. })), "{r:?}");
+        // Nothing saved to probe.
+        let mut none = saved_chain(4);
+        none.chip_addresses.clear();
+        let (p, _chips) = port();
+        let r = probe_reattach(&none, p).map(|_| ()).map_err(|(e, _)| e);
+        assert!(matches!(r, Err(ChainError::NotRunning { .. })), "{r:?}");
+    }
+
+    #[test]
+    fn saved_chips_and_the_job_ring_continue_where_they_were() {
+        let mut saved = saved_chain(3);
+        saved.frequency_mhz = vec![410.0, 420.0];
+        let chips = chips_from_saved(&saved, 400.0);
+        assert_eq!(
+            chips.iter().map(|c| (c.address, c.mhz)).collect::<Vec<_>>(),
+            vec![
+                (saved.chip_addresses[0], 410.0),
+                (saved.chip_addresses[1], 420.0),
+                (saved.chip_addresses[2], 400.0)
+            ]
+        );
+        let job = Arc::new(ActiveJob::from_template(&template("j", 7, true), 3, 0).unwrap());
+        let frames: Vec<FrameRecord> = [(254u8, 7u64), (255, 9), (0, 8)]
+            .into_iter()
+            .map(|(job_id, counter)| FrameRecord {
+                job_id,
+                counter,
+                work: Work::roll(&job, 1, counter, 0),
+            })
+            .collect();
+        assert_eq!(continue_after(&frames), Some((1, 10)));
+        assert_eq!(continue_after(&[]), None);
+    }
+
+    #[test]
+    fn a_reattach_submits_the_nonces_found_while_nobody_listened() {
+        let mut kit = worker(3);
+        let mut t = template("j", 7, true);
+        t.share_difficulty = 1e-12;
+        let job = Arc::new(ActiveJob::from_template(&t, 3, 0).unwrap());
+        let work = Work::roll(&job, 1, 41, 0);
+        let saved = saved_chain(4);
+        let ticket = TicketMask::for_difficulty(saved.ticket_difficulty);
+        let version = work.full_version(0);
+        let nonce = find_nonce(&work, version, ticket);
+        let frames = vec![FrameRecord {
+            job_id: 17,
+            counter: 41,
+            work: work.clone(),
+        }];
+        let (p, _chips) = port();
+        kit.worker.reattach(Reattach {
+            port: p,
+            saved: saved.clone(),
+            frames,
+            decoder: ResponseDecoder::new(),
+            early: vec![bm::NonceResponse {
+                nonce,
+                chip_address: 0,
+                job_id: 17,
+                version_bits: 0,
+            }],
+        });
+        let w = &kit.worker;
+        assert_eq!(w.status, ChainStatus::Mining);
+        assert_eq!(w.chips.len(), 4);
+        assert_eq!((w.next_job_id, w.frame_counter), (18, 42));
+        assert_eq!(w.acct.nonces, saved.nonces + 1, "counters carried on");
+        assert_eq!(w.acct.stale, saved.stale);
+        let share = kit
+            .shares
+            .try_recv()
+            .expect("the buffered nonce became a share");
+        assert_eq!(share.request.job_id, "j");
+        assert_eq!(share.request.pool_epoch, 7);
+        assert_eq!(share.request.nonce, nonce);
+        assert_eq!(
+            share.request.extranonce2,
+            work.extranonce2.as_bytes().to_vec()
+        );
     }
 }

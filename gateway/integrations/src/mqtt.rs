@@ -18,6 +18,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use svcos_common::Shutdown;
 use svcos_common::config::MqttConfig;
+use svcos_common::ipc::Backoff;
 use svcos_common::time::Clock;
 use svcos_proto::hwagent::v1::Telemetry;
 use svcos_proto::stratum::v1::GetPoolsResponse;
@@ -402,7 +403,7 @@ async fn session(ctx: &mut Ctx, settings: &Arc<Settings>) -> End {
     let interval = Duration::from_secs(u64::from(cfg.publish_interval_s));
     let mut next_state = Instant::now() + interval;
     let mut connected = false;
-    let mut backoff = BACKOFF_MIN;
+    let mut backoff = Backoff::new(BACKOFF_MIN, BACKOFF_MAX);
     loop {
         tokio::select! {
             _ = shutdown.wait() => {
@@ -423,7 +424,7 @@ async fn session(ctx: &mut Ctx, settings: &Arc<Settings>) -> End {
             ev = eventloop.poll() => match ev {
                 Ok(MqttEvent::Incoming(Packet::ConnAck(_))) => {
                     connected = true;
-                    backoff = BACKOFF_MIN;
+                    backoff.reset();
                     s.on_connected();
                     next_state = Instant::now() + interval;
                 }
@@ -463,7 +464,7 @@ async fn session(ctx: &mut Ctx, settings: &Arc<Settings>) -> End {
                     }
                     // Wait before the next attempt, but stay responsive to stop and reconfigure.
                     tokio::select! {
-                        _ = tokio::time::sleep(backoff) => {}
+                        _ = tokio::time::sleep(backoff.next_delay()) => {}
                         _ = shutdown.wait() => return End::Stop,
                         r = settings_rx.changed() => {
                             if r.is_err() { return End::Stop; }
@@ -473,7 +474,6 @@ async fn session(ctx: &mut Ctx, settings: &Arc<Settings>) -> End {
                             }
                         }
                     }
-                    backoff = (backoff * 2).min(BACKOFF_MAX);
                 }
             },
             _ = tokio::time::sleep_until(next_state), if connected => {

@@ -145,7 +145,8 @@ pub async fn check_health_at(path: PathBuf, timeout: Duration) -> bool {
     }
 }
 
-/// Exponential backoff for reconnecting to a restarting peer: 25 ms doubling to 1 s.
+/// Exponential backoff for reconnecting: by default to a restarting peer, 25 ms doubling to
+/// 1 s; [`Backoff::new`] sets other bounds (pools, brokers). The one backoff of the workspace.
 #[derive(Debug, Clone)]
 pub struct Backoff {
     next: Duration,
@@ -164,6 +165,15 @@ impl Default for Backoff {
 }
 
 impl Backoff {
+    /// Start at `floor`, doubling up to `cap`.
+    pub fn new(floor: Duration, cap: Duration) -> Self {
+        Backoff {
+            next: floor,
+            cap: cap.max(floor),
+            floor,
+        }
+    }
+
     /// The delay to wait now; the next one doubles up to the cap.
     pub fn next_delay(&mut self) -> Duration {
         let d = self.next;
@@ -262,5 +272,14 @@ mod tests {
         assert_eq!(seq, [25, 50, 100, 200, 400, 800, 1000, 1000]);
         b.reset();
         assert_eq!(b.next_delay().as_millis(), 25);
+    }
+
+    #[test]
+    fn backoff_with_bounds_keeps_them() {
+        let mut b = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+        let seq: Vec<_> = (0..8).map(|_| b.next_delay().as_secs()).collect();
+        assert_eq!(seq, [1, 2, 4, 8, 16, 32, 60, 60]);
+        b.reset();
+        assert_eq!(b.next_delay().as_secs(), 1);
     }
 }

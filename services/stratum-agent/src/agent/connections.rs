@@ -232,12 +232,10 @@ impl Agent {
                 };
                 // A session that worked is retried at once (to resume it); failures back off.
                 let retry = if was_alive {
-                    slot.backoff = Duration::from_secs(1);
+                    slot.backoff.reset();
                     Duration::ZERO
                 } else {
-                    let b = slot.backoff;
-                    slot.backoff = (b * 2).min(MAX_BACKOFF);
-                    b
+                    slot.backoff.next_delay()
                 };
                 let state = if slot.state == PoolState::AuthFailed {
                     PoolState::AuthFailed
@@ -324,7 +322,7 @@ impl Agent {
                     c.authorized_at = Some(now);
                 }
                 if let Some(s) = self.slot_mut(uid) {
-                    s.backoff = Duration::from_secs(1);
+                    s.backoff.reset();
                     s.last_error.clear();
                 }
                 if self.epoch_uid == Some(uid)

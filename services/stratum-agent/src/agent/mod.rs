@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use svcos_common::config::{Config, ConfigError, DonationConfig, PoolConfig, StratumConfig};
+use svcos_common::ipc::Backoff;
 use svcos_common::redact::mask_url_userinfo;
 use svcos_common::time::unix_ms;
 use svcos_proto::stratum::v1::{
@@ -163,7 +164,7 @@ struct PoolSlot {
     state: PoolState,
     conn: Option<ConnId>,
     retry_at: Instant,
-    backoff: Duration,
+    backoff: Backoff,
     healthy_since: Option<Instant>,
     session_id: Option<String>,
     last_error: String,
@@ -186,7 +187,7 @@ impl PoolSlot {
             cfg,
             conn: None,
             retry_at: now,
-            backoff: Duration::from_secs(1),
+            backoff: Backoff::new(Duration::from_secs(1), MAX_BACKOFF),
             healthy_since: None,
             session_id: None,
             last_error: String::new(),

@@ -15,7 +15,7 @@ use svcos_common::hostcheck::{self, HostPolicy};
 use crate::AppState;
 use crate::authn::{Session, bearer_token};
 use crate::envelope::ApiError;
-use crate::registry::{AuthClass, RouteMeta, mode_rank};
+use crate::routing::{AuthClass, RouteMeta, mode_rank};
 use crate::state::AuditEntry;
 
 /// The state of one route's guard.
@@ -39,7 +39,7 @@ pub async fn guard(State(g): State<GuardCtx>, req: Request, next: Next) -> Respo
     let config = g.state.config();
     let max_body = config.api.max_body_bytes;
     // Bundle uploads stream to disk under their own, larger limit.
-    let limited = !crate::handlers::firmware::is_upload(g.meta.path);
+    let limited = !crate::routing::is_upload(g.meta.path);
     if limited
         && let Some(len) = req
             .headers()
@@ -65,7 +65,7 @@ pub async fn guard(State(g): State<GuardCtx>, req: Request, next: Next) -> Respo
     // exists (nobody can hold one yet); fails closed when auth cannot say.
     if needs_bearer
         && !req.headers().contains_key(header::AUTHORIZATION)
-        && crate::handlers::operations::setup::first_boot_open(g.meta.path)
+        && crate::routing::first_boot_open(g.meta.path)
     {
         let mut auth = g.state.peers.auth.clone();
         let status = auth

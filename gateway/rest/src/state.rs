@@ -186,17 +186,21 @@ pub struct Inner {
     status_cache: Mutex<StatusCache>,
     /// Stops background tasks (and /ws streams) on shutdown.
     pub shutdown: Shutdown,
-    /// Setup wizard, power governor (thermostat, night mode, solar/off-grid), fleet scans.
-    pub ops: Arc<crate::handlers::operations::OpsState>,
     /// MQTT and webhook publishers (background tasks; handlers only read their status).
     pub integrations: svcos_integrations::Integrations,
-    /// The firmware bundle upload in flight.
-    pub uploads: crate::handlers::firmware::Uploads,
+    /// Runtime state route groups keep for themselves (the upload in flight, the wizard's
+    /// lock, the last fleet scan), keyed by type so this module never names a group.
+    group_state: Mutex<std::collections::HashMap<std::any::TypeId, GroupState>>,
     /// Recognises requests forwarded by the port-80 proxy (whose `X-Forwarded-For` is believed).
     pub proxy_key: svcos_common::proxykey::ProxyKeyCheck,
     /// Damaged state files moved aside, and when the state directory was last scanned (ms).
     recovered: Mutex<(i64, Vec<svcos_common::statefile::Recovered>)>,
+    /// The route table, handed down by the router on top (so handlers never import it).
+    routes: std::sync::OnceLock<&'static crate::routing::RouteTable<AppState>>,
 }
+
+/// One route group's own runtime state (see [`Inner::group_state`]).
+type GroupState = Arc<dyn std::any::Any + Send + Sync>;
 
 /// The state every handler gets.
 pub type AppState = Arc<Inner>;
@@ -219,7 +223,6 @@ impl Inner {
             config_gen: 0,
             body: None,
         };
-        let ops = Arc::new(crate::handlers::operations::OpsState::load(&layout));
         let integrations = svcos_integrations::Integrations::start(
             &config,
             svcos_integrations::Sources {
@@ -246,11 +249,10 @@ impl Inner {
             sessions,
             status_cache: Mutex::new(status_cache),
             shutdown,
-            ops,
             integrations,
-            uploads: Default::default(),
+            group_state: Mutex::new(Default::default()),
+            routes: std::sync::OnceLock::new(),
         });
-        crate::mqtt_control::spawn(state.clone());
         state
     }
 
@@ -265,6 +267,30 @@ impl Inner {
             );
         }
         cache.1.clone()
+    }
+
+    /// The runtime state of type `T` a route group keeps, made by `init` on first use.
+    pub fn group_state<T: std::any::Any + Send + Sync>(&self, init: impl FnOnce() -> T) -> Arc<T> {
+        let mut groups = self.group_state.lock().expect("group state lock");
+        let entry = groups
+            .entry(std::any::TypeId::of::<T>())
+            .or_insert_with(|| Arc::new(init()));
+        Arc::clone(entry)
+            .downcast::<T>()
+            .expect("entries are keyed by their type")
+    }
+
+    /// Hand down the route table (the router does it when it is built).
+    pub fn set_routes(&self, table: &'static crate::routing::RouteTable<AppState>) {
+        // Every router of a process builds from the same table: a second call changes nothing.
+        let _ = self.routes.set(table);
+    }
+
+    /// The route table (`/api/index`, MCP tools run rows in process).
+    pub fn routes(&self) -> &'static crate::routing::RouteTable<AppState> {
+        self.routes
+            .get()
+            .expect("the router hands the route table down before serving")
     }
 
     /// The current config.
@@ -312,8 +338,17 @@ impl Inner {
             .password_set)
     }
 
-    /// The `/api/status` body: cached bytes, re-rendered only after a snapshot or config change.
-    pub fn status_body(&self) -> Bytes {
+    /// The `/api/status` body: cached bytes, re-rendered with `render` only after a snapshot
+    /// or config change.
+    pub fn status_body(
+        &self,
+        render: impl FnOnce(
+            &Config,
+            Option<&Telemetry>,
+            Option<&GetPoolsResponse>,
+            i64,
+        ) -> serde_json::Value,
+    ) -> Bytes {
         let mut cache = self.status_cache.lock().expect("status cache lock");
         let config_gen = self.config_gen.load(std::sync::atomic::Ordering::Acquire);
         let changed = cache.telemetry.has_changed().unwrap_or(true)
@@ -325,7 +360,7 @@ impl Inner {
         let telemetry = cache.telemetry.borrow_and_update().clone();
         let pools = cache.pools.borrow_and_update().clone();
         let config = self.config();
-        let body = crate::handlers::status::render_status(
+        let body = render(
             &config,
             telemetry.as_ref(),
             pools.as_ref(),

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 /// `src/` may hold at most this many lines. Issue 14 asks for 9 000; lower this number whenever
 /// the gateway shrinks, never raise it.
-const MAX_SRC_LINES: usize = 12_530;
+const MAX_SRC_LINES: usize = 12_447;
 
 /// Modules that are one node of the graph however many files they span (their inside is
 /// their own business).
@@ -20,38 +20,18 @@ const UNITS: &[&str] = &["mcp"];
 /// Circles still to be removed; every entry is one strongly connected set of modules, sorted.
 /// The test fails on a circle not listed here and on an entry that is no longer a circle, so
 /// this list can only shrink.
-const KNOWN_CIRCLES: &[&[&str]] = &[&[
-    "guard",
-    "handlers::auth",
-    "handlers::catalog",
-    "handlers::config",
-    "handlers::diagnostics",
-    "handlers::discovery",
-    "handlers::firmware",
-    "handlers::hardware",
-    "handlers::history",
-    "handlers::integrations",
-    "handlers::mcp",
-    "handlers::mining",
-    "handlers::operations",
-    "handlers::operations::config_sections",
-    "handlers::operations::energy_api",
-    "handlers::operations::fleet",
-    "handlers::operations::home",
-    "handlers::operations::setup",
-    "handlers::pools",
-    "handlers::status",
-    "handlers::sv2",
-    "handlers::tuning",
-    "mcp",
-    "mqtt_control",
-    "registry",
-    "state",
-]];
+const KNOWN_CIRCLES: &[&[&str]] = &[
+    &["handlers::config", "handlers::integrations"],
+    &[
+        "handlers::operations::config_sections",
+        "handlers::operations::home",
+        "handlers::pools",
+        "handlers::status",
+    ],
+];
 
 /// Route-group imports still to be removed (`from -> to`), under the same only-shrinks rule.
 const KNOWN_GROUP_EDGES: &[&str] = &[
-    "handlers::auth -> handlers::operations::setup",
     "handlers::config -> handlers::integrations",
     "handlers::discovery -> handlers::firmware",
     "handlers::hardware -> handlers::discovery",

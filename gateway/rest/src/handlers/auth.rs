@@ -16,18 +16,20 @@ use tonic::Code;
 use super::{ApiResult, json, parse_body};
 use crate::authn::bearer_token;
 use crate::envelope::{ApiError, ErrorCode};
-use crate::registry::Route;
+use crate::routing::Route;
 use crate::{AppState, route};
 
-/// This module's rows of the registry.
-pub fn routes() -> Vec<Route> {
+/// This module's rows of the registry; `setup_status` answers `GET /api/setup/status`.
+pub fn routes<T: 'static>(
+    setup_status: impl axum::handler::Handler<T, AppState>,
+) -> Vec<Route<AppState>> {
     vec![
         route!(POST "/api/auth/session", Open, P, Auth, Full, "Log in with the password; returns a bearer token", create_session),
         route!(DELETE "/api/auth/session/current", Bearer, P, Auth, Full, "Log out: revoke the presented token", revoke_current),
         route!(POST "/api/auth/setup", Open, P, Auth, Full, "Set the first-boot password (3 attempts per 60 s per IP)", setup),
         route!(GET "/api/auth/status", Open, P, Auth, Full, "Whether a password has been set", auth_status),
         route!(POST "/api/auth/ws-ticket", Bearer, P, Auth, Full, "One-time /ws ticket (when [api].websocket_tickets)", ws_ticket),
-        route!(GET "/api/setup/status", Open, P, Auth, Full, "Setup wizard state", super::operations::setup::status),
+        route!(GET "/api/setup/status", Open, P, Auth, Full, "Setup wizard state", setup_status),
         route!(POST "/api/auth/password", Bearer, U, Auth, Full, "Change the password with the current one; other sessions are revoked", change_password),
         route!(GET "/api/auth/tokens", Bearer, U, Auth, Full, "The read-only API tokens (owner session only)", list_tokens),
         route!(POST "/api/auth/tokens", Bearer, U, Auth, Full, "Create a read-only API token (owner session only; shown once)", create_token),

@@ -9,8 +9,8 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::json;
-use crate::registry::Route;
-use crate::route;
+use crate::routing::Route;
+use crate::{AppState, route};
 
 /// What every catalogue states about its provenance.
 const SOURCE: &str = "static reference data compiled into the firmware; no hardware is accessed";
@@ -80,7 +80,7 @@ fn registers() -> Value {
 }
 
 /// This module's rows of the registry.
-pub fn routes() -> Vec<Route> {
+pub fn routes() -> Vec<Route<AppState>> {
     vec![
         catalog_route!(
             "/api/re/catalog",

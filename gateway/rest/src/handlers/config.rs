@@ -20,7 +20,7 @@ use svcos_proto::tuner::v1::{ListAuditRequest, ReconcileRequest};
 
 use super::{ApiResult, json, parse_body};
 use crate::envelope::{ApiError, ErrorCode};
-use crate::registry::Route;
+use crate::routing::Route;
 use crate::{AppState, route};
 
 /// What replaces a secret in GET answers; sending it back keeps the stored secret.
@@ -34,7 +34,7 @@ pub const REQUIRED_SECTIONS: [&str; 4] = ["system", "api", "legacy", "pools"];
 const PREVIOUS_FILE: &str = "config.previous.toml";
 
 /// This module's rows of the registry.
-pub fn routes() -> Vec<Route> {
+pub fn routes() -> Vec<Route<AppState>> {
     vec![
         route!(GET "/api/config", Bearer, P, Config, Full, "The whole typed config (secrets masked)", get_config),
         route!(POST "/api/config", Bearer, P, Config, Full, "Merge a partial config, validate, save atomically, reload owners", post_config),

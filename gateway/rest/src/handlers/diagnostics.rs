@@ -25,7 +25,7 @@ use tonic::transport::Channel;
 
 use super::{ApiResult, json, parse_body};
 use crate::envelope::ApiError;
-use crate::registry::Route;
+use crate::routing::Route;
 use crate::{AppState, planned, route};
 
 /// Deadline of diagnostics calls: a cancel waits for the run to wind down, a scan probes
@@ -35,7 +35,7 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 const MAX_LOG_LINES: usize = 2000;
 
 /// This module's rows of the registry.
-pub fn routes() -> Vec<Route> {
+pub fn routes() -> Vec<Route<AppState>> {
     vec![
         planned!(GET "/api/hardware/pic_info", P, Hardware, "PIC information"),
         planned!(GET "/api/hardware/psu_bypass_matrix", P, Hardware, "PSU bypass matrix"),

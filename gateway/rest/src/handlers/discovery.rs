@@ -11,7 +11,7 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::json;
-use crate::registry::{Route, Support, metas};
+use crate::routing::{Route, RouteMeta, Support};
 use crate::{AppState, route};
 
 /// The API contract version (`api_contract_version`).
@@ -123,7 +123,7 @@ pub const DECLARED: [(&str, &str, &str); 72] = [
 ];
 
 /// This module's rows of the registry.
-pub fn routes() -> Vec<Route> {
+pub fn routes() -> Vec<Route<AppState>> {
     vec![
         route!(GET "/api/compatibility/manifest", Bearer, P, Identity, Full, "Surfaces and declared routes", manifest),
         route!(GET "/api/dashboard/health", Bearer, P, Identity, Full, "Which snapshots the gateway has", dashboard_health),
@@ -140,11 +140,11 @@ pub fn routes() -> Vec<Route> {
 }
 
 /// The declared routes with support grade and `mutates`, from the registry.
-pub fn declared_routes() -> Vec<Value> {
+pub fn declared_routes(metas: &[RouteMeta]) -> Vec<Value> {
     DECLARED
         .iter()
         .map(|(surface, method, path)| {
-            let meta = metas()
+            let meta = metas
                 .iter()
                 .find(|m| m.method.as_str() == *method && m.path == *path);
             let support = meta.map_or(Support::Full, |m| m.support);
@@ -170,8 +170,9 @@ fn surfaces() -> Vec<Value> {
         .collect()
 }
 
-async fn index() -> Response {
-    let routes = declared_routes();
+async fn index(State(state): State<AppState>) -> Response {
+    let metas = &state.routes().metas;
+    let routes = declared_routes(metas);
     json(json!({
         "schema": "svcos.api.index.v1",
         "api_contract_version": API_CONTRACT_VERSION,
@@ -179,21 +180,22 @@ async fn index() -> Response {
         "surface_count": SURFACES.len(),
         "surfaces": surfaces(),
         "routes": routes,
-        "mounted_operations": metas().len(),
+        "mounted_operations": metas.len(),
     }))
 }
 
-async fn manifest() -> Response {
+async fn manifest(State(state): State<AppState>) -> Response {
+    let metas = &state.routes().metas;
     let mut by_support = std::collections::BTreeMap::<&str, usize>::new();
-    for m in metas() {
+    for m in metas {
         *by_support.entry(m.support.as_str()).or_default() += 1;
     }
     json(json!({
         "schema": "svcos.api.compatibility_manifest.v1",
         "api_contract_version": API_CONTRACT_VERSION,
         "surfaces": surfaces(),
-        "declared_routes": declared_routes(),
-        "mounted_operations": metas().len(),
+        "declared_routes": declared_routes(metas),
+        "mounted_operations": metas.len(),
         "mounted_by_support": by_support,
         "error_envelope": {"members": ["error", "detail", "code", "suggestion"], "codes": crate::envelope::ErrorCode::ALL.map(|c| c.as_str())},
     }))
@@ -237,8 +239,8 @@ async fn update_metadata(State(state): State<AppState>) -> Response {
         "update_source": "local upload only; the firmware never contacts an update server",
         "update_supported": supported,
         "bundle_format": "RAUC bundle (.raucb), CMS-signed; verified against the unit's keyring",
-        "max_bundle_bytes": crate::handlers::firmware::MAX_BUNDLE_BYTES,
-        "upload_paths": crate::handlers::firmware::UPLOAD_PATHS,
+        "max_bundle_bytes": crate::routing::MAX_BUNDLE_BYTES,
+        "upload_paths": crate::routing::UPLOAD_PATHS,
         "status_path": "/api/v1/firmware/update/status",
     }))
 }
@@ -247,7 +249,9 @@ async fn capabilities(State(state): State<AppState>) -> Response {
     let config = state.config();
     let update = crate::handlers::firmware::fetch_status(&state).await.ok();
     let supported = |path: &str| {
-        metas()
+        state
+            .routes()
+            .metas
             .iter()
             .any(|m| m.path == path && m.support != Support::Planned)
     };
@@ -267,7 +271,7 @@ async fn capabilities(State(state): State<AppState>) -> Response {
                 "boot_status": s.boot_status, "version": s.version,
             })).collect::<Vec<_>>(),
             "paths": {
-                "upload": crate::handlers::firmware::UPLOAD_PATHS,
+                "upload": crate::routing::UPLOAD_PATHS,
                 "status": "/api/v1/firmware/update/status",
                 "restore_to_stock": "/api/system/restore-to-stock",
                 "restore_preflight": "/api/system/restore-to-stock/preflight-checks",
@@ -290,9 +294,11 @@ async fn capabilities(State(state): State<AppState>) -> Response {
     }))
 }
 
-async fn update_capability() -> Response {
+async fn update_capability(State(state): State<AppState>) -> Response {
     let supported = |path: &str| {
-        metas()
+        state
+            .routes()
+            .metas
             .iter()
             .any(|m| m.path == path && m.support != Support::Planned)
     };
@@ -380,30 +386,4 @@ pub fn readiness_contract() -> Value {
 
 async fn readiness() -> Response {
     json(readiness_contract())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn declared_routes_are_72_distinct_and_mounted() {
-        let mut seen = std::collections::BTreeSet::new();
-        for (surface, method, path) in DECLARED {
-            assert!(SURFACES.iter().any(|s| s.0 == surface), "{surface}");
-            assert!(seen.insert((method, path)), "duplicate {method} {path}");
-            if path != "/ws" {
-                assert!(
-                    metas()
-                        .iter()
-                        .any(|m| m.method.as_str() == method && m.path == path),
-                    "{method} {path} is not mounted"
-                );
-            }
-        }
-        assert_eq!(seen.len(), 72);
-        for (id, _) in SURFACES {
-            assert!(DECLARED.iter().any(|d| d.0 == id), "{id}");
-        }
-    }
 }

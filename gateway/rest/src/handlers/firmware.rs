@@ -23,29 +23,15 @@ use tokio::io::AsyncWriteExt;
 
 use super::{ApiResult, json, parse_body};
 use crate::envelope::{ApiError, ErrorCode};
-use crate::registry::Route;
+use crate::routing::{MAX_BUNDLE_BYTES, Route};
 use crate::{AppState, route};
 
-/// Largest bundle accepted, bytes.
-pub const MAX_BUNDLE_BYTES: u64 = 1 << 30;
 /// Deadline of the install call: verification plus writing the slot.
 const INSTALL_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// Deadline of status and preflight calls.
 const STATUS_TIMEOUT: Duration = Duration::from_secs(20);
-/// The paths that take a bundle upload.
-pub const UPLOAD_PATHS: [&str; 3] = [
-    "/api/system/upgrade",
-    "/api/v1/firmware/update",
-    "/api/v1/system/upgrade",
-];
-
-/// Whether `path` takes a bundle upload (it has its own size limit, not `[api].max_body_bytes`).
-pub fn is_upload(path: &str) -> bool {
-    UPLOAD_PATHS.contains(&path)
-}
-
 /// This module's rows of the registry.
-pub fn routes() -> Vec<Route> {
+pub fn routes() -> Vec<Route<AppState>> {
     vec![
         route!(POST "/api/system/restore-to-stock", Bearer, P, Identity, Full, "Restore the stock firmware (runs the preflight checks first)", restore),
         route!(POST "/api/system/restore-to-stock/preflight", Bearer, P, Identity, Full, "Run the restore-to-stock checks now", preflight),
@@ -209,7 +195,10 @@ pub async fn fetch_status(state: &AppState) -> ApiResult<pb::UpdateStatus> {
 
 async fn status(State(state): State<AppState>) -> ApiResult {
     let s = fetch_status(&state).await?;
-    let receiving = state.uploads.snapshot().map(|r| (r.received, r.expected));
+    let receiving = state
+        .group_state(Uploads::default)
+        .snapshot()
+        .map(|r| (r.received, r.expected));
     Ok(json(status_json(&s, receiving)))
 }
 
@@ -288,7 +277,8 @@ async fn upload(
             format!("bundles are limited to {MAX_BUNDLE_BYTES} bytes"),
         ));
     }
-    let Some(_claim) = state.uploads.claim(expected) else {
+    let uploads = state.group_state(Uploads::default);
+    let Some(_claim) = uploads.claim(expected) else {
         return Err(upload_error(
             StatusCode::CONFLICT,
             "busy",
@@ -309,8 +299,7 @@ async fn upload(
         }
     };
     tokio::fs::create_dir_all(&dir).await.map_err(io)?;
-    let id = state
-        .uploads
+    let id = uploads
         .next_id
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let part = dir.join(format!("upload-{}-{id}.part", std::process::id()));
@@ -388,7 +377,7 @@ async fn receive(
                 ApiError::internal("cannot store the upload")
             }
         })?;
-        state.uploads.progress(total);
+        state.group_state(Uploads::default).progress(total);
     }
     if total == 0 {
         return Err(upload_error(

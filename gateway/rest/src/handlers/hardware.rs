@@ -24,11 +24,11 @@ use svcos_proto::tuner::v1::GetStateRequest;
 use super::status::enum_word;
 use super::{ApiResult, json, parse_body, round};
 use crate::envelope::ApiError;
-use crate::registry::Route;
+use crate::routing::Route;
 use crate::{AppState, route};
 
 /// This module's rows of the registry.
-pub fn routes() -> Vec<Route> {
+pub fn routes() -> Vec<Route<AppState>> {
     vec![
         route!(GET "/api/system/asic", Bearer, P, Identity, Full, "ASIC model, chains, frequency and voltage", system_asic),
         route!(GET "/api/system/health", Bearer, P, Identity, Full, "Which services are up", system_health),

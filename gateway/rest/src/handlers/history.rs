@@ -16,14 +16,14 @@ use svcos_proto::tuner::v1::{HistoryPoint, ListSamplesRequest, ListSamplesRespon
 use super::status::enum_word;
 use super::{ApiResult, json};
 use crate::envelope::ApiError;
-use crate::registry::Route;
+use crate::routing::Route;
 use crate::{AppState, route};
 
 /// Default window of the per-minute views, ms (the dashboard's 24 h chart).
 const DAY_MS: i64 = 24 * 3_600_000;
 
 /// This module's rows of the registry.
-pub fn routes() -> Vec<Route> {
+pub fn routes() -> Vec<Route<AppState>> {
     vec![
         route!(GET "/api/history", Bearer, P, Telemetry, Full, "Hashrate, power, temperature and shares per minute (30 days) or hour (2 years); default the last 24 h", history),
         route!(GET "/api/history/shares", Bearer, P, Telemetry, Full, "Share counters per minute, last 24 h by default", history_shares),

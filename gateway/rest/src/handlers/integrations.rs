@@ -16,11 +16,11 @@ use svcos_integrations::webhook::Target;
 use super::config::{SECRET_MASK, apply, config_from_json, merge, validation_error};
 use super::{ApiResult, json, parse_body};
 use crate::envelope::{ApiError, ErrorCode};
-use crate::registry::Route;
+use crate::routing::Route;
 use crate::{AppState, route};
 
 /// This module's rows of the registry.
-pub fn routes() -> Vec<Route> {
+pub fn routes() -> Vec<Route<AppState>> {
     vec![
         route!(GET "/api/config/mqtt", Bearer, P, Config, Full, "MQTT settings (password masked), topics and connection status", get_mqtt),
         route!(POST "/api/config/mqtt", Bearer, P, Config, Full, "Change MQTT settings; validated, saved atomically, applied live", post_mqtt),

@@ -13,11 +13,11 @@ use svcos_proto::tuner::v1::GetStateRequest;
 use super::status::enum_word;
 use super::{ApiResult, json, round};
 use crate::envelope::ApiError;
-use crate::registry::Route;
+use crate::routing::Route;
 use crate::{AppState, route};
 
 /// This module's rows of the registry.
-pub fn routes() -> Vec<Route> {
+pub fn routes() -> Vec<Route<AppState>> {
     vec![
         route!(GET "/api/system/boot_timeline", Bearer, P, Identity, Full, "When each service and mining started", boot_timeline),
         route!(GET "/api/boot/timeline", Bearer, U, Actions, Full, "When each service and mining started", boot_timeline),

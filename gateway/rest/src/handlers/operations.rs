@@ -14,40 +14,16 @@ pub mod home;
 pub mod setup;
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use svcos_common::{Layout, ServiceName};
+use svcos_common::ServiceName;
 use svcos_proto::tuner::v1::{GetPowerRequest, PowerStatus, ReconcileRequest};
 
 use crate::envelope::ApiError;
 use crate::handlers::ApiResult;
-use crate::registry::Route;
+use crate::routing::Route;
 use crate::{AppState, planned};
-
-/// Runtime state of these features, owned by the gateway's shared state.
-#[derive(Debug)]
-pub struct OpsState {
-    /// Serialises setup-wizard read-modify-write of its state file.
-    pub wizard: tokio::sync::Mutex<()>,
-    /// The last fleet discovery.
-    pub fleet: Mutex<Option<fleet::Scan>>,
-    /// One discovery at a time.
-    pub fleet_scan: tokio::sync::Mutex<()>,
-}
-
-impl OpsState {
-    /// Load persisted state from the gateway's state directory.
-    pub fn load(layout: &Layout) -> Self {
-        let dir = layout.service_state_dir(ServiceName::Gateway);
-        OpsState {
-            fleet: Mutex::new(read_json(&dir.join("fleet-scan.json"))),
-            wizard: tokio::sync::Mutex::new(()),
-            fleet_scan: tokio::sync::Mutex::new(()),
-        }
-    }
-}
 
 /// A `PowerService` answer, or the envelope for its failure.
 pub fn power_call<T>(r: Result<tonic::Response<T>, tonic::Status>) -> ApiResult<T> {
@@ -105,19 +81,12 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) {
     }
 }
 
-/// This module's rows of the registry.
-pub fn routes() -> Vec<Route> {
-    let mut rows = Vec::with_capacity(40);
-    rows.extend(setup::routes());
-    rows.extend(config_sections::routes());
-    rows.extend(fleet::routes());
-    rows.extend(energy_api::routes());
-    rows.extend(home::routes());
-    rows.extend([
+/// The rows not owned by one of the groups below (the table lists theirs).
+pub fn routes() -> Vec<Route<AppState>> {
+    vec![
         // A swarm would share room temperatures between svcOS peers; peers accept writes only
         // with their own owner's bearer token, which this miner does not hold.
         planned!(GET "/api/swarm", P, Fleet, "swarm"),
         planned!(POST "/api/swarm/room-temp", P, Fleet, "swarm room temperature"),
-    ]);
-    rows
+    ]
 }

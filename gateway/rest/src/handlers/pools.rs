@@ -14,7 +14,7 @@ use super::config::{SECRET_MASK, apply, unmask_pools, validation_error};
 use super::status::pool_json;
 use super::{ApiResult, json, parse_body};
 use crate::envelope::{ApiError, ErrorCode};
-use crate::registry::Route;
+use crate::routing::Route;
 use crate::state::POOL_TEST_TIMEOUT;
 use crate::{AppState, route};
 
@@ -22,7 +22,7 @@ use crate::{AppState, route};
 pub const MAX_POOLS: usize = 16;
 
 /// This module's rows of the registry.
-pub fn routes() -> Vec<Route> {
+pub fn routes() -> Vec<Route<AppState>> {
     vec![
         route!(GET "/api/pool/sv2/handshake", Bearer, U, Pools, Full, "Stratum V2 Noise handshake state", sv2_handshake),
         route!(GET "/api/pool/sv2/messages", Bearer, U, Pools, Full, "Recent Stratum V2 messages", sv2_messages),

@@ -19,11 +19,11 @@ use svcos_proto::stratum::v1::{GetPoolsResponse, PoolState, PoolStatus};
 
 use super::{ApiResult, json, round};
 use crate::envelope::ApiError;
-use crate::registry::Route;
+use crate::routing::Route;
 use crate::{AppState, route};
 
 /// This module's rows of the registry.
-pub fn routes() -> Vec<Route> {
+pub fn routes() -> Vec<Route<AppState>> {
     vec![
         route!(GET "/api/status", Bearer, P, Telemetry, Full, "Live telemetry and pool summary from the snapshots", status),
         route!(GET "/api/stats", Bearer, P, Telemetry, Full, "Counters: nonces, errors, shares per pool", stats),
@@ -184,7 +184,7 @@ pub fn render_status(
 }
 
 async fn status(State(state): State<AppState>) -> Response {
-    let body = state.status_body();
+    let body = state.status_body(render_status);
     (
         [(
             header::CONTENT_TYPE,

@@ -1,11 +1,11 @@
 //! Stratum V2 job declaration (owned with the SV2 client in stratum-agent).
 //! Operations still marked `planned!` answer 501 with the envelope until their feature lands.
 
-use crate::planned;
-use crate::registry::Route;
+use crate::routing::Route;
+use crate::{AppState, planned};
 
 /// This module's rows of the registry.
-pub fn routes() -> Vec<Route> {
+pub fn routes() -> Vec<Route<AppState>> {
     vec![
         planned!(POST "/api/jd/config", U, Pools, "Stratum V2 job declaration"),
         planned!(GET "/api/jd/status", U, Pools, "Stratum V2 job declaration"),

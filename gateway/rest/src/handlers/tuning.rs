@@ -16,11 +16,11 @@ use svcos_proto::tuner::v1 as pb;
 use super::status::enum_word;
 use super::{ApiResult, json, parse_body, round};
 use crate::envelope::ApiError;
-use crate::registry::Route;
+use crate::routing::Route;
 use crate::{AppState, planned, route};
 
 /// This module's rows of the registry.
-pub fn routes() -> Vec<Route> {
+pub fn routes() -> Vec<Route<AppState>> {
     vec![
         route!(PUT "/api/autotuner/active", Bearer, P, Tuning, Full, "Turn the autotuner on or off (off restores stock)", set_active),
         route!(GET "/api/autotuner/chip-health", Bearer, P, Tuning, Full, "Per-chip error rate, frequency trim and verdict", chip_health),

@@ -5,35 +5,17 @@
 //! tool gets the route's bearer check, its mode gating, its request validation, its audit record
 //! and its error envelope, and an answer that cannot drift from the REST one.
 
-use std::collections::HashMap;
-use std::sync::OnceLock;
-
 use axum::body::Body;
 use axum::http::{HeaderValue, Method, Request, StatusCode, header};
-use axum::routing::MethodRouter;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use crate::AppState;
 use crate::envelope::{self, ApiError};
 use crate::guard::{self, GuardCtx};
-use crate::registry;
 
 /// Largest REST answer a tool reads back (the status body is a few KiB; chips a few hundred).
 const MAX_ANSWER_BYTES: usize = 4 << 20;
-
-/// The handler of every registry row, built once (handlers are state-generic, so one table
-/// serves every gateway instance in the process).
-fn handlers() -> &'static HashMap<(Method, &'static str), MethodRouter<AppState>> {
-    static HANDLERS: OnceLock<HashMap<(Method, &'static str), MethodRouter<AppState>>> =
-        OnceLock::new();
-    HANDLERS.get_or_init(|| {
-        registry::all()
-            .into_iter()
-            .map(|r| ((r.meta.method.clone(), r.meta.path), r.handler))
-            .collect()
-    })
-}
 
 /// A REST answer as a tool sees it: the JSON body of a 2xx, or the error envelope of anything
 /// else.
@@ -71,10 +53,9 @@ async fn run(
     path: &'static str,
     body: Option<&Value>,
 ) -> (StatusCode, RestAnswer) {
-    let (Some(meta), Some(handler)) = (
-        registry::find(&method, path),
-        handlers().get(&(method.clone(), path)),
-    ) else {
+    let table = state.routes();
+    let (Some(meta), Some(handler)) = (table.find(&method, path), table.handler(&method, path))
+    else {
         // Only reachable through a typo in a tool table; the tests list every tool's route.
         return (
             StatusCode::NOT_FOUND,

@@ -21,7 +21,7 @@ use super::dispatch::{self, RestAnswer};
 use crate::AppState;
 use crate::authn::Session;
 use crate::envelope::ApiError;
-use crate::registry::{self, mode_rank};
+use crate::routing::{mode_rank, required_mode};
 
 /// The server name reported by `initialize`.
 pub const SERVER_NAME: &str = "svcos";
@@ -385,7 +385,7 @@ impl SvcosMcp {
         }
         // No REST row of its own: check the mode its nearest REST relative needs.
         let config = self.state.config();
-        let required = registry::required_mode("/api/pools");
+        let required = required_mode("/api/pools");
         if mode_rank(config.system.mode) < mode_rank(required) {
             return Ok(tool_error(dispatch::envelope_of(
                 &crate::guard::mode_forbidden(config.system.mode, required),

@@ -16,11 +16,11 @@ use crate::handlers::config::{
 };
 use crate::handlers::pools::parse_pool_list;
 use crate::handlers::{ApiResult, json, parse_body, round};
-use crate::registry::Route;
+use crate::routing::Route;
 use crate::{AppState, route};
 
 /// This module's rows of the registry.
-pub fn routes() -> Vec<Route> {
+pub fn routes() -> Vec<Route<AppState>> {
     vec![
         route!(GET "/api/config/power-calibration", Bearer, P, Config, Full, "PSU power-reading correction (factor, offset)", get_calibration),
         route!(POST "/api/config/power-calibration", Bearer, P, Config, Full, "Set the PSU power-reading correction", post_calibration),

@@ -18,11 +18,11 @@ use super::config_sections::patch_config;
 use super::{decision_json, power_call, power_status};
 use crate::envelope::{ApiError, ErrorCode};
 use crate::handlers::{ApiResult, json, parse_body, round};
-use crate::registry::Route;
+use crate::routing::Route;
 use crate::{AppState, route};
 
 /// This module's rows of the registry.
-pub fn routes() -> Vec<Route> {
+pub fn routes() -> Vec<Route<AppState>> {
     vec![
         route!(GET "/api/offgrid/config", Bearer, P, OffGrid, Full, "Off-grid following: battery source and thresholds", get_offgrid_config),
         route!(POST "/api/offgrid/config", Bearer, P, OffGrid, Full, "Set off-grid following", post_offgrid_config),

@@ -25,7 +25,7 @@ use tokio_stream::StreamExt;
 use super::{state_dir, write_json};
 use crate::envelope::{ApiError, ErrorCode};
 use crate::handlers::{ApiResult, json, parse_body, round};
-use crate::registry::Route;
+use crate::routing::Route;
 use crate::{AppState, route};
 use svcos_common::net::is_lan;
 
@@ -36,8 +36,22 @@ pub const MAX_CONCURRENCY: usize = 64;
 /// Largest cgminer reply read, bytes.
 const MAX_REPLY: usize = 256 * 1024;
 
+/// The last discovery (kept in the state directory) and the one-at-a-time lock.
+#[derive(Debug)]
+struct FleetState {
+    last: std::sync::Mutex<Option<Scan>>,
+    scan: tokio::sync::Mutex<()>,
+}
+
+fn fleet_state(state: &AppState) -> std::sync::Arc<FleetState> {
+    state.group_state(|| FleetState {
+        last: std::sync::Mutex::new(super::read_json(&state_dir(state).join("fleet-scan.json"))),
+        scan: tokio::sync::Mutex::new(()),
+    })
+}
+
 /// This module's rows of the registry.
-pub fn routes() -> Vec<Route> {
+pub fn routes() -> Vec<Route<AppState>> {
     vec![
         route!(POST "/api/fleet/discover", Bearer, P, Fleet, Full, "Scan a LAN range (<= /22) for cgminer-API miners on TCP 4028", discover),
         route!(GET "/api/fleet/miners", Bearer, P, Fleet, Full, "Miners found by the last discovery", miners),
@@ -336,7 +350,8 @@ async fn discover(State(state): State<AppState>, headers: HeaderMap, body: Bytes
     if !(1..=MAX_CONCURRENCY).contains(&concurrency) {
         return Err(invalid("concurrency", format!("1-{MAX_CONCURRENCY}")));
     }
-    let Ok(_one) = state.ops.fleet_scan.try_lock() else {
+    let fleet = fleet_state(&state);
+    let Ok(_one) = fleet.scan.try_lock() else {
         return Err(
             ApiError::new(StatusCode::CONFLICT, "a discovery is already running")
                 .code(ErrorCode::UnclassifiedError)
@@ -374,7 +389,7 @@ async fn discover(State(state): State<AppState>, headers: HeaderMap, body: Bytes
         miners,
     };
     write_json(&state_dir(&state).join("fleet-scan.json"), &scan);
-    *state.ops.fleet.lock().expect("fleet lock") = Some(scan.clone());
+    *fleet.last.lock().expect("fleet lock") = Some(scan.clone());
     Ok(json(scan_body(&scan)))
 }
 
@@ -390,7 +405,12 @@ fn scan_body(scan: &Scan) -> Value {
 }
 
 async fn miners(State(state): State<AppState>) -> Response {
-    match state.ops.fleet.lock().expect("fleet lock").as_ref() {
+    match fleet_state(&state)
+        .last
+        .lock()
+        .expect("fleet lock")
+        .as_ref()
+    {
         Some(scan) => json(scan_body(scan)),
         None => json(json!({
             "schema": "svcos.api.fleet.miners.v1", "count": 0, "miners": [],
@@ -429,7 +449,12 @@ pub fn aggregate(scan: &Scan) -> Value {
 }
 
 async fn pool_stats(State(state): State<AppState>) -> Response {
-    match state.ops.fleet.lock().expect("fleet lock").as_ref() {
+    match fleet_state(&state)
+        .last
+        .lock()
+        .expect("fleet lock")
+        .as_ref()
+    {
         Some(scan) => json(aggregate(scan)),
         None => json(
             json!({"schema": "svcos.api.fleet.pool_stats.v1", "miners": 0,

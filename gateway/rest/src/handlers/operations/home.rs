@@ -15,11 +15,11 @@ use super::config_sections::patch_config;
 use super::{decision_json, power_call, power_status};
 use crate::envelope::{ApiError, ErrorCode};
 use crate::handlers::{ApiResult, json, parse_body};
-use crate::registry::Route;
+use crate::routing::Route;
 use crate::{AppState, route};
 
 /// This module's rows of the registry.
-pub fn routes() -> Vec<Route> {
+pub fn routes() -> Vec<Route<AppState>> {
     vec![
         route!(GET "/api/home/night-mode", Bearer, P, Integrations, Full, "Night (quiet) hours: window, power and fan caps", get_night_mode),
         route!(POST "/api/home/night-mode", Bearer, P, Integrations, Full, "Set night (quiet) hours", post_night_mode),

@@ -8,7 +8,7 @@
 //! Auth: every wizard write needs a bearer, except during the first-boot window (no password
 //! exists yet), when the steps up to and including step3-password are reachable without one:
 //! nobody can hold a token before a password exists, and the open `POST /api/auth/setup`
-//! grants the same trust. The guard asks [`first_boot_open`] and the auth service.
+//! grants the same trust. The guard asks [`crate::routing::first_boot_open`] and the auth service.
 //!
 //! State lives in `<state>/gateway/setup-wizard.json`, written atomically. Settings entered
 //! in the wizard go into the config file through the one config write path
@@ -32,11 +32,11 @@ use super::config_sections::patch_config;
 use super::{read_json, state_dir};
 use crate::envelope::{ApiError, ErrorCode};
 use crate::handlers::{ApiResult, json, parse_body};
-use crate::registry::Route;
+use crate::routing::Route;
 use crate::{AppState, route};
 
 /// This module's rows of the registry.
-pub fn routes() -> Vec<Route> {
+pub fn routes() -> Vec<Route<AppState>> {
     vec![
         route!(POST "/api/setup/complete", Bearer, P, Auth, Full, "Finish the setup wizard (needs safety, circuit and a password)", complete),
         route!(POST "/api/setup/quiet-hours", Bearer, P, Auth, Full, "Wizard: quiet hours (writes [home.night_mode])", quiet_hours),
@@ -50,18 +50,9 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
-/// Wizard writes reachable without a token while no password exists.
-pub fn first_boot_open(path: &str) -> bool {
-    matches!(
-        path,
-        "/api/setup/step1-safety"
-            | "/api/setup/skip-safety"
-            | "/api/setup/step2-circuit"
-            | "/api/setup/step3-password"
-            | "/api/setup/step-economics"
-            | "/api/setup/quiet-hours"
-    )
-}
+/// Serialises the wizard's read-modify-write of its state file.
+#[derive(Debug, Default)]
+struct WizardLock(tokio::sync::Mutex<()>);
 
 /// Fraction of a breaker's rating a continuous load may use (NEC 210.19/210.20 practice).
 pub const CONTINUOUS_LOAD_FACTOR: f64 = 0.8;
@@ -210,7 +201,8 @@ async fn update(
     state: &AppState,
     f: impl FnOnce(&mut Wizard, i64) -> ApiResult<()>,
 ) -> ApiResult<Wizard> {
-    let _guard = state.ops.wizard.lock().await;
+    let lock = state.group_state(WizardLock::default);
+    let _guard = lock.0.lock().await;
     let mut w = Wizard::load(state);
     f(&mut w, state.clock.now_ms())?;
     w.save(state)?;
@@ -416,7 +408,8 @@ async fn step2_circuit(
     require_safety(&Wizard::load(&state))?;
     let limit = circuit_limit_watt(b.voltage_v, b.breaker_a);
     let apply_cap = b.apply_cap.unwrap_or(true);
-    let _guard = state.ops.wizard.lock().await;
+    let lock = state.group_state(WizardLock::default);
+    let _guard = lock.0.lock().await;
     let mut w = Wizard::load(&state);
     require_safety(&w)?;
     patch_config(
@@ -691,13 +684,5 @@ mod tests {
         w.record("circuit", StepStatus::Done, 2, Value::Null);
         assert_eq!(missing_for_completion(&w, Some(false)), ["password"]);
         assert!(missing_for_completion(&w, Some(true)).is_empty());
-    }
-
-    #[test]
-    fn first_boot_window_stops_at_the_password() {
-        assert!(first_boot_open("/api/setup/step3-password"));
-        assert!(!first_boot_open("/api/setup/complete"));
-        assert!(!first_boot_open("/api/setup/skip-password"));
-        assert!(!first_boot_open("/api/safety/acknowledge"));
     }
 }

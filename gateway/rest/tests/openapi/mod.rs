@@ -5,15 +5,17 @@
 //! body and `4XX`/`5XX` referencing `ApiErrorBody` — the only named schema — plus
 //! `x-svc-response-schema: not-derived`, `x-svc-source` (the registering file) and the
 //! gateway's own `x-svc-support`, `x-svc-required-mode`, `x-svc-pinned`. The miner does not
-//! serve this document; `docs/openapi.json` is written and checked by the test suite.
+//! serve this document, so its generator lives with the test that writes and checks
+//! `docs/openapi.json` (`tests/registry.rs`), not in the gateway's `src/`.
 
 use std::collections::BTreeMap;
 
 use axum::http::Method;
 use serde_json::{Map, Value, json};
 
-use crate::envelope::ErrorCode;
-use crate::registry::{AuthClass, RouteMeta, metas};
+use svcos_gateway::envelope::ErrorCode;
+use svcos_gateway::registry::metas;
+use svcos_gateway::routing::{AuthClass, RouteMeta};
 
 /// The ApiErrorBody schema.
 pub fn error_schema() -> Value {
@@ -170,7 +172,7 @@ pub fn document() -> Value {
         "openapi": "3.1.0",
         "info": {
             "title": "svcOS miner local API",
-            "version": crate::handlers::discovery::API_CONTRACT_VERSION,
+            "version": svcos_gateway::handlers::discovery::API_CONTRACT_VERSION,
             "description": "Generated from the gateway's route registry. Every non-2xx answer is the ApiErrorBody envelope. Operations with x-svc-support: planned answer 501 until their feature lands.",
         },
         "paths": paths,

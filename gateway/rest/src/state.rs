@@ -235,7 +235,7 @@ impl Inner {
         );
         let proxy_key =
             svcos_common::proxykey::ProxyKeyCheck::new(&svcos_common::proxykey::key_path(&layout));
-        let state = Arc::new(Inner {
+        Arc::new(Inner {
             proxy_key,
             recovered: Mutex::new((i64::MIN, Vec::new())),
             layout,
@@ -252,8 +252,7 @@ impl Inner {
             integrations,
             group_state: Mutex::new(Default::default()),
             routes: std::sync::OnceLock::new(),
-        });
-        state
+        })
     }
 
     /// State files some service found damaged and moved aside (scanned at most every 10 s).

@@ -742,7 +742,7 @@ impl Manager {
         let tx = self.events_tx.clone();
         let layout = self.settings.layout.clone();
         tokio::spawn(async move {
-            let mut delay = Duration::from_millis(2);
+            let mut backoff = ipc::Backoff::new(Duration::from_millis(2), HEALTH_POLL_CAP);
             loop {
                 tokio::select! {
                     ok = ipc::check_health(&layout, service, HEALTH_PROBE_TIMEOUT) => {
@@ -754,10 +754,9 @@ impl Manager {
                     _ = cancel.wait() => return,
                 }
                 tokio::select! {
-                    _ = tokio::time::sleep(delay) => {}
+                    _ = tokio::time::sleep(backoff.next_delay()) => {}
                     _ = cancel.wait() => return,
                 }
-                delay = (delay * 2).min(HEALTH_POLL_CAP);
             }
         });
         // Force a transition event even when re-tracking from Starting.

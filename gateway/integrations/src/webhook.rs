@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 use svcos_common::Shutdown;
 use svcos_common::config::{WebhookConfig, WebhookHook, event_matches};
+use svcos_common::ipc::Backoff;
 use svcos_common::time::Clock;
 use tokio::sync::{Notify, broadcast, watch};
 use tokio::task::JoinSet;
@@ -418,7 +419,7 @@ async fn worker(
     loop {
         let (ev, left) = queue.pop().await;
         statuses.with(&target.url, |c| c.queued = left);
-        let mut delay = Duration::from_secs(1);
+        let mut backoff = Backoff::new(Duration::from_secs(1), MAX_BACKOFF);
         for attempt in 1..=cfg.max_attempts {
             let outcome = deliver(&http, &target, &ev, attempt, timeout, clock.as_ref()).await;
             let ok = outcome.ok;
@@ -448,8 +449,7 @@ async fn worker(
             if !will_retry {
                 break;
             }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(MAX_BACKOFF);
+            tokio::time::sleep(backoff.next_delay()).await;
         }
     }
 }

@@ -77,6 +77,8 @@ impl Worker {
         self.set_status(ChainStatus::Initializing);
         match self.bring_up() {
             Ok(()) => {
+                self.retry_bring_up_at = None;
+                self.bring_up_backoff.reset();
                 self.set_status(ChainStatus::Mining);
                 // Work that arrived during bring-up goes out first.
                 if let Some(job) = self.job.clone() {
@@ -86,17 +88,42 @@ impl Worker {
                 }
             }
             Err(ChainError::NoChips { .. }) => {
-                tracing::warn!(chain = self.chain(), "no chips answered");
+                let retry = self.schedule_bring_up_retry();
+                tracing::warn!(chain = self.chain(), retry_in = ?retry, "no chips answered");
                 self.park_port();
                 self.set_status(ChainStatus::Missing);
             }
             Err(e) => {
-                tracing::warn!(chain = self.chain(), error = %e, "bring-up failed");
+                let retry = self.schedule_bring_up_retry();
+                tracing::warn!(chain = self.chain(), error = %e, retry_in = ?retry, "bring-up failed");
                 self.park_port();
                 self.set_status(ChainStatus::Fault(e.to_string()));
             }
         }
         self.save_state();
+    }
+
+    fn schedule_bring_up_retry(&mut self) -> Duration {
+        let delay = self.bring_up_backoff.next_delay();
+        self.retry_bring_up_at = Some(Instant::now() + delay);
+        delay
+    }
+
+    /// Called from housekeeping: bring a chain whose bring-up failed up again once its retry
+    /// is due, as long as it is still meant to be on.
+    pub(super) fn retry_bring_up_if_due(&mut self, now: Instant) {
+        let Some(at) = self.retry_bring_up_at else {
+            return;
+        };
+        if !(self.powered && self.enabled) {
+            self.retry_bring_up_at = None;
+            self.bring_up_backoff.reset();
+            return;
+        }
+        if now >= at {
+            tracing::info!(chain = self.chain(), "trying the bring-up again");
+            self.cold_start();
+        }
     }
 
     /// Keep the UART open but unused (powered down, or bring-up failed).
@@ -488,5 +515,45 @@ mod tests {
             more.chips.iter().map(|c| c.hw_errors).collect::<Vec<_>>(),
             vec![0, 1, 2, 3, 0, 0]
         );
+    }
+
+    fn enumerations(written: &[u8]) -> usize {
+        let probe = Command::ReadRegister {
+            target: Target::All,
+            register: reg::CHIP_ADDRESS,
+        }
+        .encode();
+        written.windows(probe.len()).filter(|w| *w == probe).count()
+    }
+
+    #[test]
+    fn a_failed_bring_up_is_tried_again_with_backoff_while_the_chain_is_meant_to_be_on() {
+        let mut kit = super::super::testkit::worker(1);
+        let (port, chips) = super::super::testkit::port();
+        let w = &mut kit.worker;
+        w.spare_port = Some(port);
+        w.cold_start();
+        assert_eq!(w.status, ChainStatus::Missing);
+        assert_eq!(enumerations(&chips.written()), 1);
+        let first = w.retry_bring_up_at.expect("a retry is scheduled");
+
+        // Not yet due: nothing happens.
+        w.retry_bring_up_if_due(first - Duration::from_millis(1));
+        assert_eq!(enumerations(&chips.written()), 1);
+        // Due: the chain is enumerated again, and the next retry waits longer.
+        let tried = Instant::now();
+        w.retry_bring_up_if_due(first);
+        assert_eq!(enumerations(&chips.written()), 2);
+        let second = w.retry_bring_up_at.expect("still failing, still scheduled");
+        assert!(
+            second.duration_since(tried) > BRING_UP_RETRY_FLOOR,
+            "the delay doubled"
+        );
+
+        // Switched off meanwhile: no more attempts.
+        w.enabled = false;
+        w.retry_bring_up_if_due(second + BRING_UP_RETRY_CAP);
+        assert_eq!(w.retry_bring_up_at, None);
+        assert_eq!(enumerations(&chips.written()), 2);
     }
 }

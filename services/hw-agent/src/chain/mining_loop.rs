@@ -354,6 +354,7 @@ impl Worker {
     }
 
     pub(super) fn housekeeping(&mut self) {
+        self.retry_bring_up_if_due(Instant::now());
         let now_ms = self.now_ms();
         if self.status == ChainStatus::Mining {
             // A chip is dead when it has been silent for many of its expected nonce intervals.

@@ -65,6 +65,11 @@ const CHAIN_RT_PRIORITY: i32 = 10;
 const JOB_IDS: usize = 256;
 /// How long a debug/diagnostic register read waits for the chip's answer.
 const DEBUG_REGISTER_WAIT: Duration = Duration::from_millis(200);
+/// A failed bring-up is tried again after this, doubling up to [`BRING_UP_RETRY_CAP`]: a board
+/// that answers late after power-on (or a loaded controller that missed the answer window)
+/// comes back by itself, and an absent board costs one broadcast read every half minute.
+const BRING_UP_RETRY_FLOOR: Duration = Duration::from_secs(1);
+const BRING_UP_RETRY_CAP: Duration = Duration::from_secs(30);
 
 /// What the chain is doing, as the API reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -493,6 +498,9 @@ struct Worker {
     buf: Vec<u8>,
     /// Consecutive reads that returned nothing although poll said readable.
     empty_reads: u32,
+    /// When to try a failed bring-up again (`None`: it did not fail, or the chain is off).
+    retry_bring_up_at: Option<Instant>,
+    bring_up_backoff: svcos_common::ipc::Backoff,
 }
 
 impl Worker {
@@ -533,6 +541,11 @@ impl Worker {
             origin: Instant::now(),
             buf: vec![0; 4096],
             empty_reads: 0,
+            retry_bring_up_at: None,
+            bring_up_backoff: svcos_common::ipc::Backoff::new(
+                BRING_UP_RETRY_FLOOR,
+                BRING_UP_RETRY_CAP,
+            ),
         }
     }
 

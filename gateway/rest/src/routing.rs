@@ -247,18 +247,11 @@ pub struct Route<S> {
 
 /// The whole table as the layers below the top see it: every row's metadata (in registry
 /// order) and handler, built once by [`crate::registry`].
+#[derive(Debug)]
 pub struct RouteTable<S> {
     /// Every row's metadata, in registry order.
     pub metas: Vec<RouteMeta>,
     handlers: HashMap<(Method, &'static str), MethodRouter<S>>,
-}
-
-impl<S> std::fmt::Debug for RouteTable<S> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RouteTable")
-            .field("rows", &self.metas.len())
-            .finish()
-    }
 }
 
 impl<S> RouteTable<S> {

@@ -11,28 +11,19 @@ use std::path::{Path, PathBuf};
 
 /// `src/` may hold at most this many lines. Issue 14 asks for 9 000; lower this number whenever
 /// the gateway shrinks, never raise it.
-const MAX_SRC_LINES: usize = 12_441;
+const MAX_SRC_LINES: usize = 12_436;
 
 /// Modules that are one node of the graph however many files they span (their inside is
 /// their own business).
 const UNITS: &[&str] = &["mcp"];
 
-/// Circles still to be removed; every entry is one strongly connected set of modules, sorted.
-/// The test fails on a circle not listed here and on an entry that is no longer a circle, so
-/// this list can only shrink.
-const KNOWN_CIRCLES: &[&[&str]] = &[
-    &["handlers::config", "handlers::integrations"],
-    &[
-        "handlers::operations::config_sections",
-        "handlers::operations::home",
-        "handlers::pools",
-        "handlers::status",
-    ],
-];
+/// Circles still to be removed (each one strongly connected set of modules, sorted): none are
+/// left. The test fails on a circle not listed here and on an entry that is no longer a circle,
+/// so this list can only shrink; keep it empty.
+const KNOWN_CIRCLES: &[&[&str]] = &[];
 
 /// Route-group imports still to be removed (`from -> to`), under the same only-shrinks rule.
 const KNOWN_GROUP_EDGES: &[&str] = &[
-    "handlers::config -> handlers::integrations",
     "handlers::discovery -> handlers::firmware",
     "handlers::hardware -> handlers::discovery",
     "handlers::hardware -> handlers::status",
@@ -49,7 +40,6 @@ const KNOWN_GROUP_EDGES: &[&str] = &[
     "handlers::operations::setup -> handlers::operations::config_sections",
     "handlers::pools -> handlers::config",
     "handlers::pools -> handlers::status",
-    "handlers::status -> handlers::operations::home",
     "handlers::tuning -> handlers::status",
     "handlers::ws -> handlers::status",
 ];

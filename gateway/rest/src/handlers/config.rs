@@ -304,7 +304,7 @@ pub fn masked(config: &Config) -> Value {
         }
     }
     mask_url_member(v.pointer_mut("/donation/pool_url"));
-    super::integrations::mask_secrets(&mut v);
+    mask_secrets(&mut v);
     v
 }
 
@@ -364,7 +364,7 @@ pub fn restore_secrets(new: &mut Config, old: &Config) {
     {
         new.donation.pool_url = old.donation.pool_url.clone();
     }
-    super::integrations::unmask_secrets(new, old);
+    unmask_secrets(new, old);
 }
 
 /// Deserialize a merged JSON config; on failure name the first offending field.
@@ -857,6 +857,51 @@ async fn set_mode(State(state): State<AppState>, headers: HeaderMap, body: Bytes
         ErrorCode::ConfigValidation,
     )
     .await
+}
+
+/// Replace `mqtt.password` and `webhook.hooks[].secret` by the mask in a JSON config.
+pub fn mask_secrets(v: &mut Value) {
+    let mask = |s: &mut Value| {
+        if s.as_str().is_some_and(|s| !s.is_empty()) {
+            *s = Value::String(SECRET_MASK.into());
+        }
+    };
+    if let Some(pw) = v.pointer_mut("/mqtt/password") {
+        mask(pw);
+    }
+    if let Some(hooks) = v
+        .pointer_mut("/webhook/hooks")
+        .and_then(Value::as_array_mut)
+    {
+        for h in hooks {
+            if let Some(s) = h.get_mut("secret") {
+                mask(s);
+            }
+        }
+    }
+}
+
+/// The stored secret for a hook: same URL first, else the same position.
+fn stored_secret(old: &Config, url: &str, index: usize) -> String {
+    let hooks = &old.webhook.hooks;
+    hooks
+        .iter()
+        .find(|h| h.url == url)
+        .or_else(|| hooks.get(index))
+        .map(|h| h.secret.clone())
+        .unwrap_or_default()
+}
+
+/// Put stored secrets back where a client echoed the mask.
+pub fn unmask_secrets(new: &mut Config, old: &Config) {
+    if new.mqtt.password == SECRET_MASK {
+        new.mqtt.password = old.mqtt.password.clone();
+    }
+    for (i, h) in new.webhook.hooks.iter_mut().enumerate() {
+        if h.secret == SECRET_MASK {
+            h.secret = stored_secret(old, &h.url, i);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,9 @@ use svcos_common::config::{Config, ConfigError, EVENT_NAMES, check_webhook_url};
 use svcos_integrations::payload::{self, Topics};
 use svcos_integrations::webhook::Target;
 
-use super::config::{SECRET_MASK, apply, config_from_json, merge, validation_error};
+use super::config::{
+    SECRET_MASK, apply, config_from_json, mask_secrets, merge, unmask_secrets, validation_error,
+};
 use super::{ApiResult, json, parse_body};
 use crate::envelope::{ApiError, ErrorCode};
 use crate::routing::Route;
@@ -30,51 +32,6 @@ pub fn routes() -> Vec<Route<AppState>> {
         route!(POST "/api/config/webhook/test", Bearer, P, Config, Full, "Send a signed test event, report status code and latency", test_webhook),
         route!(GET "/api/mqtt/status", Bearer, P, Integrations, Full, "MQTT connection, last error, messages published", mqtt_status),
     ]
-}
-
-/// Replace `mqtt.password` and `webhook.hooks[].secret` by the mask in a JSON config.
-pub fn mask_secrets(v: &mut Value) {
-    let mask = |s: &mut Value| {
-        if s.as_str().is_some_and(|s| !s.is_empty()) {
-            *s = Value::String(SECRET_MASK.into());
-        }
-    };
-    if let Some(pw) = v.pointer_mut("/mqtt/password") {
-        mask(pw);
-    }
-    if let Some(hooks) = v
-        .pointer_mut("/webhook/hooks")
-        .and_then(Value::as_array_mut)
-    {
-        for h in hooks {
-            if let Some(s) = h.get_mut("secret") {
-                mask(s);
-            }
-        }
-    }
-}
-
-/// The stored secret for a hook: same URL first, else the same position.
-fn stored_secret(old: &Config, url: &str, index: usize) -> String {
-    let hooks = &old.webhook.hooks;
-    hooks
-        .iter()
-        .find(|h| h.url == url)
-        .or_else(|| hooks.get(index))
-        .map(|h| h.secret.clone())
-        .unwrap_or_default()
-}
-
-/// Put stored secrets back where a client echoed the mask.
-pub fn unmask_secrets(new: &mut Config, old: &Config) {
-    if new.mqtt.password == SECRET_MASK {
-        new.mqtt.password = old.mqtt.password.clone();
-    }
-    for (i, h) in new.webhook.hooks.iter_mut().enumerate() {
-        if h.secret == SECRET_MASK {
-            h.secret = stored_secret(old, &h.url, i);
-        }
-    }
 }
 
 /// `{"mqtt": {...}}` or the bare section.

@@ -364,7 +364,7 @@ async fn home_status(State(state): State<AppState>) -> ApiResult {
     // The thermostat lives in the tuner's governor: one call. While the tuner is away the
     // status still answers (from the telemetry snapshot) and the thermostat reads `null`.
     let thermostat = match crate::handlers::operations::power_status(&state, false).await {
-        Ok(power) => crate::handlers::operations::home::thermostat_body(&state, &power, None),
+        Ok(power) => crate::handlers::operations::thermostat_body(&state, &power, None),
         Err(_) => Value::Null,
     };
     let max_pwm = t.fans.iter().map(|f| f.pwm_percent).max().unwrap_or(0);

@@ -9,10 +9,10 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use svcos_proto::tuner::v1::{PostRoomTemperatureRequest, PowerStatus, ThermostatAction};
+use svcos_proto::tuner::v1::{PostRoomTemperatureRequest, PowerStatus};
 
 use super::config_sections::patch_config;
-use super::{decision_json, power_call, power_status};
+use super::{power_call, power_status, thermostat_body};
 use crate::envelope::{ApiError, ErrorCode};
 use crate::handlers::{ApiResult, json, parse_body};
 use crate::routing::Route;
@@ -109,39 +109,6 @@ async fn presets(State(_state): State<AppState>) -> Response {
         "presets": list,
         "apply": "POST /api/home/target with {\"preset\": \"<name>\"}",
     }))
-}
-
-/// The thermostat as `/api/home/target` answers it (also a member of `/api/home/status`).
-pub(crate) fn thermostat_body(
-    state: &AppState,
-    power: &PowerStatus,
-    action: Option<ThermostatAction>,
-) -> Value {
-    let config = state.config();
-    let t = power.thermostat.clone().unwrap_or_default();
-    let action = action.map(|a| match a {
-        ThermostatAction::Unspecified => Value::Null,
-        a => json!(
-            a.as_str_name()
-                .trim_start_matches("THERMOSTAT_ACTION_")
-                .to_ascii_lowercase()
-        ),
-    });
-    json!({
-        "schema": "svcos.api.home.thermostat.v1",
-        "enabled": config.home.thermostat_enabled,
-        "target_room_c": config.home.target_room_c,
-        "hysteresis_c": config.home.hysteresis_c,
-        "room_c": t.room_c,
-        "reading_at_ms": (t.reading_at_ms > 0).then_some(t.reading_at_ms),
-        "reading_fresh": t.reading_fresh,
-        "source": t.source,
-        "action": action,
-        "level_watt": t.level_watt,
-        "sleeping": t.sleeping,
-        "limits": {"min_watt": config.home.min_watt, "max_watt": config.home.max_watt, "step_watt": config.home.step_watt},
-        "governor": decision_json(power),
-    })
 }
 
 #[derive(Debug, Deserialize)]

@@ -64,6 +64,7 @@ pub mod v2;
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::ExitCode;
+#[cfg(feature = "test-pool")]
 use std::sync::Arc;
 
 use anyhow::Context;

@@ -25,8 +25,6 @@ use crate::{ProxyBody, ProxyConfig, assets};
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long open connections get to finish at shutdown.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
-/// Pause after a failed accept (for example out of file descriptors) before trying again.
-const ACCEPT_RETRY: Duration = Duration::from_millis(50);
 
 struct Proxy {
     hosts: HostPolicy,
@@ -81,27 +79,10 @@ pub async fn serve(listener: TcpListener, config: ProxyConfig, shutdown: Shutdow
     // included) behind it in the backlog.
     let limiter = ConnLimiter::new(config.max_connections_per_peer, config.max_connections);
     let mut connections = JoinSet::new();
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(ACCEPT_RETRY).await;
-                    continue;
-                }
-            },
-            _ = shutdown.wait() => break,
-        };
+    while let Some((stream, peer, slot)) =
+        connlimit::admit_http(&listener, &limiter, &shutdown).await
+    {
         while connections.try_join_next().is_some() {}
-        let slot = match limiter.try_acquire(peer.ip()) {
-            Ok(slot) => slot,
-            Err(why) => {
-                tracing::debug!(peer = %peer.ip(), ?why, "connection over the cap; refused");
-                connlimit::refuse_http(stream, why);
-                continue;
-            }
-        };
         connections.spawn(connection(
             proxy.clone(),
             stream,

@@ -123,6 +123,36 @@ pub fn refuse_http(mut stream: tokio::net::TcpStream, why: Refused) {
     });
 }
 
+/// Accept the next connection the caps admit, answering the others with [`http_refusal`] on
+/// the way; `None` once `shutdown` fires. The one admission step of the HTTP ports (gateway,
+/// proxy): a failed accept (EMFILE and friends) backs off briefly instead of spinning.
+pub async fn admit_http(
+    listener: &tokio::net::TcpListener,
+    limiter: &ConnLimiter,
+    shutdown: &crate::Shutdown,
+) -> Option<(tokio::net::TcpStream, std::net::SocketAddr, ConnPermit)> {
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.wait() => return None,
+        };
+        match limiter.try_acquire(peer.ip()) {
+            Ok(slot) => return Some((stream, peer, slot)),
+            Err(why) => {
+                tracing::debug!(peer = %peer.ip(), ?why, "connection over the cap; refused");
+                refuse_http(stream, why);
+            }
+        }
+    }
+}
+
 /// IPv4-mapped IPv6 peers (a dual-stack listener) count as their IPv4 address.
 fn canonical(addr: IpAddr) -> IpAddr {
     match addr {

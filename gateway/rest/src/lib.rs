@@ -22,11 +22,11 @@
 #![allow(clippy::result_large_err)]
 
 pub mod authn;
+pub mod dispatch;
 pub mod envelope;
 pub mod guard;
 pub mod handlers;
 pub mod listener;
-pub mod mcp;
 pub mod mqtt_control;
 pub mod registry;
 pub mod routing;

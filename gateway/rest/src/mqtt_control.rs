@@ -3,7 +3,7 @@
 //!
 //! A command does not touch hardware or config by itself: [`svcos_integrations::commands::plan`]
 //! names the REST write it mirrors, and this task runs that registry row in process
-//! ([`crate::mcp::dispatch::call_internal`]) behind the row's own guard, as the internal caller
+//! ([`crate::dispatch::call_internal`]) behind the row's own guard, as the internal caller
 //! `mqtt`. So the command gets the route's validation, the mode rules and an audit entry
 //! (session `internal:mqtt`), and the REST and MQTT paths cannot drift apart. A payload refused
 //! before any route (not ON/OFF, a retained replay) is logged and audited as method `MQTT`.
@@ -14,8 +14,8 @@ use serde_json::Value;
 use svcos_integrations::commands::{self, Command, CommandResult, Plan};
 
 use crate::AppState;
+use crate::dispatch;
 use crate::guard::InternalCaller;
-use crate::mcp::dispatch;
 use crate::state::AuditEntry;
 
 /// The caller name in the audit log (`internal:mqtt`).

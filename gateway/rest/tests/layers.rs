@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 
 /// `src/` may hold at most this many lines. Issue 14 asks for 9 000; lower this number whenever
 /// the gateway shrinks, never raise it.
-const MAX_SRC_LINES: usize = 12_436;
+const MAX_SRC_LINES: usize = 11_804;
 
 /// Modules that are one node of the graph however many files they span (their inside is
 /// their own business).
-const UNITS: &[&str] = &["mcp"];
+const UNITS: &[&str] = &[];
 
 /// Circles still to be removed (each one strongly connected set of modules, sorted): none are
 /// left. The test fails on a circle not listed here and on an entry that is no longer a circle,

@@ -1,4 +1,4 @@
-//! In-process calls of registry routes on behalf of an MCP tool.
+//! In-process calls of registry routes on behalf of an MCP tool or an MQTT command.
 //!
 //! A tool does not rebuild what a REST handler already answers: it runs the handler of one fixed
 //! registry row, behind that row's own guard, with the caller's `Authorization` header. So the
@@ -11,15 +11,13 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use crate::AppState;
-use crate::envelope::{self, ApiError};
+use crate::envelope;
 use crate::guard::{self, GuardCtx};
 
 /// Largest REST answer a tool reads back (the status body is a few KiB; chips a few hundred).
 const MAX_ANSWER_BYTES: usize = 4 << 20;
 
-/// A REST answer as a tool sees it: the JSON body of a 2xx, or the error envelope of anything
-/// else.
-pub type RestAnswer = Result<Value, Value>;
+pub use svcos_mcp::RestAnswer;
 
 /// Run `method path` (a registry row) in process with `authorization` and an optional JSON
 /// body; the answer is the route's own JSON or its error envelope.
@@ -107,9 +105,4 @@ async fn run(
     } else {
         (status, Err(value))
     }
-}
-
-/// The envelope of an [`ApiError`] raised by a tool itself (same shape as a route's).
-pub fn envelope_of(err: &ApiError) -> Value {
-    err.body()
 }

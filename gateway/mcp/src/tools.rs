@@ -1,6 +1,6 @@
 //! The MCP tools: read-only monitoring for any authenticated agent, control for the owner.
 //!
-//! Each tool names the registry row it answers from ([`dispatch::call`]); read tools name only
+//! Each tool names the registry row it answers from ([`Gateway::call`]); read tools name only
 //! `GET` rows, so none of them can change anything. Control tools first check [`Access`], then
 //! run the REST equivalent (its mode gating and validation included). Whatever goes wrong comes
 //! back as a tool error (`isError: true`) whose text is the envelope's message and whose
@@ -15,13 +15,9 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, schemars, tool, tool_handler, tool_router};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use svcos_proto::stratum::v1::SwitchPoolRequest;
+use std::sync::Arc;
 
-use super::dispatch::{self, RestAnswer};
-use crate::AppState;
-use crate::authn::Session;
-use crate::envelope::ApiError;
-use crate::routing::{mode_rank, required_mode};
+use crate::{Gateway, RestAnswer, envelope};
 
 /// The server name reported by `initialize`.
 pub const SERVER_NAME: &str = "svcos";
@@ -36,13 +32,11 @@ pub enum Access {
 }
 
 impl Access {
-    /// The access of the HTTP request behind a tool call. Only a session that
-    /// `AuthService.ValidateSession` accepted (the guard of `POST /mcp` puts it in the request
-    /// extensions) is an owner session: sessions are created only by a login with the owner's
-    /// password. No other credential (a `/ws` ticket, open `/metrics`) ever becomes one.
-    pub fn of(parts: Option<&Parts>) -> Access {
+    /// The access of the HTTP request behind a tool call: only an owner session the gateway
+    /// vouches for is [`Access::Owner`]; no request at all is monitoring.
+    pub fn of(gateway: &dyn Gateway, parts: Option<&Parts>) -> Access {
         match parts {
-            Some(p) if p.extensions.get::<Session>().is_some_and(|s| !s.read_only) => Access::Owner,
+            Some(p) if gateway.is_owner(p) => Access::Owner,
             _ => Access::Monitor,
         }
     }
@@ -51,7 +45,7 @@ impl Access {
 /// The MCP server of one gateway (built per request: the transport is stateless).
 #[derive(Clone)]
 pub struct SvcosMcp {
-    state: AppState,
+    gateway: Arc<dyn Gateway>,
     tool_router: ToolRouter<SvcosMcp>,
 }
 
@@ -170,28 +164,33 @@ fn tool_error(envelope: Value) -> CallToolResult {
 }
 
 fn owner_required() -> Value {
-    dispatch::envelope_of(
-        &ApiError::new(
-            axum::http::StatusCode::FORBIDDEN,
-            "control tools need an authenticated owner session",
-        )
-        .detail("read-only monitoring is open to any authenticated agent; control is not")
-        .suggestion("log in with the owner password (POST /api/auth/session) and send that bearer token to /mcp"),
+    envelope(
+        "control tools need an authenticated owner session",
+        "read-only monitoring is open to any authenticated agent; control is not",
+        None,
+        "log in with the owner password (POST /api/auth/session) and send that bearer token to /mcp",
+        &[],
     )
 }
 
 #[tool_router]
 impl SvcosMcp {
-    /// A server for one request of `state`'s gateway.
-    pub fn new(state: AppState) -> Self {
+    /// A server for one request to `gateway`.
+    pub fn new(gateway: Arc<dyn Gateway>) -> Self {
         SvcosMcp {
-            state,
+            gateway,
             tool_router: Self::tool_router(),
         }
     }
 
+    fn access(&self, ctx: &RequestContext<RoleServer>) -> Access {
+        Access::of(self.gateway.as_ref(), parts(ctx))
+    }
+
     async fn read(&self, ctx: &RequestContext<RoleServer>, path: &'static str) -> RestAnswer {
-        dispatch::call(&self.state, authorization(ctx), Method::GET, path, None).await
+        self.gateway
+            .call(authorization(ctx), Method::GET, path, None)
+            .await
     }
 
     /// Run a control: owner only, then the REST equivalent `POST path`.
@@ -201,18 +200,13 @@ impl SvcosMcp {
         path: &'static str,
         body: Option<Value>,
     ) -> CallToolResult {
-        if Access::of(parts(ctx)) != Access::Owner {
+        if self.access(ctx) != Access::Owner {
             return tool_error(owner_required());
         }
         result(
-            dispatch::call(
-                &self.state,
-                authorization(ctx),
-                Method::POST,
-                path,
-                body.as_ref(),
-            )
-            .await,
+            self.gateway
+                .call(authorization(ctx), Method::POST, path, body.as_ref())
+                .await,
         )
     }
 
@@ -351,7 +345,7 @@ impl SvcosMcp {
         Parameters(args): Parameters<PoolEnabledArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        if Access::of(parts(&ctx)) != Access::Owner {
+        if self.access(&ctx) != Access::Owner {
             return Ok(tool_error(owner_required()));
         }
         let current = match self.read(&ctx, "/api/pools").await {
@@ -380,29 +374,14 @@ impl SvcosMcp {
         Parameters(args): Parameters<PoolIndexArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        if Access::of(parts(&ctx)) != Access::Owner {
+        if self.access(&ctx) != Access::Owner {
             return Ok(tool_error(owner_required()));
         }
-        // No REST row of its own: check the mode its nearest REST relative needs.
-        let config = self.state.config();
-        let required = required_mode("/api/pools");
-        if mode_rank(config.system.mode) < mode_rank(required) {
-            return Ok(tool_error(dispatch::envelope_of(
-                &crate::guard::mode_forbidden(config.system.mode, required),
-            )));
-        }
-        let mut stratum = self.state.peers.stratum.clone();
-        match stratum
-            .switch_pool(SwitchPoolRequest { index: args.index })
-            .await
-        {
-            Ok(_) => Ok(CallToolResult::structured(json!({
+        match self.gateway.switch_pool(args.index).await {
+            Ok(()) => Ok(CallToolResult::structured(json!({
                 "schema": "svcos.mcp.switch_pool.v1", "switched_to": args.index,
             }))),
-            Err(s) => Ok(tool_error(dispatch::envelope_of(&ApiError::from_grpc(
-                "stratum-agent",
-                &s,
-            )))),
+            Err(envelope) => Ok(tool_error(envelope)),
         }
     }
 
@@ -517,13 +496,12 @@ impl ServerHandler for SvcosMcp {
 pub fn pool_list_with(pools_body: &Value, index: u32, enabled: bool) -> Result<Vec<Value>, Value> {
     let pools = pools_body["pools"].as_array().cloned().unwrap_or_default();
     if index as usize >= pools.len() {
-        return Err(dispatch::envelope_of(
-            &ApiError::bad_request(format!(
-                "no pool {index}: {} pools are configured",
-                pools.len()
-            ))
-            .with("field", "index")
-            .suggestion("get_pools lists the pools and their indexes"),
+        return Err(envelope(
+            &format!("no pool {index}: {} pools are configured", pools.len()),
+            "",
+            Some("unclassified_error"),
+            "get_pools lists the pools and their indexes",
+            &[("field", json!("index"))],
         ));
     }
     Ok(pools
@@ -589,25 +567,6 @@ pub fn merge_events(timeline: &Value, policy: &Value, limit: usize) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn access_needs_a_validated_session() {
-        let (mut with_session, _) = axum::http::Request::new(()).into_parts();
-        with_session.extensions.insert(Session {
-            read_only: false,
-            session_id: "s1".into(),
-        });
-        let (without, _) = axum::http::Request::new(()).into_parts();
-        let (mut api_token, _) = axum::http::Request::new(()).into_parts();
-        api_token.extensions.insert(Session {
-            read_only: true,
-            session_id: "tok-1".into(),
-        });
-        assert_eq!(Access::of(Some(&with_session)), Access::Owner);
-        assert_eq!(Access::of(Some(&api_token)), Access::Monitor);
-        assert_eq!(Access::of(Some(&without)), Access::Monitor);
-        assert_eq!(Access::of(None), Access::Monitor);
-    }
 
     #[test]
     fn pool_list_changes_one_pool_and_keeps_masks() {

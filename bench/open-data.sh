@@ -74,34 +74,50 @@ nginx -e "$tmp/nginx/logs/error.log" -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" 
 pids+=("$!")
 wait_up "http://127.0.0.1:$ngx_port/v1/miners.json" || { cat "$tmp/nginx/stderr" "$tmp/nginx/logs/error.log" >&2; exit 1; }
 
+ngx_workers=$(pgrep -P "$(cat "$tmp/nginx/nginx.pid")" | tr '\n' ' ')
 cmp <(curl -fs "http://127.0.0.1:$svc_port/v1/miners") <(curl -fs "http://127.0.0.1:$ngx_port/v1/miners.json")
 
-# wrk's summary → "req_per_s p99_ms"
+# CPU ticks (user + system, 1/CLK_TCK s) of the given processes, all their threads.
+cpu_ticks() {
+  local t=0 p
+  for p in "$@"; do
+    t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+  done
+  echo "$t"
+}
+
+# wrk's summary plus the server's CPU per request → "req_per_s p99_ms non2xx cpu_us_per_req".
+# The CPU per request is the figure a busy machine does not distort: req/s of both servers
+# swings with whatever else runs, the CPU each one spends on a request hardly does.
 run_wrk() {
-  local out
-  out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency "$1")
-  python3 - "$out" <<'PY'
+  local url=$1 out before after
+  shift
+  before=$(cpu_ticks "$@")
+  out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency "$url")
+  after=$(cpu_ticks "$@")
+  python3 - "$out" "$((after - before))" "$(getconf CLK_TCK)" <<'PY'
 import re, sys
-out = sys.argv[1]
+out, ticks, hz = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+total = int(re.search(r"(\d+) requests in", out).group(1))
 m = re.search(r"99%\s+([\d.]+)(us|ms|s)\b", out)
 p99 = float(m.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)]
 errs = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-print(f"{rps:.0f} {p99:.3f} {errs.group(1) if errs else 0}")
+print(f"{rps:.0f} {p99:.3f} {errs.group(1) if errs else 0} {ticks / hz * 1e6 / max(total, 1):.1f}")
 PY
 }
 
 echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); wrk -t$THREADS -c$CONNECTIONS -d$DURATION, keep-alive"
-printf '%-34s %-8s %10s %9s %6s\n' route server req/s p99_ms non2xx
+printf '%-34s %-8s %10s %9s %6s %10s\n' route server req/s p99_ms non2xx cpu_us/req
 for round in $(seq "$ROUNDS"); do
   for pair in "/v1/miners|/v1/miners.json" \
               "/v1/error-codes?manufacturer=svcos&per_page=20&page=2|/v1/error-codes-page.json"; do
     svc_path=${pair%%|*}
     ngx_path=${pair#*|}
-    read -r n_rps n_p99 n_err < <(run_wrk "http://127.0.0.1:$ngx_port$ngx_path")
-    read -r s_rps s_p99 s_err < <(run_wrk "http://127.0.0.1:$svc_port$svc_path")
-    printf '%-34s %-8s %10s %9s %6s\n' "$svc_path" nginx "$n_rps" "$n_p99" "$n_err" "$svc_path" open-data "$s_rps" "$s_p99" "$s_err"
-    python3 -c "print(f'round $round: req/s ratio {$s_rps/$n_rps:.2f} x nginx (target >= 0.7), p99 ratio {$s_p99/$n_p99:.2f} x nginx (target <= 2)')"
+    read -r n_rps n_p99 n_err n_cpu < <(run_wrk "http://127.0.0.1:$ngx_port$ngx_path" $ngx_workers)
+    read -r s_rps s_p99 s_err s_cpu < <(run_wrk "http://127.0.0.1:$svc_port$svc_path" "$svc_pid")
+    printf '%-34s %-8s %10s %9s %6s %10s\n' "$svc_path" nginx "$n_rps" "$n_p99" "$n_err" "$n_cpu" "$svc_path" open-data "$s_rps" "$s_p99" "$s_err" "$s_cpu"
+    python3 -c "print(f'round $round: req/s ratio {$s_rps/$n_rps:.2f} x nginx (target >= 0.7), p99 ratio {$s_p99/$n_p99:.2f} x nginx (target <= 2), CPU per request {$s_cpu/$n_cpu:.2f} x nginx')"
   done
 done
 

@@ -339,14 +339,9 @@ impl Inner {
 
     /// The `/api/status` body: cached bytes, re-rendered with `render` only after a snapshot
     /// or config change.
-    pub fn status_body(
+    pub fn status_body<B: serde::Serialize>(
         &self,
-        render: impl FnOnce(
-            &Config,
-            Option<&Telemetry>,
-            Option<&GetPoolsResponse>,
-            i64,
-        ) -> serde_json::Value,
+        render: impl FnOnce(&Config, Option<&Telemetry>, Option<&GetPoolsResponse>, i64) -> B,
     ) -> Bytes {
         let mut cache = self.status_cache.lock().expect("status cache lock");
         let config_gen = self.config_gen.load(std::sync::atomic::Ordering::Acquire);

@@ -174,7 +174,8 @@ fn openapi_document_is_generated_from_the_registry_and_committed() {
     let doc: Value = serde_json::from_str(&committed).unwrap();
     assert_eq!(doc["openapi"], "3.1.0");
     let schemas = doc["components"]["schemas"].as_object().unwrap();
-    assert_eq!(schemas.keys().collect::<Vec<_>>(), ["ApiErrorBody"]);
+    assert!(schemas.contains_key("ApiErrorBody"));
+    assert!(schemas.contains_key("StatusBody"), "{:?}", schemas.keys());
     let schemes = doc["components"]["securitySchemes"].as_object().unwrap();
     assert_eq!(schemes.keys().collect::<Vec<_>>(), ["bearerSession"]);
     let paths = doc["paths"].as_object().unwrap();
@@ -197,7 +198,24 @@ fn openapi_document_is_generated_from_the_registry_and_committed() {
                     "{method} {p} {status}"
                 );
             }
-            assert_eq!(op["x-svc-response-schema"], "not-derived");
+            let typed = svcos_api_types::schema::RESPONSES
+                .iter()
+                .any(|(m, path, _)| {
+                    m.eq_ignore_ascii_case(method) && path.replace(':', "{") == p.replace('}', "")
+                });
+            let ok = &op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"];
+            if typed {
+                assert_eq!(op["x-svc-response-schema"], "derived", "{method} {p}");
+                let name = ok
+                    .as_str()
+                    .unwrap()
+                    .strip_prefix("#/components/schemas/")
+                    .unwrap();
+                assert_eq!(schemas[name]["type"], "object", "{method} {p}");
+            } else {
+                assert_eq!(op["x-svc-response-schema"], "not-derived", "{method} {p}");
+                assert!(ok.is_null(), "{method} {p}");
+            }
             assert!(op["x-svc-source"].as_str().unwrap().ends_with(".rs"));
             let spec_path = p.replace('{', ":").replace('}', "");
             let meta = metas()

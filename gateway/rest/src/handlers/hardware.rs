@@ -21,11 +21,11 @@ use svcos_proto::hwagent::v1::{
 use svcos_proto::supervisor::v1::{ListServicesRequest, ServiceInfo, ServiceRequest};
 use svcos_proto::tuner::v1::GetStateRequest;
 
-use super::status::enum_word;
 use super::{ApiResult, json, parse_body, round};
 use crate::envelope::ApiError;
 use crate::routing::Route;
 use crate::{AppState, route};
+use svcos_api_types::enum_word;
 
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route<AppState>> {

@@ -13,11 +13,11 @@ use serde_json::{Value, json};
 use svcos_proto::hwagent::v1::MiningState;
 use svcos_proto::tuner::v1::{HistoryPoint, ListSamplesRequest, ListSamplesResponse, Resolution};
 
-use super::status::enum_word;
 use super::{ApiResult, json};
 use crate::envelope::ApiError;
 use crate::routing::Route;
 use crate::{AppState, route};
+use svcos_api_types::enum_word;
 
 /// Default window of the per-minute views, ms (the dashboard's 24 h chart).
 const DAY_MS: i64 = 24 * 3_600_000;

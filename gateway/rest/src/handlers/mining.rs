@@ -10,11 +10,11 @@ use svcos_proto::hwagent::v1::{ChainState, GetInventoryRequest, MiningState, Tel
 use svcos_proto::stratum::v1::PoolState;
 use svcos_proto::tuner::v1::GetStateRequest;
 
-use super::status::enum_word;
 use super::{ApiResult, json, round};
 use crate::envelope::ApiError;
 use crate::routing::Route;
 use crate::{AppState, route};
+use svcos_api_types::enum_word;
 
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route<AppState>> {

@@ -1,17 +1,19 @@
 //! Pools: the configured list with live state, replacing the list (`pool_validation`,
 //! `pool_config_write_failed`), failover policy, pool tests and the Stratum V2 views.
 
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use svcos_api_types::pools::{ConfiguredPool, PoolsBody};
+use svcos_api_types::status::Pool;
 use svcos_common::config::{ConfigError, PoolConfig};
 use svcos_proto::stratum::v1::{GetSv2StatusRequest, GetSv2StatusResponse, TestPoolRequest};
 
 use super::config::{SECRET_MASK, apply, unmask_pools, validation_error};
-use super::status::pool_json;
 use super::{ApiResult, json, parse_body};
 use crate::envelope::{ApiError, ErrorCode};
 use crate::routing::Route;
@@ -40,28 +42,31 @@ pub fn routes() -> Vec<Route<AppState>> {
 async fn get_pools(State(state): State<AppState>) -> Response {
     let config = state.config();
     let live = state.pools();
-    let pools: Vec<Value> = config
+    let pools = config
         .pools
         .iter()
         .enumerate()
-        .map(|(i, p)| {
-            let status = live
+        .map(|(i, p)| ConfiguredPool {
+            index: i as u32,
+            url: svcos_common::redact::mask_url_userinfo(&p.url).into_owned(),
+            user: p.user.clone(),
+            password: SECRET_MASK,
+            priority: p.priority,
+            quota: p.quota,
+            enabled: p.enabled,
+            status: live
                 .as_ref()
                 .and_then(|l| l.pools.iter().find(|s| s.index as usize == i))
-                .map(pool_json);
-            json!({
-                "index": i, "url": svcos_common::redact::mask_url_userinfo(&p.url), "user": p.user, "password": SECRET_MASK,
-                "priority": p.priority, "quota": p.quota, "enabled": p.enabled,
-                "status": status,
-            })
+                .map(Pool::from),
         })
         .collect();
-    json(json!({
-        "schema": "svcos.api.pools.v1",
-        "stratum_agent_up": live.is_some(),
-        "active_index": live.as_ref().map(|l| l.active_index),
-        "pools": pools,
-    }))
+    Json(PoolsBody {
+        schema: "svcos.api.pools.v1",
+        stratum_agent_up: live.is_some(),
+        active_index: live.as_ref().map(|l| l.active_index),
+        pools,
+    })
+    .into_response()
 }
 
 /// Parse and validate a pool list; errors are `pool_validation` naming the field.

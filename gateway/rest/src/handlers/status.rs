@@ -7,15 +7,16 @@
 
 use std::fmt::Write as _;
 
+use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
+use svcos_api_types::enum_word;
+use svcos_api_types::status::{ChainPresenceBody, ChipsBody, StatsBody, StatusBody};
 use svcos_common::config::Config;
-use svcos_proto::hwagent::v1::{
-    ChainState, ChainTelemetry, GetTelemetryRequest, Hashrate, MiningState, Telemetry,
-};
-use svcos_proto::stratum::v1::{GetPoolsResponse, PoolState, PoolStatus};
+use svcos_proto::hwagent::v1::{ChainState, GetTelemetryRequest, MiningState, Telemetry};
+use svcos_proto::stratum::v1::{GetPoolsResponse, PoolState};
 
 use super::{ApiResult, json, round};
 use crate::envelope::ApiError;
@@ -38,86 +39,8 @@ pub fn routes() -> Vec<Route<AppState>> {
     ]
 }
 
-/// Enum name without its prefix, lowercased (`MINING_STATE_NO_WORK` → `no_work`).
-pub fn enum_word(name: &str, prefix: &str) -> String {
-    name.strip_prefix(prefix)
-        .unwrap_or(name)
-        .to_ascii_lowercase()
-}
-
 fn mining_state(t: &Telemetry) -> String {
     enum_word(t.state().as_str_name(), "MINING_STATE_")
-}
-
-fn hashrate(h: Option<&Hashrate>) -> Value {
-    let h = h.cloned().unwrap_or_default();
-    json!({
-        "5s": round(h.ghs_5s, 3),
-        "1m": round(h.ghs_1m, 3),
-        "15m": round(h.ghs_15m, 3),
-        "expected": round(h.ghs_expected, 3),
-    })
-}
-
-fn chain_json(c: &ChainTelemetry) -> Value {
-    json!({
-        "chain_id": c.chain_id,
-        "state": enum_word(c.state().as_str_name(), "CHAIN_STATE_"),
-        "chips_expected": c.chips_expected,
-        "chips_detected": c.chips_detected,
-        "frequency_mhz": round(c.frequency_mhz, 2),
-        "voltage_mv": round(c.voltage_mv, 1),
-        "hashrate_ghs": hashrate(c.hashrate.as_ref()),
-        "nonces": c.nonces,
-        "hw_errors": c.hw_errors,
-        "temp_board_c": round(c.temp_board_c, 1),
-        "temp_chip_c": round(c.temp_chip_c, 1),
-        "power_watt": round(c.power_watt, 1),
-        "baud": c.baud,
-    })
-}
-
-/// One pool as the API shows it (the password is never included).
-pub fn pool_json(p: &PoolStatus) -> Value {
-    json!({
-        "index": p.index,
-        "url": p.url,
-        "user": p.user,
-        "priority": p.priority,
-        "quota": p.quota,
-        "enabled": p.enabled,
-        "active": p.active,
-        "state": enum_word(p.state().as_str_name(), "POOL_STATE_"),
-        "protocol": p.protocol,
-        "accepted": p.accepted,
-        "rejected": p.rejected,
-        "stale": p.stale,
-        "discarded": p.discarded,
-        "accepted_difficulty": p.accepted_difficulty,
-        "rejected_difficulty": p.rejected_difficulty,
-        "best_share": p.best_share,
-        "difficulty": p.difficulty,
-        "last_share_time": p.last_share_time,
-        "last_share_latency_ms": round(p.last_share_latency_ms, 3),
-        "connected_since": p.connected_since,
-        "version_rolling": p.version_rolling,
-        "last_error": p.last_error,
-        "reject_reasons": p.reject_reasons,
-    })
-}
-
-fn pools_json(p: &GetPoolsResponse) -> Value {
-    json!({
-        "active_index": p.active_index,
-        "accepted": p.accepted,
-        "rejected": p.rejected,
-        "stale": p.stale,
-        "best_share": p.best_share,
-        "share_difficulty": p.share_difficulty,
-        "found_blocks": p.found_blocks,
-        "donation_active": p.donation_active,
-        "list": p.pools.iter().map(pool_json).collect::<Vec<_>>(),
-    })
 }
 
 /// The `/api/status` body (schema `svcos.api.status.v1`). `None` snapshots mean that peer is
@@ -127,60 +50,13 @@ pub fn render_status(
     telemetry: Option<&Telemetry>,
     pools: Option<&GetPoolsResponse>,
     _now_ms: i64,
-) -> Value {
-    let mining = telemetry.map(|t| {
-        json!({
-            "state": mining_state(t),
-            "state_reason": t.state_reason,
-            "model": t.model,
-            "uptime_s": t.mining_uptime_s,
-            "hashrate_ghs": hashrate(t.hashrate.as_ref()),
-            "power_watt": round(t.power_watt, 1),
-            "power_target_watt": round(t.power_target_watt, 1),
-            "temp_max_c": round(t.temp_max_c, 1),
-            "temp_target_c": round(t.temp_target_c, 1),
-            "nonces": t.nonces,
-            "hw_errors": t.hw_errors,
-            "shares_sent": t.shares_sent,
-            "shares_queued": t.shares_queued,
-            "fan_mode": enum_word(t.fan_mode().as_str_name(), "FAN_MODE_"),
-            "led_mode": enum_word(t.led_mode().as_str_name(), "LED_MODE_"),
-            "telemetry_seq": t.seq,
-            "telemetry_at_ms": t.timestamp_ms,
-        })
-    });
-    let chains: Value = telemetry.map_or(Value::Null, |t| {
-        t.chains.iter().map(chain_json).collect::<Vec<_>>().into()
-    });
-    let fans: Value = telemetry.map_or(Value::Null, |t| {
-        t.fans
-            .iter()
-            .map(|f| json!({"fan_id": f.fan_id, "rpm": f.rpm, "pwm_percent": f.pwm_percent, "stalled": f.stalled}))
-            .collect::<Vec<_>>()
-            .into()
-    });
-    let psu = telemetry.and_then(|t| t.psu.as_ref()).map(|p| {
-        json!({
-            "model": p.model, "enabled": p.enabled, "voltage_v": round(p.voltage_v, 3),
-            "voltage_setpoint_v": round(p.voltage_setpoint_v, 3), "power_watt": round(p.power_watt, 1),
-            "current_a": round(p.current_a, 2), "fault": p.fault,
-        })
-    });
-    json!({
-        "schema": "svcos.api.status.v1",
-        "hostname": config.system.hostname,
-        "mode": config.system.mode.as_str(),
-        "degraded": telemetry.is_none() || pools.is_none(),
-        "sources": {
-            "hw_agent": {"up": telemetry.is_some()},
-            "stratum_agent": {"up": pools.is_some()},
-        },
-        "mining": mining,
-        "chains": chains,
-        "fans": fans,
-        "psu": psu,
-        "pools": pools.map(pools_json),
-    })
+) -> StatusBody {
+    StatusBody::new(
+        config.system.hostname.clone(),
+        config.system.mode.as_str(),
+        telemetry,
+        pools,
+    )
 }
 
 async fn status(State(state): State<AppState>) -> Response {
@@ -196,38 +72,11 @@ async fn status(State(state): State<AppState>) -> Response {
 }
 
 async fn stats(State(state): State<AppState>) -> Response {
-    let t = state.telemetry();
-    let p = state.pools();
-    json(json!({
-        "schema": "svcos.api.stats.v1",
-        "sources": {"hw_agent": {"up": t.is_some()}, "stratum_agent": {"up": p.is_some()}},
-        "hardware": t.as_ref().map(|t| json!({
-            "uptime_s": t.mining_uptime_s,
-            "nonces": t.nonces,
-            "hw_errors": t.hw_errors,
-            "duplicate_nonces": t.duplicate_nonces,
-            "stale_nonces": t.stale_nonces,
-            "shares_sent": t.shares_sent,
-            "shares_queued": t.shares_queued,
-            "hw_error_rate": if t.nonces + t.hw_errors > 0 { round(t.hw_errors as f64 / (t.nonces + t.hw_errors) as f64, 6) } else { 0.0 },
-            "hashrate_ghs": hashrate(t.hashrate.as_ref()),
-            "chains": t.chains.iter().map(|c| json!({"chain_id": c.chain_id, "nonces": c.nonces, "hw_errors": c.hw_errors})).collect::<Vec<_>>(),
-        })),
-        "shares": p.as_ref().map(|p| json!({
-            "accepted": p.accepted,
-            "rejected": p.rejected,
-            "stale": p.stale,
-            "best_share": p.best_share,
-            "found_blocks": p.found_blocks,
-            "counters_since_s": p.counters_since_s,
-            "switches": p.switches.iter().map(|s| json!({"timestamp_ms": s.timestamp_ms, "from_index": s.from_index, "to_index": s.to_index, "reason": s.reason})).collect::<Vec<_>>(),
-            "pools": p.pools.iter().map(|pool| json!({
-                "index": pool.index, "url": pool.url, "accepted": pool.accepted, "rejected": pool.rejected,
-                "stale": pool.stale, "accepted_difficulty": pool.accepted_difficulty,
-                "rejected_difficulty": pool.rejected_difficulty, "reject_reasons": pool.reject_reasons,
-            })).collect::<Vec<_>>(),
-        })),
-    }))
+    Json(StatsBody::new(
+        state.telemetry().as_ref(),
+        state.pools().as_ref(),
+    ))
+    .into_response()
 }
 
 async fn full_telemetry(state: &AppState) -> ApiResult<Telemetry> {
@@ -245,18 +94,7 @@ async fn full_telemetry(state: &AppState) -> ApiResult<Telemetry> {
 
 async fn chips(State(state): State<AppState>) -> ApiResult {
     let t = full_telemetry(&state).await?;
-    Ok(json(json!({
-        "schema": "svcos.api.chips.v1",
-        "chains": t.chains.iter().map(|c| json!({
-            "chain_id": c.chain_id,
-            "chips": c.chips.iter().map(|chip| json!({
-                "index": chip.index, "address": chip.address,
-                "frequency_mhz": round(chip.frequency_mhz, 2), "ghs_1m": round(chip.ghs_1m, 3),
-                "nonces": chip.nonces, "hw_errors": chip.hw_errors,
-                "temp_c": round(chip.temp_c, 1), "alive": chip.alive,
-            })).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-    })))
+    Ok(Json(ChipsBody::from(&t)).into_response())
 }
 
 /// A chip's verdict: dead, or its error rate above 2 % (degraded) or not.
@@ -305,16 +143,7 @@ fn telemetry_or_503(state: &AppState) -> ApiResult<Telemetry> {
 
 async fn chain_presence(State(state): State<AppState>) -> ApiResult {
     let t = telemetry_or_503(&state)?;
-    Ok(json(json!({
-        "schema": "svcos.api.chain_presence.v1",
-        "chains": t.chains.iter().map(|c| json!({
-            "chain_id": c.chain_id,
-            "present": c.state() != ChainState::Missing,
-            "state": enum_word(c.state().as_str_name(), "CHAIN_STATE_"),
-            "chips_expected": c.chips_expected,
-            "chips_detected": c.chips_detected,
-        })).collect::<Vec<_>>(),
-    })))
+    Ok(Json(ChainPresenceBody::from(&t)).into_response())
 }
 
 async fn thermal_posture(State(state): State<AppState>) -> ApiResult {
@@ -681,6 +510,7 @@ async fn metrics(State(state): State<AppState>) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use svcos_proto::hwagent::v1::ChainTelemetry;
 
     #[test]
     fn chip_verdicts() {
@@ -692,7 +522,7 @@ mod tests {
 
     #[test]
     fn status_when_peers_down_says_so() {
-        let v = render_status(&Config::default(), None, None, 0);
+        let v = serde_json::to_value(render_status(&Config::default(), None, None, 0)).unwrap();
         assert_eq!(v["degraded"], true);
         assert_eq!(v["sources"]["hw_agent"]["up"], false);
         assert!(v["mining"].is_null());

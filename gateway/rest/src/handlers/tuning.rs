@@ -13,11 +13,11 @@ use serde_json::{Value, json};
 use svcos_common::config::parse_hhmm;
 use svcos_proto::tuner::v1 as pb;
 
-use super::status::enum_word;
 use super::{ApiResult, json, parse_body, round};
 use crate::envelope::ApiError;
 use crate::routing::Route;
 use crate::{AppState, planned, route};
+use svcos_api_types::enum_word;
 
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route<AppState>> {

@@ -22,10 +22,10 @@ use svcos_proto::hwagent::v1::Telemetry;
 use svcos_proto::stratum::v1::GetPoolsResponse;
 
 use super::round;
-use super::status::enum_word;
 use crate::AppState;
 use crate::authn::bearer_token;
 use crate::envelope::{ApiError, ErrorCode};
+use svcos_api_types::enum_word;
 
 /// Query parameters of `/ws`.
 #[derive(Debug, Deserialize, Default)]

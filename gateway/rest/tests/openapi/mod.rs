@@ -1,17 +1,21 @@
 //! The OpenAPI 3.1.0 description, generated from the route registry.
 //!
 //! Every operation: its group as tag, `security` (`[]` for open routes, both alternatives for
-//! `/metrics`), path parameters, an optional JSON request body for writes, `200` without a typed
-//! body and `4XX`/`5XX` referencing `ApiErrorBody` — the only named schema — plus
-//! `x-svc-response-schema: not-derived`, `x-svc-source` (the registering file) and the
-//! gateway's own `x-svc-support`, `x-svc-required-mode`, `x-svc-pinned`. The miner does not
+//! `/metrics`), path parameters, an optional JSON request body for writes, `200` and
+//! `4XX`/`5XX` referencing `ApiErrorBody`, plus `x-svc-response-schema`, `x-svc-source` (the
+//! registering file) and the gateway's own `x-svc-support`, `x-svc-required-mode`,
+//! `x-svc-pinned`. A route listed in `svcos_api_types::schema::RESPONSES` has its `200` body
+//! schema derived from the type the handler serialises (`x-svc-response-schema: derived`, the
+//! types' schemas under `components/schemas`); the others say `not-derived`. The miner does not
 //! serve this document, so its generator lives with the test that writes and checks
-//! `docs/openapi.json` (`tests/registry.rs`), not in the gateway's `src/`.
+//! `docs/openapi.json` (`tests/registry.rs`), not in the gateway's `src/`, and the schema code
+//! stays out of the image (feature `schema` of svcos-api-types, on for the tests only).
 
 use std::collections::BTreeMap;
 
 use axum::http::Method;
 use serde_json::{Map, Value, json};
+use svcos_api_types::schema::{RESPONSES, generator};
 
 use svcos_gateway::envelope::ErrorCode;
 use svcos_gateway::registry::metas;
@@ -107,7 +111,7 @@ fn operation_id(meta: &RouteMeta) -> String {
     id
 }
 
-fn operation(meta: &RouteMeta) -> Value {
+fn operation(meta: &RouteMeta, response: Option<Value>) -> Value {
     let error = json!({
         "description": "Error envelope.",
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ApiErrorBody"}}},
@@ -140,15 +144,24 @@ fn operation(meta: &RouteMeta) -> Value {
             }),
         );
     }
+    let derived = response.is_some();
+    let success = match response {
+        Some(schema) => json!({
+            "description": "Success.",
+            "content": {"application/json": {"schema": schema}},
+        }),
+        None => {
+            json!({"description": "Success. The body shape is not derived; see docs/API-SHAPES.md."})
+        }
+    };
     op.insert(
         "responses".into(),
-        json!({
-            "200": {"description": "Success. The body shape is not derived; see docs/API-SHAPES.md."},
-            "4XX": error.clone(),
-            "5XX": error,
-        }),
+        json!({"200": success, "4XX": error.clone(), "5XX": error}),
     );
-    op.insert("x-svc-response-schema".into(), "not-derived".into());
+    op.insert(
+        "x-svc-response-schema".into(),
+        if derived { "derived" } else { "not-derived" }.into(),
+    );
     op.insert("x-svc-source".into(), meta.source.into());
     op.insert("x-svc-support".into(), meta.support.as_str().into());
     op.insert(
@@ -162,22 +175,37 @@ fn operation(meta: &RouteMeta) -> Value {
 /// The whole document.
 pub fn document() -> Value {
     let mut paths: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
-    for meta in metas() {
-        paths
-            .entry(meta.axum_path())
-            .or_default()
-            .insert(meta.method.as_str().to_ascii_lowercase(), operation(meta));
+    let mut schemas = generator();
+    for (method, path, _) in RESPONSES {
+        assert!(
+            metas()
+                .iter()
+                .any(|m| m.method.as_str() == *method && m.path == *path),
+            "svcos_api_types::schema::RESPONSES names {method} {path}, which the registry does not mount"
+        );
     }
+    for meta in metas() {
+        let response = RESPONSES
+            .iter()
+            .find(|(method, path, _)| meta.method.as_str() == *method && meta.path == *path)
+            .map(|(_, _, schema_of)| schema_of(&mut schemas).to_value());
+        paths.entry(meta.axum_path()).or_default().insert(
+            meta.method.as_str().to_ascii_lowercase(),
+            operation(meta, response),
+        );
+    }
+    let mut components: Map<String, Value> = schemas.take_definitions(true);
+    components.insert("ApiErrorBody".into(), error_schema());
     json!({
         "openapi": "3.1.0",
         "info": {
             "title": "svcOS miner local API",
             "version": svcos_gateway::handlers::discovery::API_CONTRACT_VERSION,
-            "description": "Generated from the gateway's route registry. Every non-2xx answer is the ApiErrorBody envelope. Operations with x-svc-support: planned answer 501 until their feature lands.",
+            "description": "Generated from the gateway's route registry. Every non-2xx answer is the ApiErrorBody envelope. Operations with x-svc-response-schema: derived describe their 200 body with a schema derived from the type the gateway serialises. Operations with x-svc-support: planned answer 501 until their feature lands.",
         },
         "paths": paths,
         "components": {
-            "schemas": {"ApiErrorBody": error_schema()},
+            "schemas": components,
             "securitySchemes": {
                 "bearerSession": {
                     "type": "http",

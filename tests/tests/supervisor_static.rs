@@ -306,11 +306,24 @@ fn buildroot_package_installs_the_binary_the_workspace_builds() {
         var("SVCOS_CARGO_INSTALL_OPTS"),
         "--no-default-features --bin svcos"
     );
+    // Default features: the simulator and the bundled SQLite (the image links the system one).
+    let defaults: Vec<&str> = package["features"]["default"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f.as_str())
+        .collect();
+    assert_eq!(defaults, ["sim", "bundled-sqlite"]);
     assert_eq!(
-        package["features"]["default"].as_array().map(Vec::len),
-        Some(1)
+        package["features"]["bundled-sqlite"][0].as_str(),
+        Some("svcos-tuner/bundled-sqlite")
     );
-    assert_eq!(package["features"]["default"][0].as_str(), Some("sim"));
+    // ...and so the image's package needs Buildroot's sqlite.
+    assert!(
+        var("SVCOS_DEPENDENCIES")
+            .split_whitespace()
+            .any(|d| d == "sqlite")
+    );
     assert_eq!(
         package["dependencies"]["svcos-hw-sim"]["optional"].as_bool(),
         Some(true),

@@ -17,6 +17,9 @@ SVCOS_LICENSE = GPL-3.0-or-later
 # --no-default-features`: without the default `sim` feature, so the simulated board, the test
 # pool and its Stratum V2 upstream stay out of the image (docs/PERFORMANCE.md, "Binary size").
 SVCOS_SUBDIR = services/svcos
+# Without default features the binary links the system libsqlite3 (the `bundled-sqlite` feature
+# is off): Buildroot's sqlite package, found through pkg-config.
+SVCOS_DEPENDENCIES = host-pkgconf sqlite
 SVCOS_CARGO_BUILD_OPTS = -p svcos --no-default-features --bin svcos
 SVCOS_CARGO_INSTALL_OPTS = --no-default-features --bin svcos
 

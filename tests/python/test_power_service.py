@@ -97,6 +97,17 @@ def test_solar_following_goes_on_while_the_gateway_is_down(stack, source):
     _, _, body = http("GET", f"{api}/api/solar/verification-history?limit=500", token)
     seen = {(e.get("reading") or {}).get("surplus_watt") for e in body["entries"]}
     assert {900, 600, 750} <= seen, "decisions made while the gateway was down are recorded"
+    assert body["capacity"] == 10000, body["capacity"]
+
+    # The decisions live in the tuner's history store: a restart of the tuner keeps them.
+    assert sim.ctl("stop", "tuner").returncode == 0
+    assert sim.ctl("start", "tuner").returncode == 0
+    def history_back():
+        s, _, b = http("GET", f"{api}/api/solar/verification-history?limit=1000", token)
+        return b if s == 200 else None
+    body = wait_for(history_back, 60, "the verification history answering again")
+    seen = {(e.get("reading") or {}).get("surplus_watt") for e in body["entries"]}
+    assert {900, 600, 750} <= seen, "decisions survive a tuner restart"
     _, _, st = http("GET", f"{api}/api/solar/status", token)
     assert st["state"] == "running" and st["target_watt"] == 750, st
     http("POST", f"{api}/api/solar/config", token, {"enabled": False})

@@ -210,6 +210,10 @@ pub async fn run(
     let state_dir = ctx.layout.service_state_dir(ServiceName::Tuner);
     // Creates the state directory the governor and the history write into.
     let store = Store::open(&state_dir)?;
+    let history = Arc::new(history::History::open(
+        &state_dir.join("history.sqlite"),
+        clock.clone(),
+    )?);
     let power = Arc::new(power::Power::new(
         state_dir.join("power"),
         ctx.layout.config_path.clone(),
@@ -217,6 +221,7 @@ pub async fn run(
         clock.clone(),
         HwAgentServiceClient::new(channel.clone()),
         telemetry.clone(),
+        Arc::clone(&history),
     ));
     let power_task = tokio::spawn(Arc::clone(&power).run(shutdown.clone()));
     let stratum = StratumServiceClient::new(ipc::channel(&ctx.layout, ServiceName::StratumAgent));
@@ -228,10 +233,6 @@ pub async fn run(
                 .map(|r| r.into_inner())
         }
     });
-    let history = Arc::new(history::History::open(
-        &state_dir.join("history.sqlite"),
-        clock.clone(),
-    )?);
     let history_task = tokio::spawn(Arc::clone(&history).run(
         telemetry.clone(),
         pools,

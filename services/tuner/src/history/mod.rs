@@ -1,4 +1,5 @@
-//! Lasting history: telemetry, pool and share counters and the API's audit log.
+//! Lasting history: telemetry, pool and share counters, the API's audit log and the
+//! solar/off-grid followers' decisions (the verification history).
 //!
 //! It lives in the tuner process because that process already follows hw-agent's telemetry
 //! stream every second and is off the share path: hw-agent and stratum-agent must never wait
@@ -8,7 +9,7 @@
 //!
 //! - 1 s points for the last 15 minutes stay in memory ([`SECOND_CAP`]).
 //! - Each minute's snapshots are folded into one minute point; minute points (the one still
-//!   being folded included) and audit entries wait in memory and are written as one batch
+//!   being folded included), audit entries and follower decisions wait in memory and are written as one batch
 //!   every `[tuner].history_flush_s` (default 300 s) and at shutdown ([`store`]: one SQLite
 //!   transaction, WAL, hours rolled up, old rows pruned). A SIGKILL or power cut loses at most
 //!   that last batch; an orderly stop (update, reboot, `svcos ctl stop`) loses nothing. Readers
@@ -29,12 +30,13 @@ use svcos_proto::hwagent::v1::Telemetry;
 use svcos_proto::stratum::v1::GetPoolsResponse;
 use tokio::sync::watch;
 
-use store::{Audit, MINUTE_MS, Point, Store, StoreError, Table};
+use store::{Audit, Decision, MINUTE_MS, Point, Store, StoreError, Table};
 
 /// 1 s points kept in memory (15 minutes).
 pub const SECOND_CAP: usize = 900;
-/// Audit entries waiting for the next batch at most (older ones are written early).
-const PENDING_AUDIT_MAX: usize = 256;
+/// Audit entries or follower decisions waiting for the next batch at most (more are written
+/// early).
+const PENDING_MAX: usize = 256;
 
 /// The minute being folded.
 #[derive(Debug, Clone)]
@@ -94,6 +96,7 @@ struct Mem {
     fold: Option<Fold>,
     pending: Vec<Point>,
     pending_audit: Vec<Audit>,
+    pending_decisions: Vec<Decision>,
 }
 
 /// The history: memory rings and the store.
@@ -176,17 +179,30 @@ impl History {
         let flush_now = {
             let mut m = self.mem();
             m.pending_audit.push(a);
-            m.pending_audit.len() >= PENDING_AUDIT_MAX
+            m.pending_audit.len() >= PENDING_MAX
         };
         if flush_now {
-            self.flush();
+            let _ = self.flush();
+        }
+    }
+
+    /// Queue a follower decision for the next batch.
+    pub fn decision(&self, d: Decision) {
+        let flush_now = {
+            let mut m = self.mem();
+            m.pending_decisions.push(d);
+            m.pending_decisions.len() >= PENDING_MAX
+        };
+        if flush_now {
+            let _ = self.flush();
         }
     }
 
     /// Write what waits, the minute still being folded included (it is written again, more
-    /// complete, by the next batch).
-    pub fn flush(&self) {
-        let (minutes, audit, folded) = {
+    /// complete, by the next batch). False when the batch could not be written (it is kept for
+    /// the next one).
+    pub fn flush(&self) -> bool {
+        let (minutes, audit, decisions, folded) = {
             let mut m = self.mem();
             let mut minutes = std::mem::take(&mut m.pending);
             let folded = m.fold.as_ref().map(|f| f.point.clone());
@@ -194,14 +210,15 @@ impl History {
             (
                 minutes,
                 std::mem::take(&mut m.pending_audit),
+                std::mem::take(&mut m.pending_decisions),
                 folded.is_some(),
             )
         };
-        if minutes.is_empty() && audit.is_empty() {
-            return;
+        if minutes.is_empty() && audit.is_empty() && decisions.is_empty() {
+            return true;
         }
         let now = self.clock.now_ms();
-        if let Err(e) = self.store().write_batch(&minutes, &audit, now) {
+        if let Err(e) = self.store().write_batch(&minutes, &audit, &decisions, now) {
             tracing::warn!(error = %e, "history batch not written; keeping it for the next one");
             let mut m = self.mem();
             let mut back = minutes;
@@ -213,7 +230,12 @@ impl History {
             let mut a = audit;
             a.append(&mut m.pending_audit);
             m.pending_audit = a;
+            let mut d = decisions;
+            d.append(&mut m.pending_decisions);
+            m.pending_decisions = d;
+            return false;
         }
+        true
     }
 
     /// Points of a resolution; pending minute points are merged in, so a reader cannot tell
@@ -263,6 +285,23 @@ impl History {
     pub fn audit_entries(&self, limit: u32) -> Result<Vec<Audit>, StoreError> {
         let mut v = self.store().audit(limit)?;
         v.extend(self.mem().pending_audit.iter().cloned());
+        if v.len() > limit as usize {
+            v.drain(..v.len() - limit as usize);
+        }
+        Ok(v)
+    }
+
+    /// The newest follower decisions (of one follower, or of both), oldest first (written and
+    /// pending).
+    pub fn decisions(&self, mode: Option<&str>, limit: u32) -> Result<Vec<Decision>, StoreError> {
+        let mut v = self.store().decisions(mode, limit)?;
+        v.extend(
+            self.mem()
+                .pending_decisions
+                .iter()
+                .filter(|d| mode.is_none_or(|m| d.mode == m))
+                .cloned(),
+        );
         if v.len() > limit as usize {
             v.drain(..v.len() - limit as usize);
         }

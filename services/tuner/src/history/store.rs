@@ -1,6 +1,7 @@
 //! The on-disk half of the history: one SQLite file (bundled SQLite, WAL journal) with a 1 min
-//! table kept 30 days, a 1 h table kept 2 years and the audit log kept to its newest
-//! [`AUDIT_CAP`] rows.
+//! table kept 30 days, a 1 h table kept 2 years, the audit log kept to its newest
+//! [`AUDIT_CAP`] rows and the solar/off-grid followers' decisions (the verification history)
+//! kept to their newest [`DECISION_CAP`].
 //!
 //! Written for flash: the caller hands over minute points and audit entries in batches, and
 //! each batch is one transaction (insert, roll the touched hours up, prune), so the card sees a
@@ -8,7 +9,7 @@
 //! keeps the file consistent across power loss (a crash loses at most the last batch, never the
 //! file), and the log is checkpointed after each batch so it does not grow. Rows are small and
 //! retention is by time, so the file size is bounded: at most [`MINUTE_ROWS_MAX`] +
-//! [`HOUR_ROWS_MAX`] + [`AUDIT_CAP`] rows, kept under [`DISK_BOUND_BYTES`] (freed pages are
+//! [`HOUR_ROWS_MAX`] + [`AUDIT_CAP`] + [`DECISION_CAP`] rows, kept under [`DISK_BOUND_BYTES`] (freed pages are
 //! reused, and an incremental vacuum gives back what a prune freed).
 
 use std::path::{Path, PathBuf};
@@ -25,11 +26,14 @@ pub const MINUTE_RETENTION_MS: i64 = 30 * 24 * HOUR_MS;
 pub const HOUR_RETENTION_MS: i64 = 730 * 24 * HOUR_MS;
 /// Audit entries kept.
 pub const AUDIT_CAP: i64 = 10_000;
+/// Follower decisions kept: with the shortest poll interval (5 s) about 14 hours, with the
+/// default (30 s) about 3.5 days.
+pub const DECISION_CAP: i64 = 10_000;
 /// Most minute rows the retention allows.
 pub const MINUTE_ROWS_MAX: i64 = MINUTE_RETENTION_MS / MINUTE_MS;
 /// Most hour rows the retention allows.
 pub const HOUR_ROWS_MAX: i64 = HOUR_RETENTION_MS / HOUR_MS;
-/// The size the file (with its log) stays under: the rows above take about 6 MB.
+/// The size the file (with its log) stays under: the rows above take about 9 MB.
 pub const DISK_BOUND_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Errors of the store, with the file they concern.
@@ -87,6 +91,18 @@ pub struct Audit {
     pub session_id: String,
 }
 
+/// One follower decision as stored: its time, which follower made it, and the entry as the
+/// power service serialised it (the power service owns that shape; the store only keeps it).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Decision {
+    /// Unix ms.
+    pub t_ms: i64,
+    /// `solar` or `offgrid`.
+    pub mode: String,
+    /// The entry, JSON.
+    pub json: String,
+}
+
 /// Which table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Table {
@@ -116,6 +132,8 @@ pub struct Info {
     pub hour_rows: u64,
     /// Audit rows.
     pub audit_rows: u64,
+    /// Follower decision rows.
+    pub decision_rows: u64,
     /// Oldest and newest minute point (0 = none).
     pub minute_span: (i64, i64),
     /// Oldest and newest hour point (0 = none).
@@ -161,7 +179,10 @@ impl Store {
             "CREATE TABLE IF NOT EXISTS audit (
                 id INTEGER PRIMARY KEY AUTOINCREMENT, timestamp_ms INTEGER NOT NULL,
                 method TEXT NOT NULL, path TEXT NOT NULL, status INTEGER NOT NULL,
-                session_id TEXT NOT NULL);",
+                session_id TEXT NOT NULL);
+             CREATE TABLE IF NOT EXISTS decisions (
+                id INTEGER PRIMARY KEY AUTOINCREMENT, t_ms INTEGER NOT NULL,
+                mode TEXT NOT NULL, entry TEXT NOT NULL);",
         );
         conn.execute_batch(&tables).map_err(err)?;
         Ok(Store {
@@ -178,12 +199,14 @@ impl Store {
     }
 
     /// Write one batch in one transaction: minute points (a point for a minute already stored
-    /// replaces it), the hours they touch rolled up again, audit entries, then prune everything
-    /// past its retention relative to `now_ms`, and checkpoint the log.
+    /// replaces it), the hours they touch rolled up again, audit entries and follower
+    /// decisions, then prune everything past its retention relative to `now_ms`, and checkpoint
+    /// the log.
     pub fn write_batch(
         &mut self,
         minutes: &[Point],
         audit: &[Audit],
+        decisions: &[Decision],
         now_ms: i64,
     ) -> Result<(), StoreError> {
         let r = (|| {
@@ -212,6 +235,18 @@ impl Store {
                     ])?;
                 }
             }
+            {
+                let mut st = tx.prepare_cached(
+                    "INSERT INTO decisions (t_ms, mode, entry) VALUES (?1, ?2, ?3)",
+                )?;
+                for d in decisions {
+                    st.execute(params![d.t_ms, d.mode, d.json])?;
+                }
+            }
+            tx.execute(
+                "DELETE FROM decisions WHERE id <= (SELECT MAX(id) FROM decisions) - ?1",
+                [DECISION_CAP],
+            )?;
             tx.execute(
                 "DELETE FROM minute WHERE t_ms < ?1",
                 [now_ms - MINUTE_RETENTION_MS],
@@ -283,6 +318,27 @@ impl Store {
         r.map_err(|e| self.err(e))
     }
 
+    /// The newest `limit` follower decisions (of one follower, or of both), oldest first.
+    pub fn decisions(&self, mode: Option<&str>, limit: u32) -> Result<Vec<Decision>, StoreError> {
+        let r = (|| {
+            let mut st = self.conn.prepare_cached(
+                "SELECT t_ms, mode, entry FROM decisions WHERE ?1 IS NULL OR mode = ?1
+                 ORDER BY id DESC LIMIT ?2",
+            )?;
+            let rows = st.query_map(params![mode, i64::from(limit)], |r| {
+                Ok(Decision {
+                    t_ms: r.get(0)?,
+                    mode: r.get(1)?,
+                    json: r.get(2)?,
+                })
+            })?;
+            let mut v = rows.collect::<Result<Vec<_>, _>>()?;
+            v.reverse();
+            Ok(v)
+        })();
+        r.map_err(|e| self.err(e))
+    }
+
     /// Size and extent.
     pub fn info(&self) -> Result<Info, StoreError> {
         let r = (|| {
@@ -302,6 +358,7 @@ impl Store {
                 minute_rows: count("SELECT COUNT(*) FROM minute")?,
                 hour_rows: count("SELECT COUNT(*) FROM hour")?,
                 audit_rows: count("SELECT COUNT(*) FROM audit")?,
+                decision_rows: count("SELECT COUNT(*) FROM decisions")?,
                 minute_span: span("minute")?,
                 hour_span: span("hour")?,
             })
@@ -425,7 +482,7 @@ mod tests {
             point(h0 + MINUTE_MS, 1300.0, 30),
             point(h0 + HOUR_MS, 500.0, 60),
         ];
-        s.write_batch(&batch, &[], h0 + HOUR_MS).unwrap();
+        s.write_batch(&batch, &[], &[], h0 + HOUR_MS).unwrap();
         drop(s);
         let s = Store::open(&path).unwrap();
         let m = s.points(Table::Minute, 0, 0, 0).unwrap();
@@ -465,9 +522,34 @@ mod tests {
                 session_id: format!("s{i}"),
             })
             .collect();
-        s.write_batch(&[], &entries, 0).unwrap();
+        s.write_batch(&[], &entries, &[], 0).unwrap();
         let got = s.audit(3).unwrap();
         assert_eq!(got, entries[2..]);
+    }
+
+    #[test]
+    fn decisions_are_capped_filtered_by_follower_and_newest_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("h.sqlite")).unwrap();
+        let d = |i: i64, mode: &str| Decision {
+            t_ms: i,
+            mode: mode.into(),
+            json: format!(r#"{{"t_ms":{i}}}"#),
+        };
+        let batch: Vec<Decision> = (0..6)
+            .map(|i| d(i, if i % 3 == 0 { "offgrid" } else { "solar" }))
+            .collect();
+        s.write_batch(&[], &[], &batch, 0).unwrap();
+        assert_eq!(s.decisions(None, 2).unwrap(), batch[4..]);
+        assert_eq!(
+            s.decisions(Some("offgrid"), 10).unwrap(),
+            vec![batch[0].clone(), batch[3].clone()]
+        );
+        let many: Vec<Decision> = (0..DECISION_CAP + 5).map(|i| d(100 + i, "solar")).collect();
+        s.write_batch(&[], &[], &many, 0).unwrap();
+        assert_eq!(s.info().unwrap().decision_rows, DECISION_CAP as u64);
+        assert!(s.decisions(Some("offgrid"), 10).unwrap().is_empty());
+        assert_eq!(s.decisions(None, 1).unwrap()[0], many[many.len() - 1]);
     }
 
     /// Time compressed: 40 days of minute points, then a minute point per hour for another
@@ -483,16 +565,42 @@ mod tests {
         let mut batch = Vec::new();
         let end_dense = start + 40 * 24 * HOUR_MS;
         let end = end_dense + 803 * 24 * HOUR_MS;
+        // Every batch also carries a follower decision per 30 s poll and some API writes, with
+        // entries as large as the power service's.
+        let decisions = |t: i64| -> Vec<Decision> {
+            (0..2000)
+                .map(|i| Decision {
+                    t_ms: t + i,
+                    mode: "solar".into(),
+                    json: format!(
+                        r#"{{"t_ms":{t},"mode":"solar","reading":{{"surplus_watt":1234.5,"grid_watt":-1234.5,"battery_soc_pct":null,"source":"http://192.168.1.20/api/v1/data"}},"error":null,"decision":"run","target_watt":1180.0,"reason":"surplus 1234.5 W minus reserve 50 W, step limited to 100 W","actual_power_watt":1102.3,"hw_power_target_watt":1100.0,"hw_state":"MINING_STATE_MINING"}}"#
+                    ),
+                })
+                .collect()
+        };
+        let audits = |t: i64| -> Vec<Audit> {
+            (0..300)
+                .map(|i| Audit {
+                    timestamp_ms: t + i,
+                    method: "PUT".into(),
+                    path: "/api/config/section/energy".into(),
+                    status: 200,
+                    session_id: "0123456789abcdef0123456789abcdef".into(),
+                })
+                .collect()
+        };
         while t < end {
             batch.push(point(t, 1000.0 + (t / MINUTE_MS % 7) as f64, 60));
             t += if t < end_dense { MINUTE_MS } else { HOUR_MS };
             if batch.len() == 1000 {
-                s.write_batch(&batch, &[], t).unwrap();
+                s.write_batch(&batch, &audits(t), &decisions(t), t).unwrap();
                 batch.clear();
             }
         }
-        s.write_batch(&batch, &[], t).unwrap();
+        s.write_batch(&batch, &audits(t), &decisions(t), t).unwrap();
         let info = s.info().unwrap();
+        assert_eq!(info.decision_rows, DECISION_CAP as u64, "{info:?}");
+        assert_eq!(info.audit_rows, AUDIT_CAP as u64, "{info:?}");
         assert!(info.minute_span.0 >= t - MINUTE_RETENTION_MS, "{info:?}");
         assert!(info.hour_span.0 >= t - HOUR_RETENTION_MS, "{info:?}");
         assert!(info.minute_rows <= MINUTE_ROWS_MAX as u64, "{info:?}");
@@ -500,11 +608,14 @@ mod tests {
         assert!(info.hour_rows > 17_000, "two years of hours kept: {info:?}");
         assert!(info.disk_bytes <= DISK_BOUND_BYTES, "{info:?}");
         println!(
-            "history store after a simulated {} days: {} bytes, {} minute rows, {} hour rows",
+            "history store after a simulated {} days: {} bytes, {} minute rows, {} hour rows, \
+             {} decisions, {} audit entries",
             (t - start) / (24 * HOUR_MS),
             info.disk_bytes,
             info.minute_rows,
-            info.hour_rows
+            info.hour_rows,
+            info.decision_rows,
+            info.audit_rows
         );
     }
 }

@@ -20,8 +20,9 @@ use svcos_common::net::is_lan;
 
 /// Consecutive failed readings after which the follower sleeps the miner.
 pub const FAIL_SAFE_ERRORS: u32 = 3;
-/// Decisions kept in the verification history.
-pub const HISTORY_CAP: usize = 500;
+/// Most decisions one verification-history request returns (the store keeps
+/// [`crate::history::store::DECISION_CAP`]).
+pub const HISTORY_LIMIT_MAX: u32 = 1000;
 /// Deadline of one source reading (connect, request, body).
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(3);
 /// Largest source body read, bytes.

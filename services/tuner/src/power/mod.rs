@@ -23,7 +23,6 @@ pub mod follower;
 pub mod service;
 pub mod thermostat;
 
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
@@ -39,6 +38,8 @@ use svcos_proto::hwagent::v1::{
 use tokio::sync::watch;
 use tonic::transport::Channel;
 
+use crate::history::History;
+use crate::history::store::Decision as StoredDecision;
 use follower::{FollowerMode, FollowerState, HistoryEntry, Params};
 use thermostat::{ThermostatAction, ThermostatState};
 
@@ -168,15 +169,7 @@ pub struct PowerState {
     pub thermostat: ThermostatState,
     /// Solar / off-grid follower memory.
     pub follower: FollowerState,
-    /// Recent follower decisions, oldest first.
-    pub history: VecDeque<HistoryEntry>,
-    history_dirty: bool,
-    history_saved_ms: i64,
 }
-
-/// How often the verification history is flushed to disk at most: a decision every poll must
-/// not mean a flash write every poll.
-const HISTORY_FLUSH_MS: i64 = 60_000;
 
 impl PowerState {
     /// The follower's input to the arbitration: only for the enabled mode, after a decision.
@@ -220,6 +213,9 @@ pub struct Power {
     hw: HwAgentServiceClient<Channel>,
     /// hw-agent's latest telemetry (power already calibrated by hw-agent).
     pub telemetry: watch::Receiver<Option<Telemetry>>,
+    /// Where every follower decision goes (the verification history), batched with the rest
+    /// of the history so a decision every poll is not a flash write every poll.
+    pub history: Arc<History>,
 }
 
 impl Power {
@@ -231,7 +227,9 @@ impl Power {
         clock: Arc<dyn Clock>,
         hw: HwAgentServiceClient<Channel>,
         telemetry: watch::Receiver<Option<Telemetry>>,
+        history: Arc<History>,
     ) -> Self {
+        import_json_history(&dir.join("follower-history.json"), &history);
         let state = PowerState {
             config_mtime: mtime(&config_path),
             config: Arc::new(config),
@@ -239,9 +237,6 @@ impl Power {
             last: None,
             thermostat: read_json(&dir.join("thermostat.json")).unwrap_or_default(),
             follower: read_json(&dir.join("follower.json")).unwrap_or_default(),
-            history: read_json(&dir.join("follower-history.json")).unwrap_or_default(),
-            history_dirty: false,
-            history_saved_ms: clock.now_ms(),
         };
         Power {
             dir,
@@ -251,6 +246,7 @@ impl Power {
             reconciling: tokio::sync::Mutex::new(()),
             hw,
             telemetry,
+            history,
         }
     }
 
@@ -349,11 +345,14 @@ impl Power {
             hw_power_target_watt: t.as_ref().map(|t| t.power_target_watt),
             hw_state: t.as_ref().map(|t| t.state().as_str_name().to_string()),
         };
-        if st.history.len() == follower::HISTORY_CAP {
-            st.history.pop_front();
+        match serde_json::to_string(&entry) {
+            Ok(json) => self.history.decision(StoredDecision {
+                t_ms: now_ms,
+                mode: mode.as_str().into(),
+                json,
+            }),
+            Err(e) => tracing::warn!(error = %e, "follower decision not recorded"),
         }
-        st.history.push_back(entry);
-        st.history_dirty = true;
         // The decision itself is saved when it changes; the poll time alone is not worth a write.
         let decided = |f: &FollowerState| {
             (
@@ -367,25 +366,13 @@ impl Power {
         if decided(&before) != decided(&st.follower) {
             write_json(&self.dir.join("follower.json"), &st.follower);
         }
-        if now_ms - st.history_saved_ms >= HISTORY_FLUSH_MS {
-            self.flush_history(&mut st, now_ms);
-        }
     }
 
-    fn flush_history(&self, st: &mut PowerState, now_ms: i64) {
-        if st.history_dirty {
-            write_json(&self.dir.join("follower-history.json"), &st.history);
-            st.history_dirty = false;
-        }
-        st.history_saved_ms = now_ms;
-    }
-
-    /// Save what is only flushed now and then (at shutdown).
+    /// Save what is only flushed now and then (at shutdown; the decisions go with the
+    /// history's own last batch).
     pub fn flush(&self) {
-        let now = self.clock.now_ms();
-        let mut st = self.lock();
+        let st = self.lock();
         write_json(&self.dir.join("follower.json"), &st.follower);
-        self.flush_history(&mut st, now);
     }
 
     /// One reconciliation: arbitrate and bring hw-agent in line. Errors are logged and retried
@@ -526,9 +513,76 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) {
     }
 }
 
+/// Move the verification history of a tuner from before the history store (a JSON ring next to
+/// the governor's state) into the store, once: the file goes only after its batch is written.
+fn import_json_history(path: &Path, history: &History) {
+    let Some(entries) = read_json::<Vec<HistoryEntry>>(path) else {
+        return;
+    };
+    for e in &entries {
+        if let Ok(json) = serde_json::to_string(e) {
+            history.decision(StoredDecision {
+                t_ms: e.t_ms,
+                mode: e.mode.as_str().into(),
+                json,
+            });
+        }
+    }
+    if history.flush() {
+        let _ = std::fs::remove_file(path);
+        tracing::info!(
+            entries = entries.len(),
+            "follower decisions moved from follower-history.json into the history store"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_json_verification_history_moves_into_the_store_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("follower-history.json");
+        let entry = |t_ms, mode| HistoryEntry {
+            t_ms,
+            mode,
+            reading: Some(follower::Reading {
+                surplus_watt: Some(640.0),
+                soc_percent: None,
+                voltage_v: None,
+            }),
+            error: None,
+            decision: "run".into(),
+            target_watt: Some(600.0),
+            reason: "surplus".into(),
+            actual_power_watt: Some(590.0),
+            hw_power_target_watt: Some(600.0),
+            hw_state: Some("MINING_STATE_MINING".into()),
+        };
+        let old = vec![
+            entry(1, FollowerMode::Solar),
+            entry(2, FollowerMode::Offgrid),
+        ];
+        write_json(&file, &old);
+        let clock = Arc::new(svcos_common::time::ManualClock::at(10));
+        let h = History::open(&dir.path().join("h.sqlite"), clock.clone()).unwrap();
+        import_json_history(&file, &h);
+        assert!(!file.exists(), "the file goes once its entries are stored");
+        drop(h);
+        let h = History::open(&dir.path().join("h.sqlite"), clock).unwrap();
+        let stored = h.decisions(None, 10).unwrap();
+        let back: Vec<HistoryEntry> = stored
+            .iter()
+            .map(|d| serde_json::from_str(&d.json).unwrap())
+            .collect();
+        assert_eq!(back, old);
+        assert_eq!(h.decisions(Some("offgrid"), 10).unwrap().len(), 1);
+        // Nothing to import a second time.
+        import_json_history(&file, &h);
+        assert_eq!(h.decisions(None, 10).unwrap().len(), 2);
+    }
 
     #[test]
     fn the_lowest_limit_wins() {

@@ -14,6 +14,7 @@ use tonic::{Request, Response, Status};
 use super::follower::{self, FollowerMode, FollowerState, HistoryEntry, Params, Reading};
 use super::thermostat::ThermostatAction;
 use super::{Decision, Power};
+use crate::history::store::DECISION_CAP;
 
 /// The gRPC face of the power governor.
 #[derive(Debug, Clone)]
@@ -254,21 +255,25 @@ impl PowerService for PowerApi {
         let mode = mode_from(r.mode);
         let limit = match r.limit {
             0 => 100,
-            n => (n as usize).min(follower::HISTORY_CAP),
+            n => n.min(follower::HISTORY_LIMIT_MAX),
         };
-        let st = self.power.lock();
-        let mut entries: Vec<_> = st
-            .history
+        let power = Arc::clone(&self.power);
+        let stored = tokio::task::spawn_blocking(move || {
+            power
+                .history
+                .decisions(mode.map(FollowerMode::as_str), limit)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("history read: {e}")))?
+        .map_err(|e| Status::unavailable(e.to_string()))?;
+        let entries = stored
             .iter()
-            .rev()
-            .filter(|e| mode.is_none_or(|m| e.mode == m))
-            .take(limit)
-            .map(entry_pb)
+            .filter_map(|d| serde_json::from_str::<HistoryEntry>(&d.json).ok())
+            .map(|e| entry_pb(&e))
             .collect();
-        entries.reverse();
         Ok(Response::new(ListFollowerDecisionsResponse {
             entries,
-            capacity: follower::HISTORY_CAP as u32,
+            capacity: DECISION_CAP as u32,
         }))
     }
 }

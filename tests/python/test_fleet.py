@@ -2,7 +2,9 @@
 127.0.0.N:4028 (legacy-tcp); a scan over a loopback range finds and identifies both. Also the
 network block data derived from the pool job."""
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -82,3 +84,8 @@ def test_network_block_from_the_pool_job(second):
     assert body["network_difficulty"] > 0, body
     status, _, schema = http("GET", f"{other.api_url}/api/network/config_schema", token)
     assert status == 200 and schema["json_schema"]["type"] == "object", schema
+    # Served is the committed schema derived from the config types, strict like the config.
+    committed = json.loads((Path(__file__).resolve().parents[2] / "docs" / "config.schema.json").read_text())
+    assert schema["json_schema"] == committed
+    assert committed["additionalProperties"] is False
+    assert committed["$defs"]["ApiConfig"]["additionalProperties"] is False

@@ -236,3 +236,37 @@ fn openapi_document_is_generated_from_the_registry_and_committed() {
     }
     assert_eq!(ops, 258 + common::spec_rows(&extensions_text).len());
 }
+
+#[test]
+fn config_schema_is_derived_from_the_config_types_and_committed() {
+    // The gateway serves this file (GET /api/network/config_schema), so the served schema is
+    // always the committed one; this test keeps the committed one derived from the types.
+    let path = workspace_root().join("docs/config.schema.json");
+    let mut text =
+        serde_json::to_string_pretty(&svcos_common::config::json_schema()).expect("serialises");
+    text.push('\n');
+    if update() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path)
+        .expect("docs/config.schema.json (regenerate with SVCOS_UPDATE_SNAPSHOTS=1)");
+    assert!(
+        committed == text,
+        "docs/config.schema.json is stale: regenerate with SVCOS_UPDATE_SNAPSHOTS=1"
+    );
+    let schema: Value = serde_json::from_str(&committed).unwrap();
+    // The config refuses unknown members, and so does its schema, in every section.
+    assert_eq!(schema["additionalProperties"], false);
+    for section in ["system", "api", "legacy", "energy", "pools"] {
+        assert!(
+            schema["properties"][section].is_object(),
+            "{section}: {}",
+            schema["properties"][section]
+        );
+    }
+    let defs = schema["$defs"].as_object().unwrap();
+    for name in ["ApiConfig", "PoolConfig", "SolarConfig", "SystemConfig"] {
+        assert_eq!(defs[name]["additionalProperties"], false, "{name}");
+    }
+    assert_eq!(defs["ApiConfig"]["properties"]["port"]["default"], 8080);
+}

@@ -83,3 +83,13 @@ pub fn round(x: f64, digits: i32) -> f64 {
     let p = 10f64.powi(digits);
     (x * p).round() / p
 }
+
+/// The config file's JSON Schema as served: the committed `docs/config.schema.json`, which
+/// `tests/registry.rs` keeps derived from the config types (so the image needs no schema code).
+pub fn config_json_schema() -> Value {
+    serde_json::from_str(include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/config.schema.json"
+    )))
+    .expect("docs/config.schema.json is JSON (tests/registry.rs writes it)")
+}

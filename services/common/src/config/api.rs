@@ -6,6 +6,7 @@ use super::ConfigError;
 
 /// `[api]`: the REST gateway (8080), /ws, /metrics and the port-80 proxy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct ApiConfig {
     /// Address both HTTP ports bind. Default 0.0.0.0 (LAN); `svcos sim` uses 127.0.0.1.

@@ -5,6 +5,7 @@ use super::ConfigError;
 /// `[auth]`: sessions and password hashing. The spec's limits (30 days, 8 hours, 32 sessions,
 /// 3 setups per 60 s) are constants of the auth service, not settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct AuthConfig {
     /// Argon2 hashes allowed to run at once; more logins wait. Default 1: a control board has

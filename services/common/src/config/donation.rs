@@ -5,6 +5,7 @@ use super::ConfigError;
 /// `[donation]`: optional contribution of Stratum V1 mining time. Off by default; saved changes
 /// take effect after a restart of stratum-agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct DonationConfig {
     /// Default false.

@@ -6,6 +6,7 @@ use super::ConfigError;
 /// battery). The reading comes from a LAN HTTP endpoint that answers JSON; nothing leaves the
 /// LAN. At most one of the two followers is enabled.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct EnergyConfig {
     /// Grid-tied solar: follow the exported surplus.
@@ -16,6 +17,7 @@ pub struct EnergyConfig {
 
 /// `[energy.solar]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct SolarConfig {
     /// Default false.
@@ -56,6 +58,7 @@ impl Default for SolarConfig {
 
 /// `[energy.offgrid]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct OffgridConfig {
     /// Default false.

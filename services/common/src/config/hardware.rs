@@ -8,6 +8,7 @@ use super::ConfigError;
 
 /// Which driver set hw-agent uses.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum HardwareDriver {
     /// The simulated board served by `svcos hw-sim`.
@@ -19,6 +20,7 @@ pub enum HardwareDriver {
 
 /// A board preset. Chip counts and nominal figures come from the preset unless overridden.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Board {
     /// Antminer S9 class: 3 chains x 63 BM1387-class chips, ~13.5 TH/s.
@@ -43,6 +45,7 @@ impl Board {
 
 /// `[hardware]`: the board and how to reach it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct HardwareConfig {
     /// Driver set. Default "sim".

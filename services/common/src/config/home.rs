@@ -4,6 +4,7 @@ use super::ConfigError;
 
 /// `[home]`: space-heater use: a room thermostat and night (quiet) hours.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct HomeConfig {
     /// Hold the room at `target_room_c` by moving the power target. Default false.
@@ -41,6 +42,7 @@ impl Default for HomeConfig {
 
 /// `[home.night_mode]`: a daily window with a power cap and a fan cap.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct NightModeConfig {
     /// Default false.

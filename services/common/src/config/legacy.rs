@@ -6,6 +6,7 @@ use super::ConfigError;
 
 /// `[legacy]`: the cgminer-compatible API on TCP 4028.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct LegacyConfig {
     /// Serve the legacy API at all. Default true.

@@ -51,8 +51,21 @@ use serde::{Deserialize, Serialize};
 
 use crate::fsutil;
 
+/// The JSON Schema (draft 2020-12) of the config file, derived from these types: members a
+/// section refuses (`deny_unknown_fields`) are `additionalProperties: false`, defaults are the
+/// `Default` impls'. The committed copy is `docs/config.schema.json`.
+#[cfg(feature = "schema")]
+pub fn json_schema() -> serde_json::Value {
+    let schema = schemars::generate::SchemaSettings::draft2020_12()
+        .for_deserialize()
+        .into_generator()
+        .into_root_schema_for::<Config>();
+    schema.to_value()
+}
+
 /// The whole config file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Identity and operating mode.

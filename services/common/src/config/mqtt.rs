@@ -5,6 +5,7 @@ use super::ConfigError;
 /// `[mqtt]`: publish state, events and Home Assistant discovery to an operator's broker.
 /// Off by default: nothing leaves the miner unless an operator configures it.
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct MqttConfig {
     /// Connect and publish at all. Default false.

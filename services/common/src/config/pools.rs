@@ -4,6 +4,7 @@ use super::ConfigError;
 
 /// One `[[pools]]` entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct PoolConfig {
     /// `stratum+tcp://host:port`, `stratum+ssl://host:port` or `stratum2+tcp://host:port/<pubkey>`.
@@ -79,6 +80,7 @@ impl PoolConfig {
 
 /// `[stratum]`: pool-client behaviour. Times in seconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct StratumConfig {
     /// Give up a connection attempt after this long. Default 5.

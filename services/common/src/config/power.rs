@@ -8,6 +8,7 @@ pub const MAX_WATT: f64 = 10_000.0;
 /// `[power]`: operator-declared electrical limits and the correction of the PSU power reading.
 /// The gateway's power governor turns these into hw-agent's power target (see ARCHITECTURE.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct PowerConfig {
     /// Circuit voltage entered in the setup wizard, volts; 0 = not entered. Default 0.
@@ -39,6 +40,7 @@ impl Default for PowerConfig {
 
 /// `[power.psu_override]`: the PSU model and limits as the operator declares them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct PsuOverrideConfig {
     /// Use the declared limits. Default false.

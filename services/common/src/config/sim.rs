@@ -4,6 +4,7 @@ use super::ConfigError;
 
 /// `[sim]`: the simulated board and the sim's test pool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct SimConfig {
     /// Seed for the silicon lottery and every other random choice. Default 1.

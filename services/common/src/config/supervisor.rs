@@ -6,6 +6,7 @@ use super::ConfigError;
 
 /// When a service is restarted after it exits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum RestartStrategy {
     /// Whatever the exit (except the "do not restart" codes).
@@ -19,6 +20,7 @@ pub enum RestartStrategy {
 
 /// Restart policy of one service. Times in milliseconds unless named otherwise.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct RestartPolicyConfig {
     /// Default "always".
@@ -83,6 +85,7 @@ impl RestartPolicyConfig {
 /// guarded against reboot loops, then slow retries forever. A service stays `failed` only for
 /// the exit codes that mean a restart cannot help (bad usage or config) or `strategy = "never"`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct EscalationConfig {
     /// First level: restart the failing service's dependants with it. Default true.
@@ -135,6 +138,7 @@ pub const MINING_CRITICAL: [&str; 2] = ["hw-agent", "stratum-agent"];
 /// `[supervisor]`: the default policy plus per-service overrides (`[supervisor.services.auth]`),
 /// the mining-critical services and the escalation ladder.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct SupervisorConfig {
     /// Policy for services without an override.

@@ -4,6 +4,7 @@ use super::ConfigError;
 
 /// Operating mode; gates which API surfaces are reachable (spec: Home / Standard / Hacker).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// Space-heater use: status, pools, config, system info, /api/home/*, sleep/wake, diagnostics.
@@ -28,6 +29,7 @@ impl Mode {
 
 /// `[system]`: identity and operating mode.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct SystemConfig {
     /// Hostname; also accepted as `<hostname>.local` in Host headers. Default "svcos".

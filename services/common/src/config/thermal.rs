@@ -4,6 +4,7 @@ use super::ConfigError;
 
 /// `[thermal]`: fan control and temperature limits (chip temperatures, degrees C).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct ThermalConfig {
     /// PID target. Default 75.

@@ -4,6 +4,7 @@ use super::ConfigError;
 
 /// What the autotuner optimises.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum TuneModeConfig {
     /// Hold PSU power at `power_target_watt` with the most hashrate.
@@ -19,6 +20,7 @@ pub enum TuneModeConfig {
 /// (active, mode, target, schedule) live in the tuner's state directory; these are the values
 /// it starts from on a fresh unit and the bounds it never leaves.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct TunerConfig {
     /// Tune at first start. Default false (stock frequency and voltage).

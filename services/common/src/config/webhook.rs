@@ -28,6 +28,7 @@ pub const MAX_HOOKS: usize = 16;
 
 /// `[webhook]`: signed HTTP POSTs of events to operator-configured receivers. Off by default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct WebhookConfig {
     /// Deliver at all. Default false.
@@ -59,6 +60,7 @@ impl Default for WebhookConfig {
 
 /// One receiver.
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct WebhookHook {
     /// `http://host[:port]/path` on the operator's network (no TLS on this firmware).

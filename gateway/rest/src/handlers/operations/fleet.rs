@@ -576,30 +576,9 @@ async fn network_block(State(state): State<AppState>) -> ApiResult {
 async fn config_schema(State(_state): State<AppState>) -> Response {
     json(json!({
         "schema": "svcos.api.network.config_schema.v1",
-        "json_schema": {
-            "$schema": "https://json-schema.org/draft/2020-12/schema",
-            "title": "svcOS network configuration",
-            "description": "The network-related members of the config file; write them with POST /api/config (hostname also with POST /api/network/hostname). Changes to ports and bind addresses take effect after the owning service restarts.",
-            "type": "object",
-            "properties": {
-                "system": {"type": "object", "properties": {
-                    "hostname": {"type": "string", "description": "Hostname; also accepted as <hostname>.local in Host headers", "default": "svcos"}}},
-                "api": {"type": "object", "properties": {
-                    "bind": {"type": "string", "format": "ip", "description": "REST API bind address"},
-                    "port": {"type": "integer", "minimum": 1, "maximum": 65535, "default": 8080},
-                    "http_port": {"type": "integer", "minimum": 1, "maximum": 65535, "default": 80, "description": "dashboard proxy port"},
-                    "websocket_tickets": {"type": "boolean", "default": false},
-                    "metrics_require_auth": {"type": "boolean", "default": false}}},
-                "legacy": {"type": "object", "properties": {
-                    "bind": {"type": "string", "format": "ip"},
-                    "port": {"type": "integer", "minimum": 1, "maximum": 65535, "default": 4028}}},
-                "energy": {"type": "object", "description": "LAN sources read by solar/off-grid following",
-                    "properties": {
-                        "solar": {"type": "object", "properties": {"source_url": {"type": "string", "pattern": "^http://"}}},
-                        "offgrid": {"type": "object", "properties": {"source_url": {"type": "string", "pattern": "^http://"}}}}}
-            },
-            "additionalProperties": true
-        },
+        // The whole config file's schema, derived from the config types (docs/config.schema.json);
+        // network members: system.hostname, api, legacy, energy.*.source_url.
+        "json_schema": crate::handlers::config_json_schema(),
         "outbound": {
             "pools": "Stratum V1/V2 to the configured pools only",
             "energy_sources": "http:// GET to LAN addresses only",

@@ -22,6 +22,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod authn;
+pub mod config_write;
 pub mod dispatch;
 pub mod envelope;
 pub mod guard;

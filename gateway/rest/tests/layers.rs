@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 /// `src/` may hold at most this many lines. Issue 14 asks for 9 000; lower this number whenever
 /// the gateway shrinks, never raise it.
-const MAX_SRC_LINES: usize = 11_623;
+const MAX_SRC_LINES: usize = 11_622;
 
 /// Modules that are one node of the graph however many files they span (their inside is
 /// their own business).
@@ -26,16 +26,9 @@ const KNOWN_CIRCLES: &[&[&str]] = &[];
 const KNOWN_GROUP_EDGES: &[&str] = &[
     "handlers::discovery -> handlers::firmware",
     "handlers::hardware -> handlers::discovery",
-    "handlers::integrations -> handlers::config",
     "handlers::mining -> handlers::hardware",
-    "handlers::operations::config_sections -> handlers::config",
-    "handlers::operations::config_sections -> handlers::pools",
-    "handlers::operations::energy_api -> handlers::operations::config_sections",
-    "handlers::operations::home -> handlers::operations::config_sections",
     "handlers::operations::setup -> handlers::auth",
     "handlers::operations::setup -> handlers::config",
-    "handlers::operations::setup -> handlers::operations::config_sections",
-    "handlers::pools -> handlers::config",
 ];
 
 fn src_dir() -> PathBuf {

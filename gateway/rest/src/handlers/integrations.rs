@@ -13,10 +13,10 @@ use svcos_common::config::{Config, ConfigError, EVENT_NAMES, check_webhook_url};
 use svcos_integrations::payload::{self, Topics};
 use svcos_integrations::webhook::Target;
 
-use super::config::{
+use super::{ApiResult, json, parse_body};
+use crate::config_write::{
     SECRET_MASK, apply, config_from_json, mask_secrets, merge, unmask_secrets, validation_error,
 };
-use super::{ApiResult, json, parse_body};
 use crate::envelope::{ApiError, ErrorCode};
 use crate::routing::Route;
 use crate::{AppState, route};

@@ -13,15 +13,12 @@ use svcos_api_types::status::Pool;
 use svcos_common::config::{ConfigError, PoolConfig};
 use svcos_proto::stratum::v1::{GetSv2StatusRequest, GetSv2StatusResponse, TestPoolRequest};
 
-use super::config::{SECRET_MASK, apply, unmask_pools, validation_error};
 use super::{ApiResult, json, parse_body};
+use crate::config_write::{SECRET_MASK, apply, parse_pool_list, unmask_pools, validation_error};
 use crate::envelope::{ApiError, ErrorCode};
 use crate::routing::Route;
 use crate::state::POOL_TEST_TIMEOUT;
 use crate::{AppState, route};
-
-/// Most pools a list may hold.
-pub const MAX_POOLS: usize = 16;
 
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route<AppState>> {
@@ -67,70 +64,6 @@ async fn get_pools(State(state): State<AppState>) -> Response {
         pools,
     })
     .into_response()
-}
-
-/// Parse and validate a pool list; errors are `pool_validation` naming the field.
-pub fn parse_pool_list(body: &Value) -> Result<Vec<PoolConfig>, ConfigError> {
-    let list = match body {
-        Value::Array(_) => body,
-        Value::Object(o) => o
-            .get("pools")
-            .ok_or_else(|| ConfigError::invalid("pools", "expected {\"pools\": [...]}"))?,
-        _ => return Err(ConfigError::invalid("pools", "expected {\"pools\": [...]}")),
-    };
-    if let Value::Object(o) = body
-        && let Some(k) = o.keys().find(|k| *k != "pools")
-    {
-        return Err(ConfigError::invalid(k.clone(), "unknown member"));
-    }
-    let items = list
-        .as_array()
-        .ok_or_else(|| ConfigError::invalid("pools", "must be an array"))?;
-    if items.is_empty() || items.len() > MAX_POOLS {
-        return Err(ConfigError::invalid(
-            "pools",
-            format!("1-{MAX_POOLS} pools"),
-        ));
-    }
-    let mut pools = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let Value::Object(fields) = item else {
-            return Err(ConfigError::invalid(
-                format!("pools[{i}]"),
-                "must be an object",
-            ));
-        };
-        for (k, v) in fields {
-            if let Err(e) = serde_json::from_value::<PoolConfig>(json!({ k: v })) {
-                return Err(ConfigError::invalid(
-                    format!("pools[{i}].{k}"),
-                    e.to_string(),
-                ));
-            }
-        }
-        let pool: PoolConfig = serde_json::from_value(item.clone())
-            .map_err(|e| ConfigError::invalid(format!("pools[{i}]"), e.to_string()))?;
-        if pool.password != SECRET_MASK {
-            pool.validate(&format!("pools[{i}]"))?;
-        } else {
-            PoolConfig {
-                password: "x".into(),
-                ..pool.clone()
-            }
-            .validate(&format!("pools[{i}]"))?;
-        }
-        pools.push(pool);
-    }
-    let quota_sum: u32 = pools.iter().map(|p| p.quota).sum();
-    if quota_sum != 0 && quota_sum != 100 {
-        return Err(ConfigError::invalid(
-            "pools[].quota",
-            format!(
-                "a failover split must add up to 100 (it adds up to {quota_sum}); 0 everywhere means plain failover"
-            ),
-        ));
-    }
-    Ok(pools)
 }
 
 async fn post_pools(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {

@@ -43,24 +43,11 @@ fn mining_state(t: &Telemetry) -> String {
     enum_word(t.state().as_str_name(), "MINING_STATE_")
 }
 
-/// The `/api/status` body (schema `svcos.api.status.v1`). `None` snapshots mean that peer is
-/// down: its members are `null` and `degraded` is true.
-pub fn render_status(
-    config: &Config,
-    telemetry: Option<&Telemetry>,
-    pools: Option<&GetPoolsResponse>,
-    _now_ms: i64,
-) -> StatusBody {
-    StatusBody::new(
-        config.system.hostname.clone(),
-        config.system.mode.as_str(),
-        telemetry,
-        pools,
-    )
-}
-
 async fn status(State(state): State<AppState>) -> Response {
-    let body = state.status_body(render_status);
+    // None snapshots: that peer is down, its members are null and `degraded` is true.
+    let body = state.status_body(|c, t, p, _| {
+        StatusBody::new(c.system.hostname.clone(), c.system.mode.as_str(), t, p)
+    });
     (
         [(
             header::CONTENT_TYPE,
@@ -522,7 +509,7 @@ mod tests {
 
     #[test]
     fn status_when_peers_down_says_so() {
-        let v = serde_json::to_value(render_status(&Config::default(), None, None, 0)).unwrap();
+        let v = serde_json::to_value(StatusBody::new("svcos".into(), "home", None, None)).unwrap();
         assert_eq!(v["degraded"], true);
         assert_eq!(v["sources"]["hw_agent"]["up"], false);
         assert!(v["mining"].is_null());

@@ -1,6 +1,6 @@
 //! `/api/config/power-calibration`, `/api/config/psu-override` and `/api/config/shared`: thin
 //! views of typed config sections, written through the one config write path
-//! ([`crate::handlers::config::apply`]: validate, atomic save, in-memory swap, owner reload).
+//! ([`crate::config_write::apply`]: validate, atomic save, in-memory swap, owner reload).
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -10,11 +10,11 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use svcos_common::config::{Config, ConfigError};
 
-use crate::envelope::{ApiError, ErrorCode};
-use crate::handlers::config::{
-    apply, config_from_json, masked, merge, unmask_pools, validation_error,
+use crate::config_write::parse_pool_list;
+use crate::config_write::{
+    apply, config_from_json, masked, merge, patch_config, unmask_pools, validation_error,
 };
-use crate::handlers::pools::parse_pool_list;
+use crate::envelope::{ApiError, ErrorCode};
 use crate::handlers::{ApiResult, json, parse_body, round};
 use crate::routing::Route;
 use crate::{AppState, route};
@@ -29,20 +29,6 @@ pub fn routes() -> Vec<Route<AppState>> {
         route!(GET "/api/config/shared", Bearer, P, Config, Full, "The fleet-shareable config subset: pools, power target, fan limits", get_shared),
         route!(POST "/api/config/shared", Bearer, P, Config, Full, "Apply a fleet-shared config subset atomically", post_shared),
     ]
-}
-
-/// Merge a JSON patch over the current config, validate and apply it (400
-/// `config_validation` naming the field on a bad value).
-pub async fn patch_config(state: &AppState, patch: Value) -> ApiResult<Value> {
-    let old = state.config();
-    let mut merged = serde_json::to_value(&*old).unwrap_or(Value::Null);
-    merge(&mut merged, &patch);
-    let mut new = config_from_json(&merged, &patch)
-        .map_err(|e| validation_error(ErrorCode::ConfigValidation, &e))?;
-    unmask_pools(&mut new.pools, &old);
-    apply(state, new)
-        .await
-        .map_err(|e| e.into_api(ErrorCode::ConfigValidation, None))
 }
 
 /// Only these members may be posted to a section view.
@@ -186,7 +172,7 @@ fn shared_body(config: &Config, report: Option<Value>) -> Value {
         "shared": shared_of(config),
         "members": SHARED_MEMBERS.iter().map(|(k, path)| json!({"name": k, "config": path})).collect::<Vec<_>>(),
         "fingerprint": shared_fingerprint(config),
-        "secret_mask": crate::handlers::config::SECRET_MASK,
+        "secret_mask": crate::config_write::SECRET_MASK,
         "write": report,
     })
 }

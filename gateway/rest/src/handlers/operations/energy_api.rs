@@ -14,8 +14,8 @@ use svcos_proto::tuner::v1::{
     EnergyReading, FollowerDecision, FollowerMode, ListFollowerDecisionsRequest, TestSourceRequest,
 };
 
-use super::config_sections::patch_config;
 use super::{decision_json, power_call, power_status};
+use crate::config_write::patch_config;
 use crate::envelope::{ApiError, ErrorCode};
 use crate::handlers::{ApiResult, json, parse_body, round};
 use crate::routing::Route;

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 
 use svcos_proto::tuner::v1::{PostRoomTemperatureRequest, PowerStatus};
 
-use super::config_sections::patch_config;
 use super::{power_call, power_status, thermostat_body};
+use crate::config_write::patch_config;
 use crate::envelope::{ApiError, ErrorCode};
 use crate::handlers::{ApiResult, json, parse_body};
 use crate::routing::Route;

@@ -12,7 +12,7 @@
 //!
 //! State lives in `<state>/gateway/setup-wizard.json`, written atomically. Settings entered
 //! in the wizard go into the config file through the one config write path
-//! ([`super::config_sections::patch_config`]): the circuit cap into `[power]`, quiet hours
+//! ([`crate::config_write::patch_config`]): the circuit cap into `[power]`, quiet hours
 //! into `[home.night_mode]`. The password goes to the auth service and is never stored or
 //! logged here.
 
@@ -28,8 +28,8 @@ use serde_json::{Value, json};
 use svcos_proto::auth::v1::SetupRequest;
 use tonic::Code;
 
-use super::config_sections::patch_config;
 use super::{read_json, state_dir};
+use crate::config_write::patch_config;
 use crate::envelope::{ApiError, ErrorCode};
 use crate::handlers::{ApiResult, json, parse_body};
 use crate::routing::Route;

@@ -93,3 +93,33 @@ pub fn config_json_schema() -> Value {
     )))
     .expect("docs/config.schema.json is JSON (tests/registry.rs writes it)")
 }
+
+/// Every supervised service as the supervisor reports it (one call, no caching: lifecycle views
+/// must show the current pids).
+pub async fn supervised_services(
+    state: &crate::AppState,
+) -> ApiResult<Vec<svcos_proto::supervisor::v1::ServiceInfo>> {
+    let mut sup = state.peers.supervisor.clone();
+    Ok(sup
+        .list_services(svcos_proto::supervisor::v1::ListServicesRequest {})
+        .await
+        .map_err(|s| ApiError::from_grpc("supervisor", &s))?
+        .into_inner()
+        .services)
+}
+
+/// The supervisor's update status (firmware and discovery views; 20 s: the supervisor may be
+/// busy verifying a bundle).
+pub async fn fetch_update_status(
+    state: &crate::AppState,
+) -> ApiResult<svcos_proto::supervisor::v1::UpdateStatus> {
+    use svcos_proto::supervisor::v1::update_service_client::UpdateServiceClient;
+    let socket = state.layout.socket(svcos_common::ServiceName::Supervisor);
+    let channel =
+        svcos_common::ipc::channel_with_timeout(socket, std::time::Duration::from_secs(20));
+    UpdateServiceClient::new(channel)
+        .get_update_status(svcos_proto::supervisor::v1::GetUpdateStatusRequest {})
+        .await
+        .map(|r| r.into_inner())
+        .map_err(|s| ApiError::from_grpc("supervisor", &s))
+}

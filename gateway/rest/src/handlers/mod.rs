@@ -108,8 +108,7 @@ pub async fn supervised_services(
         .services)
 }
 
-/// The supervisor's update status (firmware and discovery views; 20 s: the supervisor may be
-/// busy verifying a bundle).
+/// The supervisor's update status (firmware, discovery; 20 s: it may be verifying a bundle).
 pub async fn fetch_update_status(
     state: &crate::AppState,
 ) -> ApiResult<svcos_proto::supervisor::v1::UpdateStatus> {
@@ -122,4 +121,82 @@ pub async fn fetch_update_status(
         .await
         .map(|r| r.into_inner())
         .map_err(|s| ApiError::from_grpc("supervisor", &s))
+}
+
+/// The current safety warnings (also what the setup wizard records as acknowledged).
+pub fn safety_warnings_body(state: &crate::AppState) -> Value {
+    let config = state.config();
+    let mut warnings = Vec::new();
+    let mut warn = |id: &str, severity: &str, message: String| {
+        warnings.push(serde_json::json!({"id": id, "severity": severity, "message": message}));
+    };
+    if config.system.mode == svcos_common::config::Mode::Hacker {
+        warn(
+            "hacker_mode",
+            "warning",
+            "Hacker mode is on: raw debug endpoints can damage hardware".into(),
+        );
+    }
+    if config.donation.enabled && config.donation.percent > 0.0 {
+        warn(
+            "donation_enabled",
+            "info",
+            format!("{} % of mining time is donated", config.donation.percent),
+        );
+    }
+    if config.thermal.fan_manual_percent > 0 {
+        warn(
+            "manual_fan",
+            "warning",
+            format!(
+                "fans are fixed at {} %: temperature is not regulated",
+                config.thermal.fan_manual_percent
+            ),
+        );
+    }
+    for r in state.recovered_state_files() {
+        warn(
+            "state_file_recovered",
+            "warning",
+            format!(
+                "{}'s {} was damaged: it was moved aside as {} and defaults were used",
+                r.service, r.file, r.aside
+            ),
+        );
+    }
+    match state.telemetry() {
+        None => warn(
+            "hw_agent_down",
+            "warning",
+            "no live telemetry: hw-agent is not reachable".into(),
+        ),
+        Some(t) => {
+            if t.state() == svcos_proto::hwagent::v1::MiningState::Overheat
+                || t.temp_max_c >= config.thermal.hot_temp_c
+            {
+                warn(
+                    "overheat",
+                    "critical",
+                    format!(
+                        "chips at {:.1} C (limit {:.0} C)",
+                        t.temp_max_c, config.thermal.hot_temp_c
+                    ),
+                );
+            }
+            if t.fans.iter().any(|f| f.stalled) {
+                warn("fan_stalled", "critical", "a fan has stalled".into());
+            }
+            if t.psu.as_ref().is_some_and(|p| !p.fault.is_empty()) {
+                warn("psu_fault", "critical", "the PSU reports a fault".into());
+            }
+            if t.state() == svcos_proto::hwagent::v1::MiningState::Fault {
+                warn("hardware_fault", "critical", t.state_reason.clone());
+            }
+        }
+    }
+    serde_json::json!({
+        "schema": "svcos.api.safety.warnings.v1",
+        "count": warnings.len(),
+        "warnings": warnings,
+    })
 }

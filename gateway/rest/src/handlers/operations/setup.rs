@@ -296,7 +296,7 @@ struct SafetyBody {
 }
 
 async fn current_warning_ids(state: &AppState) -> Vec<String> {
-    let body = crate::handlers::config::safety_warnings_body(state);
+    let body = crate::handlers::safety_warnings_body(state);
     body["warnings"]
         .as_array()
         .map(|a| {

@@ -215,10 +215,13 @@ mod tests {
             vec![ChipVerdict::Ok, ChipVerdict::Dead, ChipVerdict::Ok]
         );
         // No frequencies (not yet set): no share, so nothing is dead for finding nothing.
-        let idle = judge_chain(0, &[ChipCounts {
-            frequency_mhz: 0.0,
-            ..chip(true, 0, 0)
-        }]);
+        let idle = judge_chain(
+            0,
+            &[ChipCounts {
+                frequency_mhz: 0.0,
+                ..chip(true, 0, 0)
+            }],
+        );
         assert_eq!(idle[0].verdict, ChipVerdict::Ok);
     }
 

@@ -23,15 +23,17 @@ fn telemetry() -> Telemetry {
     let chips: Vec<ChipTelemetry> = CHIPS
         .iter()
         .enumerate()
-        .map(|(i, &(alive, nonces, hw_errors, frequency_mhz))| ChipTelemetry {
-            index: i as u32,
-            address: (i * 4) as u32,
-            frequency_mhz,
-            nonces,
-            hw_errors,
-            alive,
-            ..Default::default()
-        })
+        .map(
+            |(i, &(alive, nonces, hw_errors, frequency_mhz))| ChipTelemetry {
+                index: i as u32,
+                address: (i * 4) as u32,
+                frequency_mhz,
+                nonces,
+                hw_errors,
+                alive,
+                ..Default::default()
+            },
+        )
         .collect();
     let nonces = chips.iter().map(|c| c.nonces).sum();
     let hw_errors = chips.iter().map(|c| c.hw_errors).sum();

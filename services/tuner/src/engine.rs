@@ -1168,7 +1168,6 @@ pub fn mining_chains(t: &Telemetry) -> usize {
         .count()
 }
 
-
 /// Per-chip health of counters over a window (`stats`, from `t` less a base), judged by the one
 /// rule (`svcos_common::chiphealth`); `point` gives each chip's trim, which is reported but is
 /// not a verdict (a trim is the tuner's policy at its own threshold).

@@ -51,8 +51,9 @@ pub fn network_difficulty(nbits: u32) -> Option<f64> {
 
 /// The BIP34 height at the start of the coinbase scriptSig. `coinb1` is only the coinbase's
 /// head (the extranonces and the rest follow), so it is decoded field by field up to the
-/// script's first instruction; that instruction must be a minimal push of a non-negative
-/// number (as BIP34 requires; heights 1-16 come as `OP_1`..`OP_16`).
+/// script's first instruction, a push of a non-negative number (heights 1-16 may come as
+/// `OP_1`..`OP_16`). This reports what the job says rather than validating it, so a push wider
+/// than needed (a fixed 3-byte push, as some pools and the test pool send) is read too.
 pub fn bip34_height(coinb1: &[u8]) -> Option<u64> {
     let mut r = coinb1;
     let _version = i32::consensus_decode(&mut r).ok()?;
@@ -65,9 +66,9 @@ pub fn bip34_height(coinb1: &[u8]) -> Option<u64> {
         return None;
     }
     let _script_len = VarInt::consensus_decode(&mut r).ok()?;
-    let first = Script::from_bytes(r).instructions_minimal().next()?.ok()?;
+    let first = Script::from_bytes(r).instructions().next()?.ok()?;
     let height = match first {
-        Instruction::PushBytes(b) => script::read_scriptint(b.as_bytes()).ok()?,
+        Instruction::PushBytes(b) => script::read_scriptint_non_minimal(b.as_bytes()).ok()?,
         op @ Instruction::Op(_) => op.script_num()?,
     };
     u64::try_from(height).ok()
@@ -143,9 +144,15 @@ mod tests {
         for &(push, height) in cases {
             assert_eq!(bip34_height(&coinb1(push)), Some(height), "{push:02x?}");
         }
-        // Negative, non-minimal, truncated, not a coinbase.
+        // Wider pushes than needed are read (the test pool pushes 3 bytes for any height).
+        assert_eq!(bip34_height(&coinb1(&[0x03, 0x05, 0x00, 0x00])), Some(5));
+        assert_eq!(
+            bip34_height(&coinb1(&[0x04, 0x40, 0xd1, 0x0c, 0x00])),
+            Some(840_000)
+        );
+        // Negative, truncated, not a coinbase.
         assert_eq!(bip34_height(&coinb1(&[0x01, 0x81])), None);
-        assert_eq!(bip34_height(&coinb1(&[0x04, 0x40, 0xd1, 0x0c, 0x00])), None);
+        assert_eq!(bip34_height(&coinb1(&[0x02, 0x40, 0xd1, 0x8c])), None);
         assert_eq!(bip34_height(&coinb1(&[0x03, 0x40, 0xd1])), None);
         let mut two_inputs = coinb1(&[0x03, 0x40, 0xd1, 0x0c]);
         two_inputs[4] = 2;
@@ -163,9 +170,17 @@ mod tests {
         header_order.reverse();
         assert_eq!(display_hash(&header_order).as_deref(), Some(shown));
         assert_eq!(display_hash(&header_order[..31]), None);
-        let f = block_facts(&header_order, &coinb1(&[0x03, 0x40, 0xd1, 0x0c]), 0x17034219);
+        let f = block_facts(
+            &header_order,
+            &coinb1(&[0x03, 0x40, 0xd1, 0x0c]),
+            0x17034219,
+        );
         assert_eq!(f.height, Some(840_000));
         assert_eq!(f.previous_block_hash.as_deref(), Some(shown));
-        assert!(f.network_target.unwrap().starts_with("000000000000000000034219"));
+        assert!(
+            f.network_target
+                .unwrap()
+                .starts_with("000000000000000000034219")
+        );
     }
 }

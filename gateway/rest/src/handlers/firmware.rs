@@ -108,8 +108,9 @@ pub fn upload_dir(state: &AppState) -> PathBuf {
 }
 
 fn client(state: &AppState, timeout: Duration) -> UpdateServiceClient<tonic::transport::Channel> {
-    UpdateServiceClient::new(ipc::channel_with_timeout(
-        state.layout.socket(ServiceName::Supervisor),
+    UpdateServiceClient::new(ipc::channel_with_deadline(
+        &state.layout,
+        ServiceName::Supervisor,
         timeout,
     ))
 }

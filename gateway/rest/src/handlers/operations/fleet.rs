@@ -210,53 +210,6 @@ pub struct Scan {
     pub miners: Vec<Miner>,
 }
 
-/// Identify firmware and make from a `version` reply.
-pub fn identify(
-    version: &Value,
-) -> (
-    String,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-) {
-    let rec = &version["VERSION"][0];
-    let s = |k: &str| {
-        rec.get(k).and_then(|v| {
-            v.as_str()
-                .map(str::to_string)
-                .or_else(|| (!v.is_null()).then(|| v.to_string()))
-        })
-    };
-    let (firmware, fw_version) = [
-        ("svcOS", "svcOS"),
-        ("BOSer", "Braiins OS"),
-        ("BOSminer", "Braiins OS"),
-        ("LUXminer", "LuxOS"),
-        ("BMMiner", "bmminer (Bitmain stock)"),
-        ("CGMiner", "cgminer"),
-        ("sgminer", "sgminer"),
-    ]
-    .iter()
-    .find_map(|(key, name)| s(key).map(|v| (name.to_string(), Some(v))))
-    .unwrap_or_else(|| ("unknown cgminer-compatible".to_string(), None));
-    let model = s("Type").or_else(|| s("Model")).filter(|m| !m.is_empty());
-    let make = model.as_deref().and_then(|m| {
-        let m = m.to_ascii_lowercase();
-        [
-            ("antminer", "Bitmain"),
-            ("bitaxe", "Bitaxe"),
-            ("whatsminer", "MicroBT"),
-            ("avalon", "Canaan"),
-            ("innosilicon", "Innosilicon"),
-        ]
-        .iter()
-        .find(|(k, _)| m.contains(k))
-        .map(|(_, v)| v.to_string())
-    });
-    (firmware, fw_version, s("API"), model, make)
-}
-
 fn num(v: &Value, key: &str) -> Option<f64> {
     let v = v.get(key)?;
     v.as_f64()
@@ -273,7 +226,8 @@ async fn probe(ip: Ipv4Addr, port: u16, timeout: Duration) -> Result<Option<Mine
         }
         Err(_) => return Err(()),
     };
-    let (firmware, firmware_version, api_version, model, make) = identify(&version);
+    let (firmware, firmware_version, api_version, model, make) =
+        svcos_common::cgminer::identify(&version);
     let summary = cgminer(addr, "summary", timeout).await.ok();
     let pools = cgminer(addr, "pools", timeout).await.ok();
     let sum = summary
@@ -542,22 +496,5 @@ mod tests {
         assert!(expand_range("8.8.8.0/30").unwrap_err().contains("LAN"));
         assert!(expand_range("10.0.0.9-10.0.0.1").is_err());
         assert!(expand_range("nonsense").is_err());
-    }
-
-    #[test]
-    fn identification() {
-        let v = json!({"VERSION": [{"svcOS": "0.1.0", "API": "3.1", "Type": "Antminer S9"}]});
-        let (fw, ver, api, model, make) = identify(&v);
-        assert_eq!(
-            (fw.as_str(), ver.as_deref(), api.as_deref()),
-            ("svcOS", Some("0.1.0"), Some("3.1"))
-        );
-        assert_eq!(
-            (model.as_deref(), make.as_deref()),
-            (Some("Antminer S9"), Some("Bitmain"))
-        );
-        let v =
-            json!({"VERSION": [{"BMMiner": "2.0.0", "API": "3.1", "Type": "Antminer S19j Pro"}]});
-        assert_eq!(identify(&v).0, "bmminer (Bitmain stock)");
     }
 }

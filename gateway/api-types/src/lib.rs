@@ -19,7 +19,6 @@ pub mod pools;
 #[cfg(feature = "schema")]
 pub mod schema;
 pub mod status;
-pub mod thermal;
 
 /// An enum value's proto name without its prefix, lowercased
 /// (`MINING_STATE_NO_WORK` → `no_work`): the API's spelling of every peer enum.

@@ -3,7 +3,7 @@
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use schemars::{JsonSchema, Schema};
 
-use crate::{pools, status, thermal};
+use crate::{pools, status};
 
 /// A route's `200` schema: a `$ref` into the generator's definitions.
 pub type SchemaOf = fn(&mut SchemaGenerator) -> Schema;
@@ -23,16 +23,6 @@ pub const RESPONSES: &[(&str, &str, SchemaOf)] = &[
         of::<status::ChainPresenceBody>,
     ),
     ("GET", "/api/pools", of::<pools::PoolsBody>),
-    (
-        "GET",
-        "/api/thermal/posture",
-        of::<thermal::ThermalPostureBody>,
-    ),
-    (
-        "GET",
-        "/api/thermal/supervisor",
-        of::<thermal::ThermalSupervisorBody>,
-    ),
 ];
 
 /// A generator for an OpenAPI 3.1 document: JSON Schema 2020-12, definitions under

@@ -13,9 +13,6 @@ use svcos_common::config::Mode;
 
 use std::collections::HashMap;
 
-/// The API contract version (`api_contract_version` of discovery and system views).
-pub const API_CONTRACT_VERSION: &str = "svcos.api.v1";
-
 /// Who may call an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthClass {

@@ -71,54 +71,6 @@ pub fn lookup(name: &str) -> Option<&'static Command> {
     COMMANDS.iter().find(|c| c.name == name)
 }
 
-/// Identify a discovered miner from its `version` reply: (firmware family, firmware version,
-/// API version, model, make). The gateway's fleet discovery uses it.
-pub fn identify(
-    version: &serde_json::Value,
-) -> (
-    String,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-) {
-    let rec = &version["VERSION"][0];
-    let s = |k: &str| {
-        rec.get(k).and_then(|v| {
-            v.as_str()
-                .map(str::to_string)
-                .or_else(|| (!v.is_null()).then(|| v.to_string()))
-        })
-    };
-    let (firmware, fw_version) = [
-        ("svcOS", "svcOS"),
-        ("BOSer", "Braiins OS"),
-        ("BOSminer", "Braiins OS"),
-        ("LUXminer", "LuxOS"),
-        ("BMMiner", "bmminer (Bitmain stock)"),
-        ("CGMiner", "cgminer"),
-        ("sgminer", "sgminer"),
-    ]
-    .iter()
-    .find_map(|(key, name)| s(key).map(|v| (name.to_string(), Some(v))))
-    .unwrap_or_else(|| ("unknown cgminer-compatible".to_string(), None));
-    let model = s("Type").or_else(|| s("Model")).filter(|m| !m.is_empty());
-    let make = model.as_deref().and_then(|m| {
-        let m = m.to_ascii_lowercase();
-        [
-            ("antminer", "Bitmain"),
-            ("bitaxe", "Bitaxe"),
-            ("whatsminer", "MicroBT"),
-            ("avalon", "Canaan"),
-            ("innosilicon", "Innosilicon"),
-        ]
-        .iter()
-        .find(|(k, _)| m.contains(k))
-        .map(|(_, v)| v.to_string())
-    });
-    (firmware, fw_version, s("API"), model, make)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,21 +83,5 @@ mod tests {
         }
         assert_eq!(lookup("summary").map(|c| c.privileged), Some(false));
         assert!(lookup("nonesuch").is_none());
-    }
-
-    #[test]
-    fn identification() {
-        let v = serde_json::json!({"VERSION": [{"svcOS": "0.1.0", "API": "3.1", "Type": "Antminer S9"}]});
-        let (fw, ver, api, model, make) = identify(&v);
-        assert_eq!(
-            (fw.as_str(), ver.as_deref(), api.as_deref()),
-            ("svcOS", Some("0.1.0"), Some("3.1"))
-        );
-        assert_eq!(
-            (model.as_deref(), make.as_deref()),
-            (Some("Antminer S9"), Some("Bitmain"))
-        );
-        let v = serde_json::json!({"VERSION": [{"BMMiner": "2.0.0", "API": "3.1", "Type": "Antminer S19j Pro"}]});
-        assert_eq!(identify(&v).0, "bmminer (Bitmain stock)");
     }
 }

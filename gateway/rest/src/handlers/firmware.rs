@@ -108,9 +108,8 @@ pub fn upload_dir(state: &AppState) -> PathBuf {
 }
 
 fn client(state: &AppState, timeout: Duration) -> UpdateServiceClient<tonic::transport::Channel> {
-    UpdateServiceClient::new(ipc::channel_with_deadline(
-        &state.layout,
-        ServiceName::Supervisor,
+    UpdateServiceClient::new(ipc::channel_with_timeout(
+        state.layout.socket(ServiceName::Supervisor),
         timeout,
     ))
 }
@@ -185,8 +184,17 @@ pub fn status_json(s: &pb::UpdateStatus, receiving: Option<(u64, Option<u64>)>) 
     })
 }
 
+/// The supervisor's update status (for discovery routes too).
+pub async fn fetch_status(state: &AppState) -> ApiResult<pb::UpdateStatus> {
+    client(state, STATUS_TIMEOUT)
+        .get_update_status(pb::GetUpdateStatusRequest {})
+        .await
+        .map(|r| r.into_inner())
+        .map_err(|s| ApiError::from_grpc("supervisor", &s))
+}
+
 async fn status(State(state): State<AppState>) -> ApiResult {
-    let s = super::fetch_update_status(&state).await?;
+    let s = fetch_status(&state).await?;
     let receiving = state
         .group_state(Uploads::default)
         .snapshot()

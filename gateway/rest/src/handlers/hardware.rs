@@ -18,7 +18,7 @@ use svcos_proto::hwagent::v1::{
     FanMode, GetInventoryRequest, GetInventoryResponse, GetTelemetryRequest, LedMode,
     SetFanRequest, SetFrequencyRequest, SetLedRequest, SetSleepRequest, SetVoltageRequest,
 };
-use svcos_proto::supervisor::v1::{ServiceInfo, ServiceRequest};
+use svcos_proto::supervisor::v1::{ListServicesRequest, ServiceInfo, ServiceRequest};
 use svcos_proto::tuner::v1::GetStateRequest;
 
 use super::{ApiResult, json, parse_body, round};
@@ -78,7 +78,7 @@ async fn system_info(State(state): State<AppState>) -> Response {
         "mode": config.system.mode.as_str(),
         "firmware": "svcOS",
         "version": env!("CARGO_PKG_VERSION"),
-        "api_contract_version": crate::routing::API_CONTRACT_VERSION,
+        "api_contract_version": super::discovery::API_CONTRACT_VERSION,
         "model": inv.as_ref().map(|i| i.model.clone()),
         "vendor": inv.as_ref().map(|i| i.vendor.clone()),
         "board": inv.as_ref().map(|i| i.board.clone()),
@@ -123,8 +123,20 @@ fn service_json(s: &ServiceInfo) -> Value {
     })
 }
 
+/// Every supervised service as the supervisor reports it (one call, no caching: lifecycle views
+/// must show the current pids).
+pub(crate) async fn supervised_services(state: &AppState) -> ApiResult<Vec<ServiceInfo>> {
+    let mut sup = state.peers.supervisor.clone();
+    Ok(sup
+        .list_services(ListServicesRequest {})
+        .await
+        .map_err(|s| ApiError::from_grpc("supervisor", &s))?
+        .into_inner()
+        .services)
+}
+
 async fn system_health(State(state): State<AppState>) -> Response {
-    let supervised = super::supervised_services(&state).await.ok();
+    let supervised = supervised_services(&state).await.ok();
     let hw_up = state.telemetry().is_some();
     let stratum_up = state.pools().is_some();
     let auth_stream = state.sessions.is_live();
@@ -253,7 +265,7 @@ async fn reboot(State(state): State<AppState>) -> ApiResult {
     // The gateway runs unprivileged, so a "reboot" restarts every supervised service, which is
     // everything the firmware controls: in boot order, the gateway itself last and only after
     // this answer has been sent.
-    let services = super::supervised_services(&state).await?;
+    let services = supervised_services(&state).await?;
     let mut restarted = Vec::new();
     let mut restart_self = false;
     for s in &services {

@@ -53,7 +53,7 @@ fn mining_word(t: &Telemetry) -> String {
 }
 
 async fn boot_timeline(State(state): State<AppState>) -> ApiResult {
-    let services = super::supervised_services(&state).await?;
+    let services = super::hardware::supervised_services(&state).await?;
     let now = state.clock.now_ms();
     let mut events: Vec<Value> = services
         .iter()

@@ -14,12 +14,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use svcos_api_types::enum_word;
 use svcos_api_types::status::{ChainPresenceBody, ChipsBody, StatsBody, StatusBody};
-use svcos_api_types::thermal::{Limits, ThermalPostureBody, ThermalSupervisorBody};
-use svcos_common::chiphealth::{self, ChipCounts};
 use svcos_common::config::Config;
-use svcos_proto::hwagent::v1::{
-    ChainState, ChainTelemetry, GetTelemetryRequest, MiningState, Telemetry,
-};
+use svcos_proto::hwagent::v1::{ChainState, GetTelemetryRequest, MiningState, Telemetry};
 use svcos_proto::stratum::v1::{GetPoolsResponse, PoolState};
 
 use super::{ApiResult, json, round};
@@ -88,53 +84,42 @@ async fn chips(State(state): State<AppState>) -> ApiResult {
     Ok(Json(ChipsBody::from(&t)).into_response())
 }
 
-async fn chips_health(State(state): State<AppState>) -> ApiResult {
-    let t = full_telemetry(&state).await?;
-    Ok(json(chips_health_view(&t)))
+/// A chip's verdict: dead, or its error rate above 2 % (degraded) or not.
+fn chip_verdict(alive: bool, nonces: u64, errors: u64) -> &'static str {
+    if !alive {
+        "dead"
+    } else if nonces + errors >= 50 && errors * 50 > nonces + errors {
+        "degraded"
+    } else {
+        "ok"
+    }
 }
 
-/// The `/api/chips/health` body: every chip judged by the one rule
-/// (`svcos_common::chiphealth`) over hw-agent's lifetime counters.
-pub fn chips_health_view(t: &Telemetry) -> Value {
-    let mut counts = std::collections::BTreeMap::from([("ok", 0u32), ("weak", 0), ("dead", 0)]);
+async fn chips_health(State(state): State<AppState>) -> ApiResult {
+    let t = full_telemetry(&state).await?;
+    let mut counts = std::collections::BTreeMap::from([("ok", 0u32), ("degraded", 0), ("dead", 0)]);
     let chains: Vec<Value> = t
         .chains
         .iter()
         .map(|c| {
-            let judged = chiphealth::judge_chain(c.nonces, &chip_counts(c));
             let chips: Vec<Value> = c
                 .chips
                 .iter()
-                .zip(judged)
-                .map(|(chip, j)| {
-                    let verdict = j.verdict.as_str();
+                .map(|chip| {
+                    let verdict = chip_verdict(chip.alive, chip.nonces, chip.hw_errors);
                     *counts.entry(verdict).or_default() += 1;
-                    json!({"index": chip.index, "verdict": verdict, "nonces": chip.nonces,
-                        "hw_errors": chip.hw_errors,
-                        "expected_nonces": round(j.expected_nonces, 1), "evidence": j.reasons})
+                    json!({"index": chip.index, "verdict": verdict, "nonces": chip.nonces, "hw_errors": chip.hw_errors})
                 })
                 .collect();
             json!({"chain_id": c.chain_id, "chips": chips})
         })
         .collect();
-    json!({
+    Ok(json(json!({
         "schema": "svcos.api.chips.health.v1",
-        "rule": chiphealth::RULE,
+        "rule": "dead = not answering; degraded = more than 2 % hardware errors over at least 50 results",
         "summary": counts,
         "chains": chains,
-    })
-}
-
-fn chip_counts(c: &ChainTelemetry) -> Vec<ChipCounts> {
-    c.chips
-        .iter()
-        .map(|chip| ChipCounts {
-            answering: chip.alive,
-            nonces: chip.nonces,
-            hw_errors: chip.hw_errors,
-            frequency_mhz: chip.frequency_mhz,
-        })
-        .collect()
+    })))
 }
 
 fn telemetry_or_503(state: &AppState) -> ApiResult<Telemetry> {
@@ -150,23 +135,44 @@ async fn chain_presence(State(state): State<AppState>) -> ApiResult {
 
 async fn thermal_posture(State(state): State<AppState>) -> ApiResult {
     let t = telemetry_or_503(&state)?;
-    let th = &state.config().thermal;
-    let body = ThermalPostureBody::new(&t, th.target_temp_c, limits(th));
-    Ok(Json(body).into_response())
+    let cfg = state.config();
+    let th = &cfg.thermal;
+    let posture = if t.temp_max_c >= th.dangerous_temp_c {
+        "dangerous"
+    } else if t.temp_max_c >= th.hot_temp_c {
+        "hot"
+    } else if t.temp_max_c > th.target_temp_c + 5.0 {
+        "warm"
+    } else {
+        "normal"
+    };
+    Ok(json(json!({
+        "schema": "svcos.api.thermal.posture.v1",
+        "posture": posture,
+        "temp_max_c": round(t.temp_max_c, 1),
+        "target_temp_c": th.target_temp_c,
+        "hot_temp_c": th.hot_temp_c,
+        "dangerous_temp_c": th.dangerous_temp_c,
+        "headroom_c": round(th.hot_temp_c - t.temp_max_c, 1),
+        "chains": t.chains.iter().map(|c| json!({"chain_id": c.chain_id, "temp_chip_c": round(c.temp_chip_c, 1), "temp_board_c": round(c.temp_board_c, 1)})).collect::<Vec<_>>(),
+    })))
 }
 
 async fn thermal_supervisor(State(state): State<AppState>) -> ApiResult {
     let t = telemetry_or_503(&state)?;
-    let th = &state.config().thermal;
-    let body = ThermalSupervisorBody::new(&t, th.fan_min_percent, th.fan_max_percent, limits(th));
-    Ok(Json(body).into_response())
-}
-
-fn limits(th: &svcos_common::config::ThermalConfig) -> Limits {
-    Limits {
-        hot_temp_c: th.hot_temp_c,
-        dangerous_temp_c: th.dangerous_temp_c,
-    }
+    let cfg = state.config();
+    Ok(json(json!({
+        "schema": "svcos.api.thermal.supervisor.v1",
+        "mining_state": mining_state(&t),
+        "state_reason": t.state_reason,
+        "tripped": t.state() == MiningState::Overheat,
+        "fan_mode": enum_word(t.fan_mode().as_str_name(), "FAN_MODE_"),
+        "fan_min_percent": cfg.thermal.fan_min_percent,
+        "fan_max_percent": cfg.thermal.fan_max_percent,
+        "temp_target_c": round(t.temp_target_c, 1),
+        "limits": {"hot_temp_c": cfg.thermal.hot_temp_c, "dangerous_temp_c": cfg.thermal.dangerous_temp_c},
+        "fans": t.fans.iter().map(|f| json!({"fan_id": f.fan_id, "rpm": f.rpm, "pwm_percent": f.pwm_percent, "stalled": f.stalled})).collect::<Vec<_>>(),
+    })))
 }
 
 async fn home_status(State(state): State<AppState>) -> ApiResult {
@@ -492,6 +498,14 @@ async fn metrics(State(state): State<AppState>) -> Response {
 mod tests {
     use super::*;
     use svcos_proto::hwagent::v1::ChainTelemetry;
+
+    #[test]
+    fn chip_verdicts() {
+        assert_eq!(chip_verdict(false, 100, 0), "dead");
+        assert_eq!(chip_verdict(true, 10, 5), "ok");
+        assert_eq!(chip_verdict(true, 90, 10), "degraded");
+        assert_eq!(chip_verdict(true, 1000, 1), "ok");
+    }
 
     #[test]
     fn status_when_peers_down_says_so() {

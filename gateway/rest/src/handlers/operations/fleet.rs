@@ -210,6 +210,53 @@ pub struct Scan {
     pub miners: Vec<Miner>,
 }
 
+/// Identify firmware and make from a `version` reply.
+pub fn identify(
+    version: &Value,
+) -> (
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+) {
+    let rec = &version["VERSION"][0];
+    let s = |k: &str| {
+        rec.get(k).and_then(|v| {
+            v.as_str()
+                .map(str::to_string)
+                .or_else(|| (!v.is_null()).then(|| v.to_string()))
+        })
+    };
+    let (firmware, fw_version) = [
+        ("svcOS", "svcOS"),
+        ("BOSer", "Braiins OS"),
+        ("BOSminer", "Braiins OS"),
+        ("LUXminer", "LuxOS"),
+        ("BMMiner", "bmminer (Bitmain stock)"),
+        ("CGMiner", "cgminer"),
+        ("sgminer", "sgminer"),
+    ]
+    .iter()
+    .find_map(|(key, name)| s(key).map(|v| (name.to_string(), Some(v))))
+    .unwrap_or_else(|| ("unknown cgminer-compatible".to_string(), None));
+    let model = s("Type").or_else(|| s("Model")).filter(|m| !m.is_empty());
+    let make = model.as_deref().and_then(|m| {
+        let m = m.to_ascii_lowercase();
+        [
+            ("antminer", "Bitmain"),
+            ("bitaxe", "Bitaxe"),
+            ("whatsminer", "MicroBT"),
+            ("avalon", "Canaan"),
+            ("innosilicon", "Innosilicon"),
+        ]
+        .iter()
+        .find(|(k, _)| m.contains(k))
+        .map(|(_, v)| v.to_string())
+    });
+    (firmware, fw_version, s("API"), model, make)
+}
+
 fn num(v: &Value, key: &str) -> Option<f64> {
     let v = v.get(key)?;
     v.as_f64()
@@ -226,8 +273,7 @@ async fn probe(ip: Ipv4Addr, port: u16, timeout: Duration) -> Result<Option<Mine
         }
         Err(_) => return Err(()),
     };
-    let (firmware, firmware_version, api_version, model, make) =
-        svcos_common::cgminer::identify(&version);
+    let (firmware, firmware_version, api_version, model, make) = identify(&version);
     let summary = cgminer(addr, "summary", timeout).await.ok();
     let pools = cgminer(addr, "pools", timeout).await.ok();
     let sum = summary
@@ -417,6 +463,71 @@ async fn pool_stats(State(state): State<AppState>) -> Response {
     }
 }
 
+/// Network difficulty of compact bits (difficulty-1 target / target).
+pub fn nbits_difficulty(nbits: u32) -> Option<f64> {
+    let exponent = (nbits >> 24) as i32;
+    let mantissa = f64::from(nbits & 0x007f_ffff);
+    if mantissa == 0.0 || nbits & 0x0080_0000 != 0 {
+        return None;
+    }
+    // diff1 = 0xffff * 256^(0x1d - 3); target = mantissa * 256^(exponent - 3).
+    Some(f64::from(0xffff_u32) / mantissa * 256f64.powi(0x1d - exponent))
+}
+
+fn read_varint(b: &[u8], at: &mut usize) -> Option<u64> {
+    let first = *b.get(*at)?;
+    *at += 1;
+    let len = match first {
+        0xfd => 2,
+        0xfe => 4,
+        0xff => 8,
+        n => return Some(u64::from(n)),
+    };
+    let bytes = b.get(*at..*at + len)?;
+    *at += len;
+    Some(
+        bytes
+            .iter()
+            .rev()
+            .fold(0u64, |acc, x| (acc << 8) | u64::from(*x)),
+    )
+}
+
+/// The BIP34 block height at the start of the coinbase scriptSig (in `coinb1`).
+pub fn bip34_height(coinb1: &[u8]) -> Option<u64> {
+    let mut at = 4; // version
+    if read_varint(coinb1, &mut at)? != 1 {
+        return None; // a coinbase has exactly one input
+    }
+    at += 36; // null prevout
+    let _script_len = read_varint(coinb1, &mut at)?;
+    let op = *coinb1.get(at)?;
+    match op {
+        0x51..=0x60 => Some(u64::from(op - 0x50)),
+        1..=8 => {
+            let n = op as usize;
+            let bytes = coinb1.get(at + 1..at + 1 + n)?;
+            if bytes.last()? & 0x80 != 0 {
+                return None; // negative: not a height
+            }
+            Some(
+                bytes
+                    .iter()
+                    .rev()
+                    .fold(0u64, |acc, x| (acc << 8) | u64::from(*x)),
+            )
+        }
+        _ => None,
+    }
+}
+
+/// Block hash in display order from header-order bytes.
+pub fn display_hash(header_order: &[u8]) -> String {
+    let mut b = header_order.to_vec();
+    b.reverse();
+    hex::encode(b)
+}
+
 async fn current_job(state: &AppState) -> ApiResult<JobTemplate> {
     let mut s = state.peers.stratum.clone();
     let mut stream = s
@@ -444,16 +555,13 @@ async fn network_block(State(state): State<AppState>) -> ApiResult {
             .find(|x| x.index == job.pool_index)
             .map(|x| x.url)
     });
-    // All Bitcoin math (compact target, BIP34, hash order) is rust-bitcoin's, in services/work.
-    let facts = svcos_work::network::block_facts(&job.prev_hash, &job.coinb1, job.nbits);
     Ok(json(json!({
         "schema": "svcos.api.network.block.v1",
         "source": "current pool job (mining.notify); no internet lookup",
-        "height": facts.height,
-        "previous_block_hash": facts.previous_block_hash,
+        "height": bip34_height(&job.coinb1),
+        "previous_block_hash": display_hash(&job.prev_hash),
         "nbits": format!("{:08x}", job.nbits),
-        "network_difficulty": facts.network_difficulty,
-        "network_target": facts.network_target,
+        "network_difficulty": nbits_difficulty(job.nbits),
         "version": format!("{:08x}", job.version),
         "ntime": job.ntime,
         "job_id": job.job_id,
@@ -496,5 +604,43 @@ mod tests {
         assert!(expand_range("8.8.8.0/30").unwrap_err().contains("LAN"));
         assert!(expand_range("10.0.0.9-10.0.0.1").is_err());
         assert!(expand_range("nonsense").is_err());
+    }
+
+    #[test]
+    fn difficulty_from_nbits() {
+        assert_eq!(nbits_difficulty(0x1d00ffff), Some(1.0));
+        // Block 840000.
+        let d = nbits_difficulty(0x17034219).unwrap();
+        assert!((d / 86_388_558_925_171.02 - 1.0).abs() < 1e-9, "{d}");
+    }
+
+    #[test]
+    fn height_from_coinbase() {
+        let mut c = vec![1, 0, 0, 0, 1];
+        c.extend([0; 32]);
+        c.extend([0xff; 4]);
+        c.push(20);
+        c.extend([3, 0x40, 0xd1, 0x0c]); // 840000
+        assert_eq!(bip34_height(&c), Some(840_000));
+        let mut small = c.clone();
+        small[42] = 0x51 + 4; // OP_5
+        assert_eq!(bip34_height(&small[..43]), Some(5));
+    }
+
+    #[test]
+    fn identification() {
+        let v = json!({"VERSION": [{"svcOS": "0.1.0", "API": "3.1", "Type": "Antminer S9"}]});
+        let (fw, ver, api, model, make) = identify(&v);
+        assert_eq!(
+            (fw.as_str(), ver.as_deref(), api.as_deref()),
+            ("svcOS", Some("0.1.0"), Some("3.1"))
+        );
+        assert_eq!(
+            (model.as_deref(), make.as_deref()),
+            (Some("Antminer S9"), Some("Bitmain"))
+        );
+        let v =
+            json!({"VERSION": [{"BMMiner": "2.0.0", "API": "3.1", "Type": "Antminer S19j Pro"}]});
+        assert_eq!(identify(&v).0, "bmminer (Bitmain stock)");
     }
 }

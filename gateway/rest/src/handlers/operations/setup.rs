@@ -296,7 +296,7 @@ struct SafetyBody {
 }
 
 async fn current_warning_ids(state: &AppState) -> Vec<String> {
-    let body = crate::handlers::safety_warnings_body(state);
+    let body = crate::handlers::config::safety_warnings_body(state);
     body["warnings"]
         .as_array()
         .map(|a| {
@@ -464,7 +464,7 @@ async fn step3_password(
     let mut auth = state.peers.auth_hash.clone();
     auth.setup(SetupRequest {
         password: b.password,
-        client_ip: crate::authn::client_ip(&state.proxy_key, peer, &headers).to_string(),
+        client_ip: crate::handlers::auth::client_ip(&state, peer, &headers).to_string(),
     })
     .await
     .map_err(|s| auth_setup_error(&s))?;

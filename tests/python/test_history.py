@@ -45,6 +45,8 @@ def test_history_and_audit_survive_killing_the_whole_stack(tmp_path):
         status, _, body = http("POST", f"{sim.api_url}/api/config", token,
                                {"tuner": {"history_flush_s": 5}})
         assert status == 200, body
+        # The tuner reads [tuner] when it starts: the write names it, not the gateway.
+        assert body["restart_required"] == [{"key": "tuner.history_flush_s", "service": "tuner"}], body
         out = sim.ctl("restart", "tuner")
         assert out.returncode == 0, out.stderr
         # A write to find in the audit log after the power cut.

@@ -69,6 +69,14 @@ def service_running(stack, name: str) -> bool:
     return stack.services()[name]["state"] == "running"
 
 
+def test_power_target_above_the_shared_bound_is_refused(stack, token):
+    # svcos_common::bounds::POWER_TARGET_WATT, the bound hw-agent's SetPowerTarget checks too.
+    status, _, body = http("POST", f"{stack.api_url}/api/config", token,
+                           {"hardware": {"power_target_watt": 10001}})
+    assert_envelope(status, body, 400, "hardware.power_target_watt")
+    assert body.get("code") == "config_validation" and "10000 W" in body.get("detail", ""), body
+
+
 def test_legacy_allow_prefix_over_32_is_refused_everywhere_config_enters(stack, token):
     api = stack.api_url
     bad = "W:127.0.0.5/33"

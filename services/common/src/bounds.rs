@@ -1,7 +1,8 @@
 //! Operating-point bounds every writer of a chip frequency or a chain voltage enforces: config
 //! validation, the gateway's debug and tuning routes, hw-agent's control and diagnostics RPCs,
-//! the tuner's profile store and the cgminer `ascset`. Defined once so no path can accept what
-//! another refuses.
+//! the tuner's profile store and the cgminer `ascset`; and the power target, which
+//! `[hardware].power_target_watt` and hw-agent's `SetPowerTarget` both check. Defined once so no
+//! path can accept what another refuses.
 
 /// A closed range with its unit, for checks and for the messages that name it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -40,18 +41,26 @@ pub const VOLTAGE_MV: Bound = Bound {
     unit: "mV",
 };
 
+/// Power target, W (0 = none); the top is [`crate::config::MAX_WATT`], the most any cap may name.
+pub const POWER_TARGET_WATT: Bound = Bound {
+    min: 0.0,
+    max: crate::config::MAX_WATT,
+    unit: "W",
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn ends_are_inside_and_nan_is_not() {
-        for b in [FREQUENCY_MHZ, VOLTAGE_MV] {
+        for b in [FREQUENCY_MHZ, VOLTAGE_MV, POWER_TARGET_WATT] {
             assert!(b.contains(b.min) && b.contains(b.max));
             assert!(!b.contains(b.min - 0.001) && !b.contains(b.max + 0.001));
             assert!(!b.contains(f64::NAN));
         }
         assert_eq!(FREQUENCY_MHZ.describe(), "50-1200 MHz");
         assert_eq!(VOLTAGE_MV.describe(), "1000-16000 mV");
+        assert_eq!(POWER_TARGET_WATT.describe(), "0-10000 W");
     }
 }

@@ -4,7 +4,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
-use svcos_common::bounds::FREQUENCY_MHZ;
+use svcos_common::bounds::{FREQUENCY_MHZ, POWER_TARGET_WATT};
 
 use futures::{Stream, StreamExt};
 use svcos_common::Layout;
@@ -278,10 +278,10 @@ impl HwAgentService for Api {
         request: Request<SetPowerTargetRequest>,
     ) -> Result<Response<SetPowerTargetResponse>, Status> {
         let watt = request.into_inner().watt;
-        if !(0.0..=100_000.0).contains(&watt) {
+        if !POWER_TARGET_WATT.contains(watt) {
             return Err(fail(HwError::InvalidArgument {
                 field: "watt",
-                message: "0 (none) or a positive number of watts".into(),
+                message: format!("{} (0 = none)", POWER_TARGET_WATT.describe()),
             }));
         }
         let (reply, rx) = oneshot::channel();

@@ -3,6 +3,8 @@
 //! SHA-256d). Hashing and header layout come from rust-bitcoin; this crate only adds the Stratum
 //! conventions (word-swapped prevhash, coinbase assembly, pool difficulty) on top.
 
+pub mod network;
+
 use bitcoin::block::{Header, Version};
 use bitcoin::consensus::encode::serialize;
 use bitcoin::hashes::{Hash, HashEngine, sha256, sha256d};

@@ -263,29 +263,3 @@ async fn test_webhook(State(state): State<AppState>, headers: HeaderMap, body: B
         state.integrations.test_webhook(&targets, timeout).await,
     ))
 }
-
-#[cfg(test)]
-mod tests {
-    use svcos_common::config::WebhookHook;
-
-    use super::*;
-
-    #[test]
-    fn secrets_masked_and_restored() {
-        let mut old = Config::default();
-        old.mqtt.password = "pw".into();
-        old.webhook.hooks = vec![WebhookHook {
-            url: "http://10.0.0.1/a".into(),
-            secret: "s1".into(),
-            ..Default::default()
-        }];
-        let mut v = serde_json::to_value(&old).unwrap();
-        mask_secrets(&mut v);
-        assert_eq!(v["mqtt"]["password"], SECRET_MASK);
-        assert_eq!(v["webhook"]["hooks"][0]["secret"], SECRET_MASK);
-        assert!(!v.to_string().contains("s1\""));
-        let mut back: Config = serde_json::from_value(v).unwrap();
-        unmask_secrets(&mut back, &old);
-        assert_eq!(back, old);
-    }
-}

@@ -160,12 +160,35 @@ impl HardwareConfig {
                 "one UART per chain is needed with the linux driver",
             ));
         }
-        if self.power_target_watt < 0.0 {
+        let target = crate::bounds::POWER_TARGET_WATT;
+        if !target.contains(self.power_target_watt) {
             return Err(ConfigError::invalid(
                 "hardware.power_target_watt",
-                "must be >= 0",
+                format!("{} (0 = none)", target.describe()),
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn power_target_is_bounded_like_hw_agent_bounds_it() {
+        let check = |w| {
+            HardwareConfig {
+                power_target_watt: w,
+                ..Default::default()
+            }
+            .validate()
+        };
+        let top = crate::bounds::POWER_TARGET_WATT.max;
+        assert!(check(0.0).is_ok() && check(1200.0).is_ok() && check(top).is_ok());
+        for bad in [-1.0, top + 1.0, 1e9, f64::NAN, f64::INFINITY] {
+            let e = check(bad).unwrap_err();
+            assert_eq!(e.field(), Some("hardware.power_target_watt"), "{bad}");
+        }
     }
 }

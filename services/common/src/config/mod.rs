@@ -8,6 +8,7 @@
 pub mod allow;
 mod api;
 mod auth;
+pub mod change;
 mod donation;
 mod energy;
 mod hardware;
@@ -16,6 +17,7 @@ mod legacy;
 mod mqtt;
 mod pools;
 mod power;
+pub mod secrets;
 mod sim;
 mod supervisor;
 mod system;

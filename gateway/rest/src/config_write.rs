@@ -6,8 +6,8 @@
 
 use serde_json::{Value, json};
 pub use svcos_common::config::change::{
-    Effects, MAX_POOLS, changed_keys, config_from_json, key_effect, locate_bad_field, merge,
-    parse_pool_list,
+    Effects, MAX_POOLS, REQUIRED_SECTIONS, changed_keys, config_from_json, key_effect,
+    locate_bad_field, merge, parse_pool_list,
 };
 pub use svcos_common::config::secrets::{
     mask_secrets, mask_url_member, masked, restore_secrets, stored_secret, unmask_pools,
@@ -24,9 +24,6 @@ use crate::envelope::{ApiError, ErrorCode};
 /// What replaces a secret in GET answers; sending it back keeps the stored secret.
 pub use svcos_common::redact::SECRET_MASK;
 
-/// Sections a `"mode": "replace"` import or a restore must contain: without them the miner
-/// would fall back to defaults that stop mining (no pool) or change how it is reached (binds).
-pub const REQUIRED_SECTIONS: [&str; 4] = ["system", "api", "legacy", "pools"];
 /// The previous config kept by an import or restore, for one-step undo.
 pub const PREVIOUS_FILE: &str = "config.previous.toml";
 

@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use svcos_common::config::change::ImportMode;
 use svcos_common::config::{Config, ConfigError, Mode};
 use svcos_proto::hwagent::v1::MiningState;
 use svcos_proto::tuner::v1::ListAuditRequest;
@@ -96,18 +97,6 @@ async fn export(State(state): State<AppState>) -> Response {
         .into_response()
 }
 
-/// How an imported document meets the current config.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum ImportMode {
-    /// Sections and keys in the document replace the current ones; the rest stays.
-    #[default]
-    Merge,
-    /// The document is the whole config; it must contain every [`REQUIRED_SECTIONS`] member,
-    /// and what it leaves out takes its default.
-    Replace,
-}
-
 /// `{"toml": "<TOML>"}` or `{"config": {...}}`, with an optional `"mode"`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -148,38 +137,10 @@ fn import_document(toml: Option<String>, config: Option<Value>) -> ApiResult<Val
     Ok(doc)
 }
 
-/// The config an import or restore would put in force: `doc` merged over the current config
-/// (or over the defaults for a replace), echoed masks restored, validated by the one validator,
-/// with at least one pool.
+/// The config an import or restore would put in force (`config::change::import`'s rules).
 fn imported_config(state: &AppState, doc: &Value, mode: ImportMode) -> ApiResult<Config> {
-    let invalid = |e: ConfigError| validation_error(ErrorCode::ConfigValidation, &e);
-    let old = state.config();
-    let mut merged = match mode {
-        ImportMode::Merge => serde_json::to_value(&*old).unwrap_or(Value::Null),
-        ImportMode::Replace => {
-            if let Some(missing) = REQUIRED_SECTIONS.iter().find(|s| doc.get(**s).is_none()) {
-                return Err(invalid(ConfigError::invalid(
-                    *missing,
-                    format!(
-                        "a full replace must contain the sections {}; send mode \"merge\" to change only some",
-                        REQUIRED_SECTIONS.join(", ")
-                    ),
-                )));
-            }
-            serde_json::to_value(Config::default()).unwrap_or(Value::Null)
-        }
-    };
-    merge(&mut merged, doc);
-    let mut new = config_from_json(&merged, doc).map_err(invalid)?;
-    restore_secrets(&mut new, &old);
-    if new.pools.is_empty() {
-        return Err(invalid(ConfigError::invalid(
-            "pools",
-            "the imported config has no pool: the miner would stop mining",
-        )));
-    }
-    new.validate().map_err(invalid)?;
-    Ok(new)
+    svcos_common::config::change::import(&state.config(), doc, mode)
+        .map_err(|e| validation_error(ErrorCode::ConfigValidation, &e))
 }
 
 async fn import(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {

@@ -251,6 +251,54 @@ pub fn parse_pool_list(body: &Value) -> Result<Vec<PoolConfig>, ConfigError> {
     Ok(pools)
 }
 
+/// Sections a `"mode": "replace"` import or a restore must contain: without them the miner
+/// would fall back to defaults that stop mining (no pool) or change how it is reached (binds).
+pub const REQUIRED_SECTIONS: [&str; 4] = ["system", "api", "legacy", "pools"];
+
+/// How an imported document meets the current config.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ImportMode {
+    /// Sections and keys in the document replace the current ones; the rest stays.
+    #[default]
+    Merge,
+    /// The document is the whole config; it must contain every [`REQUIRED_SECTIONS`] member,
+    /// and what it leaves out takes its default.
+    Replace,
+}
+
+/// The config an import or restore would put in force: `doc` merged over `current` (or over
+/// the defaults for a replace), echoed masks restored from `current`, validated by the one
+/// validator, with at least one pool.
+pub fn import(current: &Config, doc: &Value, mode: ImportMode) -> Result<Config, ConfigError> {
+    let mut merged = match mode {
+        ImportMode::Merge => serde_json::to_value(current).unwrap_or(Value::Null),
+        ImportMode::Replace => {
+            if let Some(missing) = REQUIRED_SECTIONS.iter().find(|s| doc.get(**s).is_none()) {
+                return Err(ConfigError::invalid(
+                    *missing,
+                    format!(
+                        "a full replace must contain the sections {}; send mode \"merge\" to change only some",
+                        REQUIRED_SECTIONS.join(", ")
+                    ),
+                ));
+            }
+            serde_json::to_value(Config::default()).unwrap_or(Value::Null)
+        }
+    };
+    merge(&mut merged, doc);
+    let mut new = config_from_json(&merged, doc)?;
+    super::secrets::restore_secrets(&mut new, current);
+    if new.pools.is_empty() {
+        return Err(ConfigError::invalid(
+            "pools",
+            "the imported config has no pool: the miner would stop mining",
+        ));
+    }
+    new.validate()?;
+    Ok(new)
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -370,5 +418,52 @@ mod tests {
         }
         let ok = parse_pool_list(&json!([{"url": "stratum+tcp://a:3333", "user": "w"}])).unwrap();
         assert_eq!(ok.len(), 1);
+    }
+
+    fn with_pool() -> Config {
+        let mut c = Config::default();
+        c.pools.push(PoolConfig {
+            url: "stratum+tcp://10.0.0.1:3333".into(),
+            user: "w".into(),
+            password: "secret".into(),
+            ..Default::default()
+        });
+        c
+    }
+
+    #[test]
+    fn import_merge_keeps_the_rest_and_the_secrets() {
+        let current = with_pool();
+        let mut doc = serde_json::to_value(&current).unwrap();
+        doc["pools"][0]["password"] = json!(SECRET_MASK);
+        doc["thermal"] = json!({"target_temp_c": 71.0});
+        let doc = json!({"pools": doc["pools"], "thermal": doc["thermal"]});
+        let new = import(&current, &doc, ImportMode::Merge).unwrap();
+        assert_eq!(new.thermal.target_temp_c, 71.0);
+        assert_eq!(new.pools[0].password, "secret");
+        assert_eq!(new.api, current.api);
+    }
+
+    #[test]
+    fn import_replace_needs_the_sections_and_a_pool() {
+        let current = with_pool();
+        let full = serde_json::to_value(&current).unwrap();
+        assert_eq!(
+            import(&current, &full, ImportMode::Replace).unwrap(),
+            current
+        );
+        let mut partial = full.clone();
+        partial.as_object_mut().unwrap().remove("legacy");
+        let e = import(&current, &partial, ImportMode::Replace).unwrap_err();
+        assert_eq!(e.field(), Some("legacy"));
+        // The same document merges.
+        assert!(import(&current, &partial, ImportMode::Merge).is_ok());
+        let mut no_pool = full;
+        no_pool["pools"] = json!([]);
+        let e = import(&current, &no_pool, ImportMode::Replace).unwrap_err();
+        assert_eq!(e.field(), Some("pools"));
+        let bad = json!({"thermal": {"target_temp_c": "hot"}});
+        let e = import(&current, &bad, ImportMode::Merge).unwrap_err();
+        assert_eq!(e.field(), Some("thermal.target_temp_c"));
     }
 }

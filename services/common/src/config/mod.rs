@@ -18,6 +18,7 @@ mod mqtt;
 mod pools;
 mod power;
 pub mod secrets;
+pub mod shared;
 mod sim;
 mod supervisor;
 mod system;

@@ -7,13 +7,12 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
-use sha2::{Digest, Sha256};
-use svcos_common::config::{Config, ConfigError};
-
-use crate::config_write::parse_pool_list;
-use crate::config_write::{
-    apply, config_from_json, masked, merge, patch_config, unmask_pools, validation_error,
+use svcos_common::config::Config;
+use svcos_common::config::shared::{
+    self, SHARED_MEMBERS, SharedError, apply_shared, shared_fingerprint, shared_of,
 };
+
+use crate::config_write::{apply, patch_config, validation_error};
 use crate::envelope::{ApiError, ErrorCode};
 use crate::handlers::{ApiResult, json, parse_body, round};
 use crate::routing::Route;
@@ -38,15 +37,8 @@ fn only_members(body: &Value, section: &str, allowed: &[&str]) -> ApiResult<Map<
             ApiError::bad_request("expected a JSON object").code(ErrorCode::ConfigValidation)
         );
     };
-    if let Some(k) = m.keys().find(|k| !allowed.contains(&k.as_str())) {
-        return Err(validation_error(
-            ErrorCode::ConfigValidation,
-            &ConfigError::invalid(
-                format!("{section}.{k}"),
-                format!("unknown member; allowed: {}", allowed.join(", ")),
-            ),
-        ));
-    }
+    shared::only_members(m, section, allowed)
+        .map_err(|e| validation_error(ErrorCode::ConfigValidation, &e))?;
     Ok(m.clone())
 }
 
@@ -138,34 +130,6 @@ async fn post_psu_override(
     Ok(json(psu_body(&state, Some(report))))
 }
 
-/// The members of the shared subset, as (wire name, config path).
-pub const SHARED_MEMBERS: &[(&str, &str)] = &[
-    ("pools", "pools"),
-    ("power_target_watt", "hardware.power_target_watt"),
-    ("fan_min_percent", "thermal.fan_min_percent"),
-    ("fan_max_percent", "thermal.fan_max_percent"),
-    ("target_temp_c", "thermal.target_temp_c"),
-];
-
-/// The shared subset of a config (pool passwords masked).
-pub fn shared_of(config: &Config) -> Value {
-    json!({
-        "pools": masked(config)["pools"],
-        "power_target_watt": config.hardware.power_target_watt,
-        "fan_min_percent": config.thermal.fan_min_percent,
-        "fan_max_percent": config.thermal.fan_max_percent,
-        "target_temp_c": config.thermal.target_temp_c,
-    })
-}
-
-/// SHA-256 over the canonical shared subset, including pool passwords, so a fleet tool can
-/// tell which miners differ without reading any secret.
-pub fn shared_fingerprint(config: &Config) -> String {
-    let mut v = shared_of(config);
-    v["pools"] = serde_json::to_value(&config.pools).unwrap_or_default();
-    hex::encode(Sha256::digest(v.to_string().as_bytes()))
-}
-
 fn shared_body(config: &Config, report: Option<Value>) -> Value {
     json!({
         "schema": "svcos.api.config.shared.v1",
@@ -195,29 +159,11 @@ async fn post_shared(State(state): State<AppState>, headers: HeaderMap, body: By
             .code(ErrorCode::ConfigValidation)
             .suggestion(format!("send any of: {}", allowed.join(", "))));
     }
-    let old = state.config();
-    let mut patch = json!({});
-    for (k, v) in &m {
-        let path = SHARED_MEMBERS
-            .iter()
-            .find(|(n, _)| n == k)
-            .map(|(_, p)| *p)
-            .unwrap_or_default();
-        if let Some((section, field)) = path.split_once('.') {
-            patch[section][field] = v.clone();
-        }
-    }
-    let mut merged = serde_json::to_value(&*old).unwrap_or(Value::Null);
-    merge(&mut merged, &patch);
-    let mut new = config_from_json(&merged, &patch)
-        .map_err(|e| validation_error(ErrorCode::ConfigValidation, &e))?;
-    if let Some(pools) = m.get("pools") {
+    let new = apply_shared(&state.config(), &m).map_err(|e| match e {
+        SharedError::Config(e) => validation_error(ErrorCode::ConfigValidation, &e),
         // The same parser and rules as POST /api/pools.
-        let mut pools = parse_pool_list(&json!({"pools": pools}))
-            .map_err(|e| validation_error(ErrorCode::PoolValidation, &e))?;
-        unmask_pools(&mut pools, &old);
-        new.pools = pools;
-    }
+        SharedError::Pools(e) => validation_error(ErrorCode::PoolValidation, &e),
+    })?;
     // One write for the whole subset: either everything applies or nothing does.
     let report = apply(&state, new).await.map_err(|e| {
         e.into_api(

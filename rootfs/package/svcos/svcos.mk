@@ -19,7 +19,7 @@ SVCOS_LICENSE = GPL-3.0-or-later
 SVCOS_SUBDIR = services/svcos
 # Without default features the binary links the system libsqlite3 (the `bundled-sqlite` feature
 # is off): Buildroot's sqlite package, found through pkg-config.
-SVCOS_DEPENDENCIES = host-pkgconf sqlite
+SVCOS_DEPENDENCIES = host-pkgconf sqlite tzdata
 SVCOS_CARGO_BUILD_OPTS = -p svcos --no-default-features --bin svcos
 SVCOS_CARGO_INSTALL_OPTS = --no-default-features --bin svcos
 

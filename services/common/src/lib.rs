@@ -32,6 +32,7 @@ pub mod shutdown;
 pub mod statefile;
 pub mod status;
 pub mod time;
+pub mod timewin;
 pub mod trace;
 
 pub use paths::Layout;

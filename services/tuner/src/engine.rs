@@ -223,6 +223,9 @@ pub struct Sample {
 #[derive(Debug)]
 pub struct Engine {
     config: Config,
+    /// The zone time-of-use windows are read in (`[system].timezone`, kept current by the
+    /// power governor's config reload).
+    zone: svcos_common::timewin::SharedZone,
     limits: Option<Limits>,
     board: Option<BoardInfo>,
     /// Files.
@@ -289,6 +292,7 @@ impl Engine {
             },
         };
         Ok(Engine {
+            zone: svcos_common::timewin::SharedZone::new(config.system.zone()),
             config,
             limits: None,
             board: None,
@@ -386,6 +390,16 @@ impl Engine {
         self.reason = reason;
     }
 
+    /// Read time-of-use windows in the zone of this cell from now on.
+    pub fn share_zone(&mut self, zone: svcos_common::timewin::SharedZone) {
+        self.zone = zone;
+    }
+
+    /// The zone time-of-use windows are read in now.
+    pub fn zone(&self) -> svcos_common::timewin::Zone {
+        self.zone.get()
+    }
+
     /// The mode and target in force after time-of-use and dynamic power scaling.
     pub fn effective_target(&self, now_ms: i64) -> (Mode, f64) {
         let Some(lim) = &self.limits else {
@@ -396,7 +410,7 @@ impl Engine {
                 let base = self
                     .settings
                     .tou
-                    .active(now_ms)
+                    .active(&self.zone(), now_ms)
                     .map_or(self.settings.power_target_watt, |w| w.power_target_watt);
                 let t = (base - self.dps_reduction)
                     .max(lim.dps_min_watt.min(base))
@@ -1048,7 +1062,7 @@ impl Engine {
             tou_window: self
                 .settings
                 .tou
-                .active(now_ms)
+                .active(&self.zone(), now_ms)
                 .map(|w| w.describe())
                 .unwrap_or_default(),
             measured: Some(self.last_measured.to_pb()),

@@ -241,7 +241,8 @@ pub async fn run(
     ));
 
     let interval = Duration::from_millis(ctx.config.tuner.step_interval_ms);
-    let engine = Engine::new(ctx.config.clone(), store, clock.now_ms())?;
+    let mut engine = Engine::new(ctx.config.clone(), store, clock.now_ms())?;
+    engine.share_zone(power.zone.clone());
     let shared = Shared::new(engine, clock);
     let driver = Driver {
         shared: shared.clone(),

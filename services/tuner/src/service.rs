@@ -342,10 +342,13 @@ impl TunerService for TunerApi {
         let now = self.shared.clock.now_ms();
         let e = self.shared.lock();
         let t = &e.settings().tou;
+        let zone = e.zone();
         Ok(Response::new(GetTouScheduleResponse {
             enabled: t.enabled,
             windows: tou_pb(t),
-            active_window: t.active(now).map(|w| w.describe()).unwrap_or_default(),
+            active_window: t.active(&zone, now).map(|w| w.describe()).unwrap_or_default(),
+            next_change: t.next_change(&zone, now).map(|at| zone.rfc3339(at)).unwrap_or_default(),
+            timezone: zone.name,
         }))
     }
 
@@ -371,10 +374,13 @@ impl TunerService for TunerApi {
         let now = self.shared.clock.now_ms();
         let e = self.shared.lock();
         let t = &e.settings().tou;
+        let zone = e.zone();
         Ok(Response::new(SetTouScheduleResponse {
             enabled: t.enabled,
             windows: tou_pb(t),
-            active_window: t.active(now).map(|w| w.describe()).unwrap_or_default(),
+            active_window: t.active(&zone, now).map(|w| w.describe()).unwrap_or_default(),
+            next_change: t.next_change(&zone, now).map(|at| zone.rfc3339(at)).unwrap_or_default(),
+            timezone: zone.name,
         }))
     }
 }

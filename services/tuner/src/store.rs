@@ -12,6 +12,7 @@ use svcos_common::bounds::{FREQUENCY_MHZ, VOLTAGE_MV};
 
 use serde::{Deserialize, Serialize};
 use svcos_common::fsutil;
+use svcos_common::timewin::{DAY_MIN, DailyWindow, Timestamp, Zone, hhmm};
 
 use crate::model::{Mode, Profile};
 
@@ -44,9 +45,9 @@ pub enum StoreError {
 /// One time-of-use window.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TouWindow {
-    /// Minutes after midnight UTC.
+    /// Local wall-clock minutes after midnight in `[system].timezone` (UTC before that key).
     pub start_minute: u32,
-    /// Minutes after midnight UTC; below `start_minute` for a window over midnight.
+    /// Local wall-clock minutes, up to 1440; below `start_minute` for a window over midnight.
     pub end_minute: u32,
     /// Power target inside the window, W.
     pub power_target_watt: f64,
@@ -56,19 +57,14 @@ pub struct TouWindow {
 }
 
 impl TouWindow {
-    /// Whether `minute` (of the UTC day) falls inside.
-    pub fn contains(&self, minute: u32) -> bool {
-        if self.start_minute <= self.end_minute {
-            (self.start_minute..self.end_minute).contains(&minute)
-        } else {
-            minute >= self.start_minute || minute < self.end_minute
-        }
+    /// The daily window (rules in `svcos_common::timewin`); `None` when out of range.
+    pub fn window(&self) -> Option<DailyWindow> {
+        DailyWindow::new(self.start_minute, self.end_minute)
     }
 
     /// "HH:MM-HH:MM" (and the label).
     pub fn describe(&self) -> String {
-        let hm = |m: u32| format!("{:02}:{:02}", m / 60, m % 60);
-        let mut s = format!("{}-{}", hm(self.start_minute), hm(self.end_minute % 1440));
+        let mut s = format!("{}-{}", hhmm(self.start_minute), hhmm(self.end_minute % DAY_MIN));
         if !self.label.is_empty() {
             s.push(' ');
             s.push_str(&self.label);
@@ -87,13 +83,27 @@ pub struct TouSchedule {
 }
 
 impl TouSchedule {
-    /// The window in force at a Unix time, if any.
-    pub fn active(&self, now_ms: i64) -> Option<&TouWindow> {
+    /// The window in force at a Unix time in `zone`, if any.
+    pub fn active(&self, zone: &Zone, now_ms: i64) -> Option<&TouWindow> {
+        let at = Timestamp::from_millisecond(now_ms).ok()?;
         if !self.enabled {
             return None;
         }
-        let minute = (now_ms.div_euclid(60_000)).rem_euclid(1440) as u32;
-        self.windows.iter().find(|w| w.contains(minute))
+        self.windows
+            .iter()
+            .find(|w| w.window().is_some_and(|d| d.contains(&zone.tz, at)))
+    }
+
+    /// When the window in force next starts or ends, if within the next days.
+    pub fn next_change(&self, zone: &Zone, now_ms: i64) -> Option<Timestamp> {
+        let at = Timestamp::from_millisecond(now_ms).ok()?;
+        if !self.enabled {
+            return None;
+        }
+        self.windows
+            .iter()
+            .filter_map(|w| w.window()?.next_transition(&zone.tz, at))
+            .min()
     }
 
     /// Check windows: bounds, non-overlap, targets.
@@ -102,10 +112,10 @@ impl TouSchedule {
             return Err("at most 48 windows".into());
         }
         for (i, w) in self.windows.iter().enumerate() {
-            if w.start_minute >= 1440 || w.end_minute > 1440 {
+            let Some(win) = w.window() else {
                 return Err(format!("windows[{i}]: minutes are 0-1440"));
-            }
-            if w.start_minute == w.end_minute {
+            };
+            if win.is_empty() {
                 return Err(format!("windows[{i}]: empty window"));
             }
             if !(w.power_target_watt.is_finite() && w.power_target_watt > 0.0)
@@ -115,8 +125,9 @@ impl TouSchedule {
                     "windows[{i}].power_target_watt: 0 < W <= {max_power_watt}"
                 ));
             }
-            for m in 0..1440 {
-                if w.contains(m) && self.windows[..i].iter().any(|o| o.contains(m)) {
+            for m in 0..DAY_MIN {
+                let earlier = |o: &TouWindow| o.window().is_some_and(|o| o.contains_minute(m));
+                if win.contains_minute(m) && self.windows[..i].iter().any(earlier) {
                     return Err(format!("windows[{i}] overlaps an earlier window"));
                 }
             }
@@ -518,22 +529,36 @@ mod tests {
             power_target_watt: 900.0,
             label: String::new(),
         };
-        assert!(w(60, 120).contains(60) && !w(60, 120).contains(120));
-        assert!(w(1380, 60).contains(1400) && w(1380, 60).contains(10));
+        let m = |t: TouWindow, minute| t.window().unwrap().contains_minute(minute);
+        assert!(m(w(60, 120), 60) && !m(w(60, 120), 120));
+        assert!(m(w(1380, 60), 1400) && m(w(1380, 60), 10));
         let sched = TouSchedule {
             enabled: true,
             windows: vec![w(60, 120), w(1380, 60)],
         };
         sched.validate(2000.0).unwrap();
+        let utc = Zone::utc();
         // 01:30 UTC on some day.
         assert_eq!(
             sched
-                .active(86_400_000 * 3 + 90 * 60_000)
+                .active(&utc, 86_400_000 * 3 + 90 * 60_000)
                 .unwrap()
                 .start_minute,
             60
         );
-        assert!(sched.active(86_400_000 * 3 + 200 * 60_000).is_none());
+        assert!(sched.active(&utc, 86_400_000 * 3 + 200 * 60_000).is_none());
+        // Local time with daylight saving: 06:00-09:00 in Toronto, the day after spring forward.
+        let toronto = Zone::named("America/Toronto").unwrap();
+        let morning = TouSchedule {
+            enabled: true,
+            windows: vec![w(360, 540)],
+        };
+        let ms = |s: &str| s.parse::<Timestamp>().unwrap().as_millisecond();
+        // 10:30Z is 06:30 EDT (it would be 05:30 at the winter offset).
+        assert!(morning.active(&toronto, ms("2026-03-09T10:30:00Z")).is_some());
+        assert!(morning.active(&toronto, ms("2026-03-09T09:30:00Z")).is_none());
+        let next = morning.next_change(&toronto, ms("2026-03-09T10:30:00Z")).unwrap();
+        assert_eq!(toronto.rfc3339(next), "2026-03-09T09:00:00-04:00");
         let overlap = TouSchedule {
             enabled: true,
             windows: vec![w(60, 120), w(100, 200)],

@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use svcos_common::config::parse_hhmm;
+use svcos_common::timewin::{hhmm, parse_hhmm, parse_hhmm_end};
 use svcos_proto::tuner::v1 as pb;
 
 use super::{ApiResult, json, parse_body, round};
@@ -699,14 +699,12 @@ async fn dps(State(state): State<AppState>) -> ApiResult {
     })))
 }
 
-fn hhmm(m: u32) -> String {
-    format!("{:02}:{:02}", m / 60, m % 60)
-}
-
-fn tou_json(enabled: bool, windows: &[pb::TouWindow], active: &str) -> Value {
+/// `text`: the active window, the zone windows are read in and the next change (RFC 3339).
+fn tou_json(enabled: bool, windows: &[pb::TouWindow], [active, tz, next]: [&str; 3]) -> Value {
     json!({
-        "schema": "svcos.api.tou.schedule.v1", "enabled": enabled, "timezone": "UTC",
+        "schema": "svcos.api.tou.schedule.v1", "enabled": enabled, "timezone": tz,
         "active_window": if active.is_empty() { Value::Null } else { json!(active) },
+        "next_change": if next.is_empty() { Value::Null } else { json!(next) },
         "windows": windows.iter().map(|w| json!({
             "start": hhmm(w.start_minute), "end": hhmm(w.end_minute), "power_target_watt": w.power_target_watt, "label": w.label,
         })).collect::<Vec<_>>(),
@@ -720,7 +718,8 @@ async fn tou_get(State(state): State<AppState>) -> ApiResult {
         .await
         .map_err(grpc)?
         .into_inner();
-    Ok(json(tou_json(r.enabled, &r.windows, &r.active_window)))
+    let text = [&*r.active_window, &r.timezone, &r.next_change];
+    Ok(json(tou_json(r.enabled, &r.windows, text)))
 }
 
 #[derive(Deserialize)]
@@ -752,13 +751,9 @@ async fn tou_set(State(state): State<AppState>, headers: HeaderMap, body: Bytes)
     let mut windows = Vec::new();
     for (i, w) in b.windows.iter().enumerate() {
         let start = parse_hhmm(&w.start)
-            .ok_or_else(|| field_error(&format!("windows[{i}].start"), "HH:MM, 00:00-23:59 UTC"))?;
-        let end = if w.end == "24:00" {
-            Some(1440)
-        } else {
-            parse_hhmm(&w.end)
-        }
-        .ok_or_else(|| field_error(&format!("windows[{i}].end"), "HH:MM, 00:00-24:00 UTC"))?;
+            .ok_or_else(|| field_error(&format!("windows[{i}].start"), "HH:MM, 00:00-23:59"))?;
+        let end = parse_hhmm_end(&w.end)
+            .ok_or_else(|| field_error(&format!("windows[{i}].end"), "HH:MM, 00:00-24:00"))?;
         if w.label.len() > 64 {
             return Err(field_error(
                 &format!("windows[{i}].label"),
@@ -781,7 +776,8 @@ async fn tou_set(State(state): State<AppState>, headers: HeaderMap, body: Bytes)
         .await
         .map_err(grpc)?
         .into_inner();
-    Ok(json(tou_json(r.enabled, &r.windows, &r.active_window)))
+    let text = [&*r.active_window, &r.timezone, &r.next_change];
+    Ok(json(tou_json(r.enabled, &r.windows, text)))
 }
 
 #[cfg(test)]

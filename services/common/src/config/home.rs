@@ -1,6 +1,8 @@
 use serde::{Deserialize, Serialize};
 
-use super::ConfigError;
+use super::{ConfigError, SystemConfig};
+pub use crate::timewin::parse_hhmm;
+use crate::timewin::{DailyWindow, Zone};
 
 /// `[home]`: space-heater use: a room thermostat and night (quiet) hours.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,7 +54,9 @@ pub struct NightModeConfig {
     /// Window end, local "HH:MM" (may be earlier than start: the window spans midnight).
     /// Default "07:00".
     pub end: String,
-    /// Offset of local time from UTC, minutes; -720..840. Default 0.
+    /// Legacy: offset of local time from UTC, minutes; -720..840. Default 0. Used only while
+    /// `[system].timezone` is "UTC", as a fixed offset that does not follow daylight saving;
+    /// set `[system].timezone` instead.
     pub utc_offset_min: i32,
     /// Power cap inside the window, W; 0 = no power cap. Default 600.
     pub power_cap_watt: f64,
@@ -73,32 +77,49 @@ impl Default for NightModeConfig {
     }
 }
 
-/// Minutes after midnight of a "HH:MM" time.
-pub fn parse_hhmm(s: &str) -> Option<u32> {
-    let (h, m) = s.split_once(':')?;
-    if h.len() != 2 || m.len() != 2 {
-        return None;
-    }
-    let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);
-    (h < 24 && m < 60).then_some(h * 60 + m)
+/// Where and when a daily window is read, reported beside it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WindowClock {
+    /// The zone's name ("Europe/Berlin", "UTC+02:00" for the legacy fixed offset).
+    pub timezone: String,
+    /// The next start or end, RFC 3339 with the zone's offset then; `None` when disabled.
+    pub next_change: Option<String>,
 }
 
 impl NightModeConfig {
-    /// Whether `unix_ms` falls inside the window (end excluded).
-    pub fn active_at(&self, unix_ms: i64) -> bool {
-        let (Some(start), Some(end)) = (parse_hhmm(&self.start), parse_hhmm(&self.end)) else {
+    /// The zone the window is read in: `[system].timezone`, or the legacy fixed
+    /// `utc_offset_min` while that is left at "UTC".
+    pub fn zone(&self, system: &SystemConfig) -> Zone {
+        if system.timezone == "UTC" && self.utc_offset_min != 0 {
+            Zone::fixed_offset(self.utc_offset_min)
+        } else {
+            system.zone()
+        }
+    }
+
+    /// The window when enabled and well-formed.
+    pub fn window(&self) -> Option<DailyWindow> {
+        let (start, end) = (parse_hhmm(&self.start)?, parse_hhmm(&self.end)?);
+        DailyWindow::new(start, end).filter(|_| self.enabled)
+    }
+
+    /// The zone the window is read in and when it next opens or closes (RFC 3339), for answers.
+    pub fn clock(&self, system: &SystemConfig, unix_ms: i64) -> WindowClock {
+        let zone = self.zone(system);
+        let at = crate::timewin::Timestamp::from_millisecond(unix_ms).ok();
+        let next = self.window().zip(at).and_then(|(w, at)| w.next_transition(&zone.tz, at));
+        WindowClock {
+            next_change: next.map(|t| zone.rfc3339(t)),
+            timezone: zone.name,
+        }
+    }
+
+    /// Whether `unix_ms` falls inside the window in `zone` (end excluded).
+    pub fn active_at(&self, zone: &Zone, unix_ms: i64) -> bool {
+        let Ok(at) = crate::timewin::Timestamp::from_millisecond(unix_ms) else {
             return false;
         };
-        if !self.enabled || start == end {
-            return false;
-        }
-        let local_min =
-            (unix_ms / 60_000 + i64::from(self.utc_offset_min)).rem_euclid(24 * 60) as u32;
-        if start < end {
-            (start..end).contains(&local_min)
-        } else {
-            local_min >= start || local_min < end
-        }
+        self.window().is_some_and(|w| w.contains(&zone.tz, at))
     }
 
     pub(super) fn validate(&self, prefix: &str) -> Result<(), ConfigError> {
@@ -166,28 +187,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn night_window_spans_midnight() {
+    fn night_window_spans_midnight_in_the_configured_zone() {
         let n = NightModeConfig {
             enabled: true,
             ..Default::default()
         };
+        let mut system = SystemConfig::default();
         let at = |h: i64, m: i64| (h * 60 + m) * 60_000;
-        assert!(n.active_at(at(23, 0)));
-        assert!(n.active_at(at(3, 0)));
-        assert!(!n.active_at(at(7, 0)));
-        assert!(!n.active_at(at(12, 0)));
+        let utc = n.zone(&system);
+        assert!(n.active_at(&utc, at(23, 0)));
+        assert!(n.active_at(&utc, at(3, 0)));
+        assert!(!n.active_at(&utc, at(7, 0)));
+        assert!(!n.active_at(&utc, at(12, 0)));
         let shifted = NightModeConfig {
             utc_offset_min: 120,
-            ..n
+            ..n.clone()
         };
-        // 21:00 UTC is 23:00 local.
-        assert!(shifted.active_at(at(21, 0)));
-    }
-
-    #[test]
-    fn times_are_checked() {
-        assert_eq!(parse_hhmm("07:30"), Some(450));
-        assert_eq!(parse_hhmm("24:00"), None);
-        assert_eq!(parse_hhmm("7:30"), None);
+        // 21:00 UTC is 23:00 at the legacy fixed offset.
+        assert_eq!(shifted.zone(&system).name, "UTC+02:00");
+        assert!(shifted.active_at(&shifted.zone(&system), at(21, 0)));
+        // A named zone wins over the legacy offset.
+        system.timezone = "Asia/Tokyo".into();
+        assert_eq!(shifted.zone(&system).name, "Asia/Tokyo");
+        // 14:00 UTC is 23:00 in Tokyo.
+        assert!(shifted.active_at(&shifted.zone(&system), at(14, 0)));
+        // 23:00 UTC is 08:00 in Tokyo.
+        assert!(!shifted.active_at(&shifted.zone(&system), at(23, 0)));
+        let clock = shifted.clock(&system, at(23, 0));
+        assert_eq!(clock.timezone, "Asia/Tokyo");
+        assert_eq!(clock.next_change.as_deref(), Some("1970-01-01T22:00:00+09:00"));
     }
 }

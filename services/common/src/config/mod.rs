@@ -31,7 +31,7 @@ pub use auth::AuthConfig;
 pub use donation::DonationConfig;
 pub use energy::{EnergyConfig, OffgridConfig, SolarConfig};
 pub use hardware::{Board, HardwareConfig, HardwareDriver};
-pub use home::{HomeConfig, NightModeConfig, parse_hhmm};
+pub use home::{HomeConfig, NightModeConfig, WindowClock, parse_hhmm};
 pub use legacy::LegacyConfig;
 pub use mqtt::{MqttConfig, is_valid_host};
 pub use pools::{PoolConfig, StratumConfig};
@@ -348,5 +348,27 @@ mod tests {
         assert_eq!(Config::load(&path).unwrap(), c);
         let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(leftovers.len(), 1, "no temp files left behind");
+    }
+
+    #[test]
+    fn unknown_time_zone_is_refused_and_the_file_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        let mut c = Config::default();
+        c.system.timezone = "America/Toronto".into();
+        c.save(&path).unwrap();
+        let before = std::fs::read(&path).unwrap();
+        c.system.timezone = "Mars/Olympus_Mons".into();
+        let err = c.save(&path).unwrap_err();
+        assert_eq!(err.field(), Some("system.timezone"), "{err}");
+        assert!(err.to_string().contains("Mars/Olympus_Mons"), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), before, "old file untouched");
+        let err = Config::from_toml_str("[system]\ntimezone = \"Nowhere\"\n", Path::new("c.toml"))
+            .unwrap_err();
+        assert_eq!(err.field(), Some("system.timezone"), "{err}");
+        // A config from before the key (legacy offset only) still loads.
+        let old = "[home.night_mode]\nenabled = true\nutc_offset_min = -300\n";
+        let c = Config::from_toml_str(old, Path::new("c.toml")).unwrap();
+        assert_eq!(c.home.night_mode.zone(&c.system).name, "UTC-05:00");
     }
 }

@@ -36,6 +36,9 @@ pub struct SystemConfig {
     pub hostname: String,
     /// Operating mode. Default "standard".
     pub mode: Mode,
+    /// Time zone of the daily windows (night hours, time-of-use): an IANA name of the system tz
+    /// database ("Europe/Berlin"), daylight saving included. Default "UTC".
+    pub timezone: String,
 }
 
 impl Default for SystemConfig {
@@ -43,6 +46,7 @@ impl Default for SystemConfig {
         SystemConfig {
             hostname: "svcos".into(),
             mode: Mode::Standard,
+            timezone: "UTC".into(),
         }
     }
 }
@@ -63,6 +67,14 @@ impl SystemConfig {
                 "1-63 letters, digits or '-', not starting or ending with '-'",
             ));
         }
+        if let Err(e) = crate::timewin::Zone::named(&self.timezone) {
+            return Err(ConfigError::invalid("system.timezone", e.to_string()));
+        }
         Ok(())
+    }
+
+    /// The zone of `timezone` (UTC when it does not load: `validate` refuses such a file).
+    pub fn zone(&self) -> crate::timewin::Zone {
+        crate::timewin::Zone::named(&self.timezone).unwrap_or_else(|_| crate::timewin::Zone::utc())
     }
 }

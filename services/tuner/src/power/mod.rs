@@ -99,7 +99,8 @@ pub fn arbitrate(config: &Config, now_ms: i64, inputs: &Inputs) -> Decision {
     if config.power.psu_override.enabled {
         add("psu_override", config.power.psu_override.max_watt);
     }
-    let night = config.home.night_mode.active_at(now_ms);
+    let night_mode = &config.home.night_mode;
+    let night = night_mode.active_at(&night_mode.zone(&config.system), now_ms);
     if night {
         add("night_mode", config.home.night_mode.power_cap_watt);
     }
@@ -216,6 +217,8 @@ pub struct Power {
     /// Where every follower decision goes (the verification history), batched with the rest
     /// of the history so a decision every poll is not a flash write every poll.
     pub history: Arc<History>,
+    /// `[system].timezone` in force, shared with the tuning engine's time-of-use windows.
+    pub zone: svcos_common::timewin::SharedZone,
 }
 
 impl Power {
@@ -230,6 +233,7 @@ impl Power {
         history: Arc<History>,
     ) -> Self {
         import_json_history(&dir.join("follower-history.json"), &history);
+        let zone = svcos_common::timewin::SharedZone::new(config.system.zone());
         let state = PowerState {
             config_mtime: mtime(&config_path),
             config: Arc::new(config),
@@ -247,6 +251,7 @@ impl Power {
             hw,
             telemetry,
             history,
+            zone,
         }
     }
 
@@ -264,6 +269,7 @@ impl Power {
         }
         match Config::load(&self.config_path) {
             Ok(c) => {
+                self.zone.set(c.system.zone());
                 let mut st = self.lock();
                 st.config = Arc::new(c);
                 st.config_mtime = now;

@@ -92,7 +92,10 @@ fn decision_pb(
             .collect(),
         sleep_by: d.sleep_by.unwrap_or_default().into(),
         fan_cap_percent: d.fan_cap_percent,
-        night_active: config.home.night_mode.active_at(now_ms),
+        night_active: config
+            .home
+            .night_mode
+            .active_at(&config.home.night_mode.zone(&config.system), now_ms),
         decided_at_ms: at_ms,
     }
 }

@@ -64,9 +64,10 @@ fn invalid(field: &str, message: &str) -> ApiError {
 fn night_body(state: &AppState, power: &PowerStatus, report: Option<Value>) -> Value {
     let config = state.config();
     let n = &config.home.night_mode;
+    let clock = n.clock(&config.system, svcos_common::time::unix_ms());
     json!({
         "schema": "svcos.api.home.night_mode.v1",
-        "night_mode": n,
+        "night_mode": n, "timezone": clock.timezone, "next_change": clock.next_change,
         "active_now": power.decision.as_ref().is_some_and(|d| d.night_active),
         "fan_capped_now": power.applied.is_some_and(|a| a.fan_capped),
         "note": "inside the window the power cap joins the governor's limits and fans are held at fan_max_percent; hw-agent's overheat protection still applies",

@@ -570,11 +570,10 @@ struct QuietBody {
     enabled: Option<bool>,
     start: String,
     end: String,
-    #[serde(default)]
     utc_offset_min: Option<i32>,
-    #[serde(default)]
+    /// IANA name, written to `[system].timezone`.
+    timezone: Option<String>,
     power_cap_watt: Option<f64>,
-    #[serde(default)]
     fan_max_percent: Option<u32>,
 }
 
@@ -585,16 +584,18 @@ async fn quiet_hours(State(state): State<AppState>, headers: HeaderMap, body: By
     night["enabled"] = json!(b.enabled.unwrap_or(true));
     night["start"] = json!(b.start);
     night["end"] = json!(b.end);
-    if let Some(v) = b.utc_offset_min {
-        night["utc_offset_min"] = json!(v);
+    let given = [
+        ("utc_offset_min", json!(b.utc_offset_min)),
+        ("power_cap_watt", json!(b.power_cap_watt)),
+        ("fan_max_percent", json!(b.fan_max_percent)),
+    ];
+    for (name, v) in given.into_iter().filter(|(_, v)| !v.is_null()) {
+        night[name] = v;
     }
-    if let Some(v) = b.power_cap_watt {
-        night["power_cap_watt"] = json!(v);
-    }
-    if let Some(v) = b.fan_max_percent {
-        night["fan_max_percent"] = json!(v);
-    }
-    patch_config(&state, json!({"home": {"night_mode": night.clone()}})).await?;
+    let system = b.timezone.map_or(json!({}), |tz| json!({ "timezone": tz }));
+    let patch = json!({"home": {"night_mode": night.clone()}, "system": system});
+    patch_config(&state, patch).await?;
+    night["timezone"] = json!(state.config().system.timezone);
     update(&state, |w, now| {
         w.record("quiet_hours", StepStatus::Done, now, night);
         Ok(())

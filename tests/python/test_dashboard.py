@@ -718,6 +718,11 @@ def test_setup_wizard_end_to_end_on_a_fresh_stack(fresh_sim, browser):
     steps = {s["step"]: s for s in setup["steps"]}
     assert steps["economics"]["values"] == {"electricity_price_per_kwh": 0.25, "currency": "EUR"}
     assert steps["quiet_hours"]["status"] == "done"
+    # The wizard sends the browser's IANA zone; the config holds it (a valid zone of the tzdb).
+    zone = steps["quiet_hours"]["values"]["timezone"]
+    assert isinstance(zone, str) and zone, steps["quiet_hours"]
+    _, _, cfg = http("GET", f"{sim.api_url}/api/config", token=token)
+    assert cfg["config"]["system"]["timezone"] == zone, cfg["config"]["system"]
     _, _, pools = http("GET", f"{sim.api_url}/api/pools", token=token)
     assert [(p["url"], p["user"]) for p in pools["pools"]] == [(pool_url, "wizard.worker")], pools
 

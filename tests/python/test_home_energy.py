@@ -274,3 +274,49 @@ def test_night_mode_caps_power_and_fans_inside_its_window(stack):
     assert status == 200 and body["active_now"] is False, body
     wait_target(api, token, 0, "night mode off hands the target back")
     wait_for(lambda: mining(api, token).get("fan_mode") == "auto", 60, "fans back to auto")
+
+
+def test_time_zone_moves_time_of_use_and_night_windows_with_daylight_saving(stack):
+    """[system].timezone set through the API: the tuner's time-of-use windows and night mode are
+    read in that zone (svcos_common::timewin), the answers name it and give the next change with
+    the zone's offset; an unknown zone is refused with the error envelope naming the field."""
+    import datetime
+    import time
+    from zoneinfo import ZoneInfo
+
+    sim, token = stack
+    api = sim.api_url
+    zone = "America/St_Johns"  # UTC-03:30 / -02:30: no whole-hour coincidence with UTC
+    status, _, body = http("POST", f"{api}/api/config", token, {"system": {"timezone": "Mars/Olympus_Mons"}})
+    assert status in (400, 422) and body["field"] == "system.timezone" and body.get("error"), body
+    assert "Mars/Olympus_Mons" in body.get("detail", ""), body
+    status, _, cfg = http("GET", f"{api}/api/config", token)
+    assert cfg["config"]["system"]["timezone"] == "UTC", "refused write left the file alone"
+    try:
+        status, _, body = http("POST", f"{api}/api/config", token, {"system": {"timezone": zone}})
+        assert status == 200, body
+        # A window around the current wall-clock hour in that zone, [h-1, h+2).
+        local = datetime.datetime.now(ZoneInfo(zone))
+        start, end = f"{(local.hour - 1) % 24:02d}:00", f"{(local.hour + 2) % 24:02d}:00"
+        window = {"start": start, "end": end, "power_target_watt": 900, "label": "local"}
+        status, _, body = http("POST", f"{api}/api/tou/schedule", token, {"enabled": True, "windows": [window]})
+        assert status == 200, body
+
+        def schedule_in_zone():
+            _, _, s = http("GET", f"{api}/api/tou/schedule", token)
+            return s if s.get("timezone") == zone and s.get("active_window") else None
+        s = wait_for(schedule_in_zone, 60, "time-of-use read in the configured zone")
+        assert s["active_window"] == f"{start}-{end} local", s
+        nxt = datetime.datetime.fromisoformat(s["next_change"])
+        assert nxt.utcoffset() == local.utcoffset(), s
+        expected = local.replace(minute=0, second=0, microsecond=0) + datetime.timedelta(hours=2)
+        assert nxt.astimezone(ZoneInfo(zone)).replace(tzinfo=None) == expected.replace(tzinfo=None), s
+        # Premise: read in UTC the same window would not be in force (the zone is 2.5-3.5 h off).
+        assert (time.gmtime().tm_hour - local.hour) % 24 not in (23, 0, 1)
+
+        status, _, body = http("GET", f"{api}/api/home/night-mode", token)
+        assert status == 200 and body["timezone"] == zone, body
+    finally:
+        http("POST", f"{api}/api/tou/schedule", token, {"enabled": False, "windows": []})
+        status, _, body = http("POST", f"{api}/api/config", token, {"system": {"timezone": "UTC"}})
+        assert status == 200, body

@@ -1,7 +1,8 @@
 """Setup wizard end to end on a private, fresh stack: first-boot window, step order, bad input,
 the circuit cap reaching hw-agent, and persistence across a gateway restart."""
 
-import time
+import datetime
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -15,11 +16,6 @@ def fresh(tmp_path_factory):
         yield s
     finally:
         stop_sim(s)
-
-
-def hhmm(offset_h: int) -> str:
-    t = time.gmtime(time.time() + offset_h * 3600)
-    return f"{t.tm_hour:02d}:{t.tm_min:02d}"
 
 
 def assert_envelope(status, body, expected_status, field=None):
@@ -103,9 +99,22 @@ def test_wizard_end_to_end(fresh):
                            {"start": "25:00", "end": "06:00"})
     assert_envelope(status, body, 400, "home.night_mode.start")
     assert body["code"] == "config_validation"
-    quiet = {"start": hhmm(2), "end": hhmm(3), "power_cap_watt": 700, "fan_max_percent": 50}
+    status, _, body = http("POST", f"{api}/api/setup/quiet-hours", token,
+                           {"start": "22:00", "end": "06:00", "timezone": "Europe/Atlantis"})
+    assert_envelope(status, body, 400, "system.timezone")
+    assert body["code"] == "config_validation" and "Europe/Atlantis" in body.get("detail", ""), body
+    # The window in the zone's wall-clock time (India, UTC+05:30), two to three hours ahead.
+    kolkata = datetime.datetime.now(ZoneInfo("Asia/Kolkata"))
+    at = [(kolkata + datetime.timedelta(hours=h)).strftime("%H:%M") for h in (2, 3)]
+    quiet = {"start": at[0], "end": at[1], "power_cap_watt": 700, "fan_max_percent": 50,
+             "timezone": "Asia/Kolkata"}
     status, _, body = http("POST", f"{api}/api/setup/quiet-hours", token, quiet)
     assert status == 200, body
+    status, _, night = http("GET", f"{api}/api/home/night-mode", token)
+    assert night["timezone"] == "Asia/Kolkata" and night["active_now"] is False, night
+    nxt = datetime.datetime.fromisoformat(night["next_change"])
+    assert nxt.utcoffset() == datetime.timedelta(hours=5, minutes=30), night
+    assert nxt.strftime("%H:%M") == quiet["start"], night
 
     status, _, body = http("POST", f"{api}/api/setup/complete", token)
     assert status == 200, body
@@ -120,6 +129,7 @@ def test_wizard_end_to_end(fresh):
     status, _, cfg = http("GET", f"{api}/api/config", token)
     assert cfg["config"]["power"]["circuit_limit_watt"] == 2880
     assert cfg["config"]["home"]["night_mode"]["start"] == quiet["start"]
+    assert cfg["config"]["system"]["timezone"] == "Asia/Kolkata"
 
     status, _, body = http("POST", f"{api}/api/safety/acknowledge", token, {"warning_ids": ["no_such_warning"]})
     assert_envelope(status, body, 422, "warning_ids")

@@ -461,7 +461,7 @@
     });
     return html`<section class="card" data-src="/api/home/night-mode">
       <h2>Night mode and quiet hours</h2>
-      <p>Now: <strong>${get(night.data, "active_now") ? "quiet hours in force" : "normal"}</strong></p>
+      <p>Now: <strong>${get(night.data, "active_now") ? "quiet hours in force" : "normal"}</strong> (times in ${get(night.data, "timezone") || "UTC"})</p>
       <div class="row wrap">
         <label class="check"><input type="checkbox" id="night-enabled" checked=${!!f.enabled} onChange=${(e) => set("enabled", e.target.checked)} /> Enabled</label>
         <${Field} label="From"><input type="time" id="night-start" value=${f.start || "22:00"} onInput=${(e) => set("start", e.target.value)} /><//>
@@ -1408,10 +1408,12 @@
   }
 
   function WizQuiet({ doStep, act, next }) {
-    const [v, setV] = useState({ enabled: true, start: "22:00", end: "07:00", power_cap_watt: "", fan_max_percent: "40" });
+    // The browser's IANA zone as the default: the miner reads the window in it, daylight saving included.
+    const zone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+    const [v, setV] = useState({ enabled: true, start: "22:00", end: "07:00", power_cap_watt: "", fan_max_percent: "40", timezone: zone });
     const save = (e) => {
       e.preventDefault();
-      const body = { enabled: v.enabled, start: v.start, end: v.end, utc_offset_min: -new Date().getTimezoneOffset() };
+      const body = { enabled: v.enabled, start: v.start, end: v.end, timezone: v.timezone.trim() || "UTC" };
       if (v.power_cap_watt !== "") body.power_cap_watt = Number(v.power_cap_watt);
       if (v.fan_max_percent !== "") body.fan_max_percent = Number(v.fan_max_percent);
       doStep(() => api("POST", "/api/setup/quiet-hours", body));
@@ -1422,6 +1424,7 @@
       <div class="row wrap">
         <${Field} label="From"><input id="wizard-quiet-start" type="time" value=${v.start} onInput=${(e) => setV({ ...v, start: e.target.value })} /><//>
         <${Field} label="Until"><input id="wizard-quiet-end" type="time" value=${v.end} onInput=${(e) => setV({ ...v, end: e.target.value })} /><//>
+        <${Field} label="Time zone (IANA, e.g. Europe/Berlin)"><input id="wizard-quiet-zone" type="text" value=${v.timezone} onInput=${(e) => setV({ ...v, timezone: e.target.value })} /><//>
         <${Field} label="Power cap (W, optional)"><input id="wizard-quiet-cap" type="number" min="0" step="50" value=${v.power_cap_watt} onInput=${(e) => setV({ ...v, power_cap_watt: e.target.value })} /><//>
         <${Field} label="Fan limit (%)"><input id="wizard-quiet-fan" type="number" min="0" max="100" value=${v.fan_max_percent} onInput=${(e) => setV({ ...v, fan_max_percent: e.target.value })} /><//>
       </div>

@@ -16,9 +16,9 @@
 //!   a day with 01:00-02:00 twice means 01:30 daylight time), for starts and ends alike, so a
 //!   window never runs through the repeated hour twice.
 
+pub use jiff::Timestamp;
 use jiff::civil::{Date, DateTime};
 use jiff::tz::{AmbiguousOffset, Offset, TimeZone};
-pub use jiff::Timestamp;
 
 /// Minutes in a day.
 pub const DAY_MIN: u32 = 1440;
@@ -34,7 +34,9 @@ pub struct Zone {
 
 /// Why a zone name is refused.
 #[derive(Debug, thiserror::Error)]
-#[error("{name:?} is not a time zone of the system tz database (an IANA name such as \"Europe/Berlin\" or \"UTC\"): {reason}")]
+#[error(
+    "{name:?} is not a time zone of the system tz database (an IANA name such as \"Europe/Berlin\" or \"UTC\"): {reason}"
+)]
 pub struct ZoneError {
     /// The name given.
     pub name: String,
@@ -272,7 +274,13 @@ mod tests {
     }
 
     /// (window, instant, inside, next transition as RFC 3339 in the zone).
-    type Case = (&'static str, &'static str, &'static str, bool, Option<&'static str>);
+    type Case = (
+        &'static str,
+        &'static str,
+        &'static str,
+        bool,
+        Option<&'static str>,
+    );
 
     fn check(z: &Zone, cases: &[Case]) {
         for (start_end, instant, _why, inside, next) in cases {
@@ -291,17 +299,59 @@ mod tests {
         check(
             &zone("America/Toronto"),
             &[
-                ("22:00-07:00", "2026-03-08T05:00:00Z", "00:00 EST, inside", true, Some("2026-03-08T07:00:00-04:00")),
+                (
+                    "22:00-07:00",
+                    "2026-03-08T05:00:00Z",
+                    "00:00 EST, inside",
+                    true,
+                    Some("2026-03-08T07:00:00-04:00"),
+                ),
                 // 07:00 EDT is 11:00Z, an hour earlier in UTC than the day before.
-                ("22:00-07:00", "2026-03-08T11:00:00Z", "07:00 EDT, end", false, Some("2026-03-08T22:00:00-04:00")),
-                ("22:00-07:00", "2026-03-08T10:59:00Z", "06:59 EDT", true, Some("2026-03-08T07:00:00-04:00")),
+                (
+                    "22:00-07:00",
+                    "2026-03-08T11:00:00Z",
+                    "07:00 EDT, end",
+                    false,
+                    Some("2026-03-08T22:00:00-04:00"),
+                ),
+                (
+                    "22:00-07:00",
+                    "2026-03-08T10:59:00Z",
+                    "06:59 EDT",
+                    true,
+                    Some("2026-03-08T07:00:00-04:00"),
+                ),
                 // A start inside the gap starts when the gap ends.
-                ("02:30-05:00", "2026-03-08T06:59:00Z", "01:59 EST", false, Some("2026-03-08T03:00:00-04:00")),
-                ("02:30-05:00", "2026-03-08T07:00:00Z", "03:00 EDT", true, Some("2026-03-08T05:00:00-04:00")),
+                (
+                    "02:30-05:00",
+                    "2026-03-08T06:59:00Z",
+                    "01:59 EST",
+                    false,
+                    Some("2026-03-08T03:00:00-04:00"),
+                ),
+                (
+                    "02:30-05:00",
+                    "2026-03-08T07:00:00Z",
+                    "03:00 EDT",
+                    true,
+                    Some("2026-03-08T05:00:00-04:00"),
+                ),
                 // A window wholly inside the gap does not happen that day.
-                ("02:10-02:50", "2026-03-08T06:30:00Z", "01:30 EST", false, Some("2026-03-09T02:10:00-04:00")),
+                (
+                    "02:10-02:50",
+                    "2026-03-08T06:30:00Z",
+                    "01:30 EST",
+                    false,
+                    Some("2026-03-09T02:10:00-04:00"),
+                ),
                 // An end inside the gap ends when the gap ends.
-                ("23:00-02:30", "2026-03-08T06:59:00Z", "01:59 EST", true, Some("2026-03-08T03:00:00-04:00")),
+                (
+                    "23:00-02:30",
+                    "2026-03-08T06:59:00Z",
+                    "01:59 EST",
+                    true,
+                    Some("2026-03-08T03:00:00-04:00"),
+                ),
             ],
         );
     }
@@ -313,13 +363,43 @@ mod tests {
             &zone("America/Toronto"),
             &[
                 // An end in the fold ends at its first occurrence (01:30 EDT = 05:30Z).
-                ("22:00-01:30", "2026-11-01T05:29:00Z", "01:29 EDT", true, Some("2026-11-01T01:30:00-04:00")),
-                ("22:00-01:30", "2026-11-01T06:15:00Z", "01:15 EST, second time", false, Some("2026-11-01T22:00:00-05:00")),
+                (
+                    "22:00-01:30",
+                    "2026-11-01T05:29:00Z",
+                    "01:29 EDT",
+                    true,
+                    Some("2026-11-01T01:30:00-04:00"),
+                ),
+                (
+                    "22:00-01:30",
+                    "2026-11-01T06:15:00Z",
+                    "01:15 EST, second time",
+                    false,
+                    Some("2026-11-01T22:00:00-05:00"),
+                ),
                 // A start in the fold starts at its first occurrence and does not restart.
-                ("01:30-03:00", "2026-11-01T05:30:00Z", "01:30 EDT", true, Some("2026-11-01T03:00:00-05:00")),
-                ("01:30-03:00", "2026-11-01T06:45:00Z", "01:45 EST", true, Some("2026-11-01T03:00:00-05:00")),
+                (
+                    "01:30-03:00",
+                    "2026-11-01T05:30:00Z",
+                    "01:30 EDT",
+                    true,
+                    Some("2026-11-01T03:00:00-05:00"),
+                ),
+                (
+                    "01:30-03:00",
+                    "2026-11-01T06:45:00Z",
+                    "01:45 EST",
+                    true,
+                    Some("2026-11-01T03:00:00-05:00"),
+                ),
                 // The night that contains the fold lasts an hour longer in UTC.
-                ("22:00-07:00", "2026-11-01T11:30:00Z", "06:30 EST", true, Some("2026-11-01T07:00:00-05:00")),
+                (
+                    "22:00-07:00",
+                    "2026-11-01T11:30:00Z",
+                    "06:30 EST",
+                    true,
+                    Some("2026-11-01T07:00:00-05:00"),
+                ),
             ],
         );
     }
@@ -331,17 +411,50 @@ mod tests {
             &z,
             &[
                 // Spring forward 2026-03-29 02:00 CET -> 03:00 CEST (01:00Z).
-                ("23:00-06:00", "2026-03-28T22:30:00Z", "23:30 CET, over midnight", true, Some("2026-03-29T06:00:00+02:00")),
-                ("23:00-06:00", "2026-03-29T04:00:00Z", "06:00 CEST, end", false, Some("2026-03-29T23:00:00+02:00")),
-                ("02:00-04:00", "2026-03-29T00:59:00Z", "01:59 CET", false, Some("2026-03-29T03:00:00+02:00")),
+                (
+                    "23:00-06:00",
+                    "2026-03-28T22:30:00Z",
+                    "23:30 CET, over midnight",
+                    true,
+                    Some("2026-03-29T06:00:00+02:00"),
+                ),
+                (
+                    "23:00-06:00",
+                    "2026-03-29T04:00:00Z",
+                    "06:00 CEST, end",
+                    false,
+                    Some("2026-03-29T23:00:00+02:00"),
+                ),
+                (
+                    "02:00-04:00",
+                    "2026-03-29T00:59:00Z",
+                    "01:59 CET",
+                    false,
+                    Some("2026-03-29T03:00:00+02:00"),
+                ),
                 // Fall back 2026-10-25 03:00 CEST -> 02:00 CET (01:00Z).
-                ("22:00-02:30", "2026-10-25T00:29:00Z", "02:29 CEST", true, Some("2026-10-25T02:30:00+02:00")),
-                ("22:00-02:30", "2026-10-25T01:10:00Z", "02:10 CET", false, Some("2026-10-25T22:00:00+01:00")),
+                (
+                    "22:00-02:30",
+                    "2026-10-25T00:29:00Z",
+                    "02:29 CEST",
+                    true,
+                    Some("2026-10-25T02:30:00+02:00"),
+                ),
+                (
+                    "22:00-02:30",
+                    "2026-10-25T01:10:00Z",
+                    "02:10 CET",
+                    false,
+                    Some("2026-10-25T22:00:00+01:00"),
+                ),
                 ("00:00-24:00", "2026-10-25T01:10:00Z", "all day", true, None),
             ],
         );
         assert!(!w("08:00", "08:00").contains(&z.tz, at("2026-10-25T07:00:00Z")));
-        assert_eq!(w("08:00", "08:00").next_transition(&z.tz, at("2026-10-25T07:00:00Z")), None);
+        assert_eq!(
+            w("08:00", "08:00").next_transition(&z.tz, at("2026-10-25T07:00:00Z")),
+            None
+        );
     }
 
     #[test]
@@ -351,7 +464,10 @@ mod tests {
         // 21:00 UTC is 23:00 at +02:00, inside 22:00-07:00.
         assert!(w("22:00", "07:00").contains(&z.tz, at("2026-07-01T21:00:00Z")));
         assert_eq!(Zone::fixed_offset(-330).name, "UTC-05:30");
-        assert_eq!(Zone::utc().rfc3339(at("2026-07-01T21:00:00Z")), "2026-07-01T21:00:00+00:00");
+        assert_eq!(
+            Zone::utc().rfc3339(at("2026-07-01T21:00:00Z")),
+            "2026-07-01T21:00:00+00:00"
+        );
         for bad in ["Mars/Olympus", "", "../../etc/passwd", "/etc/localtime"] {
             assert!(Zone::named(bad).is_err(), "{bad}");
         }
@@ -366,10 +482,16 @@ mod tests {
         assert_eq!(parse_hhmm("7:30"), None);
         assert_eq!(hhmm(1440), "24:00");
         let night = w("22:00", "07:00");
-        assert!(night.contains_minute(23 * 60) && night.contains_minute(0) && !night.contains_minute(7 * 60));
+        assert!(
+            night.contains_minute(23 * 60)
+                && night.contains_minute(0)
+                && !night.contains_minute(7 * 60)
+        );
         let evening = w("18:00", "24:00");
         assert!(evening.contains_minute(1439) && !evening.contains_minute(0));
-        assert!(w("00:00", "24:00").contains_minute(0) && w("00:00", "24:00").contains_minute(1439));
+        assert!(
+            w("00:00", "24:00").contains_minute(0) && w("00:00", "24:00").contains_minute(1439)
+        );
         assert!(!w("05:00", "05:00").contains_minute(5 * 60));
     }
 }

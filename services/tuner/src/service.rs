@@ -346,8 +346,14 @@ impl TunerService for TunerApi {
         Ok(Response::new(GetTouScheduleResponse {
             enabled: t.enabled,
             windows: tou_pb(t),
-            active_window: t.active(&zone, now).map(|w| w.describe()).unwrap_or_default(),
-            next_change: t.next_change(&zone, now).map(|at| zone.rfc3339(at)).unwrap_or_default(),
+            active_window: t
+                .active(&zone, now)
+                .map(|w| w.describe())
+                .unwrap_or_default(),
+            next_change: t
+                .next_change(&zone, now)
+                .map(|at| zone.rfc3339(at))
+                .unwrap_or_default(),
             timezone: zone.name,
         }))
     }
@@ -378,8 +384,14 @@ impl TunerService for TunerApi {
         Ok(Response::new(SetTouScheduleResponse {
             enabled: t.enabled,
             windows: tou_pb(t),
-            active_window: t.active(&zone, now).map(|w| w.describe()).unwrap_or_default(),
-            next_change: t.next_change(&zone, now).map(|at| zone.rfc3339(at)).unwrap_or_default(),
+            active_window: t
+                .active(&zone, now)
+                .map(|w| w.describe())
+                .unwrap_or_default(),
+            next_change: t
+                .next_change(&zone, now)
+                .map(|at| zone.rfc3339(at))
+                .unwrap_or_default(),
             timezone: zone.name,
         }))
     }

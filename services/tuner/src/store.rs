@@ -64,7 +64,11 @@ impl TouWindow {
 
     /// "HH:MM-HH:MM" (and the label).
     pub fn describe(&self) -> String {
-        let mut s = format!("{}-{}", hhmm(self.start_minute), hhmm(self.end_minute % DAY_MIN));
+        let mut s = format!(
+            "{}-{}",
+            hhmm(self.start_minute),
+            hhmm(self.end_minute % DAY_MIN)
+        );
         if !self.label.is_empty() {
             s.push(' ');
             s.push_str(&self.label);
@@ -555,9 +559,19 @@ mod tests {
         };
         let ms = |s: &str| s.parse::<Timestamp>().unwrap().as_millisecond();
         // 10:30Z is 06:30 EDT (it would be 05:30 at the winter offset).
-        assert!(morning.active(&toronto, ms("2026-03-09T10:30:00Z")).is_some());
-        assert!(morning.active(&toronto, ms("2026-03-09T09:30:00Z")).is_none());
-        let next = morning.next_change(&toronto, ms("2026-03-09T10:30:00Z")).unwrap();
+        assert!(
+            morning
+                .active(&toronto, ms("2026-03-09T10:30:00Z"))
+                .is_some()
+        );
+        assert!(
+            morning
+                .active(&toronto, ms("2026-03-09T09:30:00Z"))
+                .is_none()
+        );
+        let next = morning
+            .next_change(&toronto, ms("2026-03-09T10:30:00Z"))
+            .unwrap();
         assert_eq!(toronto.rfc3339(next), "2026-03-09T09:00:00-04:00");
         let overlap = TouSchedule {
             enabled: true,

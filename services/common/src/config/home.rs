@@ -107,7 +107,10 @@ impl NightModeConfig {
     pub fn clock(&self, system: &SystemConfig, unix_ms: i64) -> WindowClock {
         let zone = self.zone(system);
         let at = crate::timewin::Timestamp::from_millisecond(unix_ms).ok();
-        let next = self.window().zip(at).and_then(|(w, at)| w.next_transition(&zone.tz, at));
+        let next = self
+            .window()
+            .zip(at)
+            .and_then(|(w, at)| w.next_transition(&zone.tz, at));
         WindowClock {
             next_change: next.map(|t| zone.rfc3339(t)),
             timezone: zone.name,
@@ -215,6 +218,9 @@ mod tests {
         assert!(!shifted.active_at(&shifted.zone(&system), at(23, 0)));
         let clock = shifted.clock(&system, at(23, 0));
         assert_eq!(clock.timezone, "Asia/Tokyo");
-        assert_eq!(clock.next_change.as_deref(), Some("1970-01-01T22:00:00+09:00"));
+        assert_eq!(
+            clock.next_change.as_deref(),
+            Some("1970-01-02T22:00:00+09:00")
+        );
     }
 }

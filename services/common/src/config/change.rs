@@ -17,6 +17,8 @@ pub const MAX_POOLS: usize = 16;
 pub fn key_effect(key: &str) -> (&'static str, bool) {
     let section = key.split(['.', '[']).next().unwrap_or(key);
     match section {
+        // The zone of daily windows: the tuner's power governor re-reads it at its next tick.
+        "system" if key == "system.timezone" => ("tuner", false),
         "system" => ("gateway", false),
         "api" => match key {
             "api.metrics_require_auth" | "api.websocket_tickets" => ("gateway", false),

@@ -65,10 +65,11 @@ impl Zone {
                 reason: "not a zone name".into(),
             });
         }
+        // The database matches names case-insensitively; answers carry its spelling.
         TimeZone::get(name)
             .map(|tz| Zone {
+                name: tz.iana_name().unwrap_or(name).to_string(),
                 tz,
-                name: name.into(),
             })
             .map_err(|e| ZoneError {
                 name: name.into(),
@@ -472,6 +473,7 @@ mod tests {
             assert!(Zone::named(bad).is_err(), "{bad}");
         }
         assert_eq!(zone("America/Toronto").name, "America/Toronto");
+        assert_eq!(zone("america/toronto").name, "America/Toronto");
     }
 
     #[test]

@@ -182,7 +182,9 @@ async fn time_of_use_schedule_round_trips_and_rejects_bad_windows() {
     assert_eq!(g["windows"][0]["label"], "peak");
     // Read in the configured zone (default UTC); the next start or end with its offset.
     assert_eq!(g["timezone"], "UTC");
-    let next = g["next_change"].as_str().expect("enabled windows have a next change");
+    let next = g["next_change"]
+        .as_str()
+        .expect("enabled windows have a next change");
     assert!(next.ends_with("+00:00") && next.len() == 25, "{next}");
 
     let overlap = json!({"enabled": true, "windows": [

@@ -3,7 +3,7 @@
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use schemars::{JsonSchema, Schema};
 
-use crate::{pools, status};
+use crate::{diagnostics as diag, pools, status};
 
 /// A route's `200` schema: a `$ref` into the generator's definitions.
 pub type SchemaOf = fn(&mut SchemaGenerator) -> Schema;
@@ -23,6 +23,108 @@ pub const RESPONSES: &[(&str, &str, SchemaOf)] = &[
         of::<status::ChainPresenceBody>,
     ),
     ("GET", "/api/pools", of::<pools::PoolsBody>),
+    (
+        "GET",
+        "/api/hardware/psu_catalog",
+        of::<diag::PsuCatalogBody>,
+    ),
+    (
+        "POST",
+        "/api/debug/asic-command",
+        of::<diag::AsicCommandBody>,
+    ),
+    ("GET", "/api/debug/i2c", of::<diag::I2cReadBody>),
+    ("POST", "/api/debug/i2c", of::<diag::I2cWriteBody>),
+    ("GET", "/api/debug/log", of::<diag::LogBody>),
+    ("POST", "/api/debug/pid-params", of::<diag::PidBody>),
+    ("POST", "/api/debug/psu/control", of::<diag::PsuControlBody>),
+    ("GET", "/api/debug/registers", of::<diag::RegisterBody>),
+    ("POST", "/api/debug/registers", of::<diag::RegisterBody>),
+    (
+        "GET",
+        "/api/diagnostics/failure_modes",
+        of::<diag::FailureModesBody>,
+    ),
+    (
+        "POST",
+        "/api/diagnostics/hashreport/cancel",
+        of::<diag::RunBody>,
+    ),
+    (
+        "GET",
+        "/api/diagnostics/logs/manifest",
+        of::<diag::LogsManifestBody>,
+    ),
+    (
+        "GET",
+        "/api/diagnostics/recovery_actions",
+        of::<diag::RecoveryActionsBody>,
+    ),
+    (
+        "GET",
+        "/api/diagnostics/reports/recent",
+        of::<diag::ReportsBody>,
+    ),
+    (
+        "GET",
+        "/api/diagnostics/state_machine",
+        of::<diag::StateMachineBody>,
+    ),
+    (
+        "GET",
+        "/api/diagnostics/troubleshoot/fpga",
+        of::<diag::FpgaBody>,
+    ),
+    (
+        "GET",
+        "/api/diagnostics/troubleshoot/i2c-scan",
+        of::<diag::I2cScanBody>,
+    ),
+    (
+        "POST",
+        "/api/diagnostics/board-health/start",
+        of::<diag::RunBody>,
+    ),
+    (
+        "GET",
+        "/api/diagnostics/board-health/status",
+        of::<diag::RunBody>,
+    ),
+    (
+        "GET",
+        "/api/diagnostics/board-health/result",
+        of::<diag::ResultBody>,
+    ),
+    (
+        "POST",
+        "/api/diagnostics/chip-health/start",
+        of::<diag::RunBody>,
+    ),
+    (
+        "GET",
+        "/api/diagnostics/chip-health/status",
+        of::<diag::RunBody>,
+    ),
+    (
+        "GET",
+        "/api/diagnostics/chip-health/result",
+        of::<diag::ResultBody>,
+    ),
+    (
+        "POST",
+        "/api/diagnostics/hashreport/start",
+        of::<diag::RunBody>,
+    ),
+    (
+        "GET",
+        "/api/diagnostics/hashreport/status",
+        of::<diag::RunBody>,
+    ),
+    (
+        "GET",
+        "/api/diagnostics/hashreport/result",
+        of::<diag::ResultBody>,
+    ),
 ];
 
 /// A generator for an OpenAPI 3.1 document: JSON Schema 2020-12, definitions under

@@ -12,18 +12,20 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use svcos_common::bounds::VOLTAGE_MV;
 
+use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
+use svcos_api_types::diagnostics::*;
 use svcos_common::{ServiceName, ipc};
 use svcos_proto::hwagent::v1::hw_diagnostics_service_client::HwDiagnosticsServiceClient;
 use svcos_proto::hwagent::v1::*;
 use tonic::transport::Channel;
 
-use super::{ApiResult, json, parse_body};
+use super::{ApiResult, parse_body};
 use crate::envelope::ApiError;
 use crate::routing::Route;
 use crate::{AppState, planned, route};
@@ -94,31 +96,6 @@ fn field_error(field: &str, message: impl Into<String>) -> ApiError {
 
 // ---- diagnostic runs --------------------------------------------------------------------
 
-fn state_word(state: i32) -> &'static str {
-    match RunState::try_from(state).unwrap_or(RunState::Unspecified) {
-        RunState::Unspecified => "unspecified",
-        RunState::Idle => "idle",
-        RunState::Running => "running",
-        RunState::Completed => "completed",
-        RunState::Cancelled => "cancelled",
-        RunState::Failed => "failed",
-    }
-}
-
-fn run_json(s: &RunStatus) -> Value {
-    json!({
-        "schema": "svcos.api.diagnostics.run.v1",
-        "kind": s.kind,
-        "state": state_word(s.state),
-        "run_id": s.run_id,
-        "progress_percent": s.progress_percent,
-        "started_ms": s.started_unix_ms,
-        "finished_ms": s.finished_unix_ms,
-        "duration_s": s.duration_s,
-        "error": s.error,
-    })
-}
-
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct StartBody {
@@ -137,7 +114,7 @@ async fn start(state: AppState, kind: &str, headers: HeaderMap, body: Bytes) -> 
         .await
         .map_err(grpc)?
         .into_inner();
-    Ok((StatusCode::ACCEPTED, axum::Json(run_json(&s))).into_response())
+    Ok((StatusCode::ACCEPTED, Json(RunBody::from(&s))).into_response())
 }
 
 async fn status(state: AppState, kind: &str) -> ApiResult {
@@ -146,25 +123,15 @@ async fn status(state: AppState, kind: &str) -> ApiResult {
         .await
         .map_err(grpc)?
         .into_inner();
-    Ok(json(run_json(&s)))
+    Ok(Json(RunBody::from(&s)).into_response())
 }
 
-async fn result(state: AppState, kind: &str) -> ApiResult<(Value, String)> {
-    let r = client(&state)
+async fn result(state: AppState, kind: &str) -> ApiResult<RunResult> {
+    client(&state)
         .get_run_result(RunRequest { kind: kind.into() })
         .await
-        .map_err(grpc)?
-        .into_inner();
-    let report: Value = serde_json::from_str(&r.report_json).unwrap_or(Value::Null);
-    let mut run = run_json(&r.status.unwrap_or_default());
-    run.as_object_mut().map(|m| m.remove("schema"));
-    let v = json!({
-        "schema": "svcos.api.diagnostics.result.v1",
-        "run": run,
-        "verdict": report.get("verdict").cloned().unwrap_or(Value::Null),
-        "report": report,
-    });
-    Ok((v, r.report_markdown))
+        .map_err(grpc)
+        .map(tonic::Response::into_inner)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -179,11 +146,11 @@ async fn report(state: AppState, kind: &str, q: ReportQuery) -> ApiResult {
     if !matches!(format, "markdown" | "json") {
         return Err(field_error("format", "markdown (default) or json"));
     }
-    let (v, md) = result(state, kind).await?;
+    let r = result(state, kind).await?;
     if format == "json" {
-        return Ok(json(v));
+        return Ok(Json(ResultBody::from(&r)).into_response());
     }
-    let mut resp = md.into_response();
+    let mut resp = r.report_markdown.into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/markdown; charset=utf-8"),
@@ -200,7 +167,7 @@ macro_rules! run_handlers {
             status(s, $kind).await
         }
         async fn $result(State(s): State<AppState>) -> ApiResult {
-            Ok(json(result(s, $kind).await?.0))
+            Ok(Json(ResultBody::from(&result(s, $kind).await?)).into_response())
         }
         async fn $report(State(s): State<AppState>, Query(q): Query<ReportQuery>) -> ApiResult {
             report(s, $kind, q).await
@@ -238,7 +205,7 @@ async fn hash_cancel(State(state): State<AppState>) -> ApiResult {
         .await
         .map_err(grpc)?
         .into_inner();
-    Ok(json(run_json(&s)))
+    Ok(Json(RunBody::from(&s)).into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -257,26 +224,7 @@ async fn reports_recent(State(state): State<AppState>, Query(q): Query<RecentQue
         .await
         .map_err(grpc)?
         .into_inner();
-    let reports: Vec<Value> = r
-        .reports
-        .iter()
-        .map(|r| {
-            json!({
-                "kind": r.kind,
-                "run_id": r.run_id,
-                "state": state_word(r.state),
-                "started_ms": r.started_unix_ms,
-                "finished_ms": r.finished_unix_ms,
-                "verdict": r.verdict,
-                "result": format!("/api/diagnostics/{}/result", r.kind),
-            })
-        })
-        .collect();
-    Ok(json(json!({
-        "schema": "svcos.api.diagnostics.reports.v1",
-        "count": reports.len(),
-        "reports": reports,
-    })))
+    Ok(Json(ReportsBody::from(r.reports.as_slice())).into_response())
 }
 
 async fn state_machine(State(state): State<AppState>) -> ApiResult {
@@ -285,212 +233,22 @@ async fn state_machine(State(state): State<AppState>) -> ApiResult {
         .await
         .map_err(grpc)?
         .into_inner();
-    Ok(json(json!({
-        "schema": "svcos.api.diagnostics.state_machine.v1",
-        "source": "generated from hw-agent's run state enum",
-        "kinds": ["board-health", "chip-health", "hashreport"],
-        "states": m.states.iter().map(|s| state_word(*s)).collect::<Vec<_>>(),
-        "initial": state_word(m.initial),
-        "terminal": m.terminal.iter().map(|s| state_word(*s)).collect::<Vec<_>>(),
-        "transitions": m.transitions.iter().map(|t| json!({
-            "from": state_word(t.from), "event": t.event, "to": state_word(t.to),
-        })).collect::<Vec<_>>(),
-        "rules": [
-            "one run per kind at a time; kinds run concurrently",
-            "runs observe the mining loop and do not stop it",
-            "finished runs are stored by hw-agent and survive its restarts",
-        ],
-    })))
+    Ok(Json(StateMachineBody::from(&m)).into_response())
 }
 
 // ---- catalogues -------------------------------------------------------------------------
 
-/// Failure modes: (id, component, symptom, detected by, recovery action ids).
-const FAILURE_MODES: &[(&str, &str, &str, &str, &[&str])] = &[
-    (
-        "chip_dead",
-        "asic",
-        "a chip stops answering register reads and returns no nonces",
-        "chip-health: classification dead",
-        &["restart_hw_agent", "power_cycle_chain", "replace_hashboard"],
-    ),
-    (
-        "chip_weak",
-        "asic",
-        "a chip returns HW errors or far fewer nonces than its share",
-        "chip-health: classification weak",
-        &["lower_frequency", "raise_voltage", "improve_cooling"],
-    ),
-    (
-        "chips_missing",
-        "hashboard",
-        "fewer chips answer enumeration than the board has",
-        "board-health: chips check",
-        &["power_cycle_chain", "reseat_cable", "replace_hashboard"],
-    ),
-    (
-        "chain_no_chips",
-        "hashboard",
-        "no chip answers on a chain's UART",
-        "board-health: state check (missing)",
-        &["reseat_cable", "power_cycle_chain", "check_psu"],
-    ),
-    (
-        "uart_errors",
-        "hashboard",
-        "CRC errors on a chain's UART",
-        "telemetry: crc errors; chip-health nonce shortfall",
-        &["reseat_cable", "lower_baud"],
-    ),
-    (
-        "sensor_missing",
-        "sensor",
-        "a temperature sensor stops acknowledging on I2C",
-        "board-health: temp and i2c checks",
-        &["reseat_cable", "replace_hashboard"],
-    ),
-    (
-        "overheat",
-        "thermal",
-        "a sensor reads at or above the dangerous limit; mining stops",
-        "board-health: temp checks; telemetry state overheat",
-        &["improve_cooling", "lower_frequency"],
-    ),
-    (
-        "fan_stalled",
-        "fan",
-        "a driven fan reports 0 rpm",
-        "board-health: fan checks",
-        &["replace_fan"],
-    ),
-    (
-        "psu_fault",
-        "psu",
-        "the PSU reports a fault in its status word or stops answering",
-        "board-health: psu check",
-        &["check_psu", "clear_psu_fault"],
-    ),
-    (
-        "psu_voltage_off",
-        "psu",
-        "the PSU output is far from its setpoint",
-        "board-health: voltage check",
-        &["check_psu"],
-    ),
-    (
-        "hashrate_low",
-        "board",
-        "measured hashrate well under nominal",
-        "hashreport: percent of nominal",
-        &["run_chip_health", "improve_cooling"],
-    ),
-];
-
-/// Recovery actions: (id, what it does, how).
-const RECOVERY_ACTIONS: &[(&str, &str, &str)] = &[
-    (
-        "restart_hw_agent",
-        "restart the hardware agent; running chains are re-attached",
-        "POST /api/action/restart {\"service\": \"hw-agent\"}",
-    ),
-    (
-        "power_cycle_chain",
-        "switch a chain off and on again: the chips are reset and brought up from cold",
-        "disable then enable the chain (hw-agent SetChainEnabled)",
-    ),
-    (
-        "lower_frequency",
-        "lower the chip frequency of a chain or chip",
-        "POST /api/debug/chip/frequency (Hacker mode)",
-    ),
-    (
-        "raise_voltage",
-        "raise the chain voltage within the PSU's range",
-        "POST /api/debug/chip/voltage (Hacker mode)",
-    ),
-    (
-        "lower_baud",
-        "lower the chain UART speed",
-        "[hardware].baud in the config, then restart hw-agent",
-    ),
-    (
-        "improve_cooling",
-        "more airflow or a lower target temperature",
-        "POST /api/fan; clean filters and heatsinks",
-    ),
-    (
-        "clear_psu_fault",
-        "switch the PSU output off and on",
-        "POST /api/debug/psu/control (Hacker mode)",
-    ),
-    (
-        "check_psu",
-        "check the PSU's input, cabling and rating against the board",
-        "GET /api/hardware/psu_catalog",
-    ),
-    (
-        "reseat_cable",
-        "power down, reseat the hashboard's data and power cables",
-        "manual",
-    ),
-    ("replace_fan", "replace the fan", "manual"),
-    (
-        "replace_hashboard",
-        "replace or repair the hashboard",
-        "manual",
-    ),
-    (
-        "run_chip_health",
-        "find which chips hold the hashrate back",
-        "POST /api/diagnostics/chip-health/start",
-    ),
-];
-
 async fn failure_modes() -> Response {
-    let entries: Vec<Value> = FAILURE_MODES
-        .iter()
-        .map(|(id, component, symptom, detected, actions)| {
-            json!({"id": id, "component": component, "symptom": symptom,
-                   "detected_by": detected, "recovery_actions": actions})
-        })
-        .collect();
-    json(json!({"schema": "svcos.api.diagnostics.failure_modes.v1", "entries": entries}))
+    Json(FAILURE_MODES_BODY).into_response()
 }
 
 async fn recovery_actions() -> Response {
-    let entries: Vec<Value> = RECOVERY_ACTIONS
-        .iter()
-        .map(|(id, what, how)| json!({"id": id, "description": what, "how": how}))
-        .collect();
-    json(json!({"schema": "svcos.api.diagnostics.recovery_actions.v1", "entries": entries}))
+    Json(RECOVERY_ACTIONS_BODY).into_response()
 }
 
-/// PSU models: (model, output range V, rated W, controllable by the PMBus driver).
-const PSU_MODELS: &[(&str, f64, f64, f64, bool)] = &[
-    ("APW3++", 12.0, 12.0, 1600.0, false),
-    ("APW7", 12.0, 12.0, 1800.0, false),
-    ("APW9+", 14.5, 21.0, 3600.0, true),
-    ("APW12", 12.0, 15.0, 3600.0, true),
-];
-
 async fn psu_catalog(State(state): State<AppState>) -> Response {
-    let fitted = state
-        .telemetry()
-        .and_then(|t| t.psu.clone())
-        .map(|p| json!({"model": p.model, "enabled": p.enabled, "voltage_v": p.voltage_v, "setpoint_v": p.voltage_setpoint_v}));
-    let entries: Vec<Value> = PSU_MODELS
-        .iter()
-        .map(|(model, lo, hi, w, ctl)| {
-            json!({"model": model, "output_min_v": lo, "output_max_v": hi,
-                   "rated_watt": w, "voltage_control": ctl})
-        })
-        .collect();
-    json(json!({
-        "schema": "svcos.api.hardware.psu_catalog.v1",
-        "driver": "PMBus subset at I2C 0x10 (OPERATION, VOUT_COMMAND 1000-16000 mV, STATUS_WORD, READ_VOUT/IOUT/POUT/TEMPERATURE_1, MFR_MODEL)",
-        "fitted": fitted,
-        "entries": entries,
-    }))
+    let psu = state.telemetry().and_then(|t| t.psu);
+    Json(PsuCatalogBody::new(psu.as_ref())).into_response()
 }
 
 // ---- live troubleshooting ---------------------------------------------------------------
@@ -501,14 +259,7 @@ async fn i2c_scan(State(state): State<AppState>) -> ApiResult {
         .await
         .map_err(grpc)?
         .into_inner();
-    let dev = |d: &I2cDevice| json!({"address": d.address, "address_hex": format!("{:#04x}", d.address), "expected": d.expected});
-    Ok(json(json!({
-        "schema": "svcos.api.diagnostics.i2c_scan.v1",
-        "bus": r.bus,
-        "range": ["0x03", "0x77"],
-        "present": r.present.iter().map(dev).collect::<Vec<_>>(),
-        "missing": r.missing.iter().map(dev).collect::<Vec<_>>(),
-    })))
+    Ok(Json(I2cScanBody::from(&r)).into_response())
 }
 
 /// Where an FPGA would show itself on a Linux control board.
@@ -530,7 +281,7 @@ async fn troubleshoot_fpga(State(state): State<AppState>) -> Response {
             Err(_) => path.exists(),
         };
         found |= present;
-        evidence.push(json!({"path": p, "present": present}));
+        evidence.push(Evidence { path: p, present });
     }
     let model = std::fs::read_to_string("/sys/firmware/devicetree/base/model")
         .map(|s| s.trim_matches(char::from(0)).trim().to_string())
@@ -543,14 +294,15 @@ async fn troubleshoot_fpga(State(state): State<AppState>) -> Response {
     } else {
         "no FPGA found: chains are driven through the kernel UARTs directly"
     };
-    json(json!({
-        "schema": "svcos.api.diagnostics.fpga.v1",
-        "driver": driver_name,
-        "fpga_present": found,
-        "control_board_model": model,
-        "summary": summary,
-        "evidence": evidence,
-    }))
+    Json(FpgaBody {
+        schema: "svcos.api.diagnostics.fpga.v1",
+        driver: driver_name,
+        fpga_present: found,
+        control_board_model: model,
+        summary,
+        evidence,
+    })
+    .into_response()
 }
 
 // ---- debug ------------------------------------------------------------------------------
@@ -595,13 +347,6 @@ fn bytes_of(field: &str, v: &Value) -> ApiResult<Vec<u8>> {
     }
 }
 
-fn hex_string(b: &[u8]) -> String {
-    b.iter()
-        .map(|x| format!("{x:02x}"))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 #[derive(Debug, Deserialize)]
 struct I2cQuery {
     address: Option<String>,
@@ -614,13 +359,13 @@ async fn i2c_read(State(state): State<AppState>, Query(q): Query<I2cQuery>) -> A
         .address
         .as_deref()
         .ok_or_else(|| field_error("address", "required: the 7-bit I2C address"))?;
-    let address = number("address", &json!(address), 0x7f)? as u32;
+    let address = number("address", &Value::from(address), 0x7f)? as u32;
     let write = match q.register.as_deref() {
-        Some(r) => vec![number("register", &json!(r), 0xff)? as u8],
+        Some(r) => vec![number("register", &Value::from(r), 0xff)? as u8],
         None => Vec::new(),
     };
     let length = match q.length.as_deref() {
-        Some(l) => number("length", &json!(l), 64)? as u32,
+        Some(l) => number("length", &Value::from(l), 64)? as u32,
         None => 1,
     };
     if length == 0 {
@@ -635,19 +380,20 @@ async fn i2c_read(State(state): State<AppState>, Query(q): Query<I2cQuery>) -> A
         .await
         .map_err(grpc)?
         .into_inner();
-    Ok(json(json!({
-        "schema": "svcos.api.debug.i2c.v1",
-        "bus": r.bus,
-        "address": address,
-        "register": write.first(),
-        "data": r.read,
-        "hex": hex_string(&r.read),
-    })))
+    Ok(Json(I2cReadBody {
+        schema: "svcos.api.debug.i2c.v1",
+        bus: r.bus,
+        address,
+        register: write.first().copied(),
+        hex: hex_string(&r.read),
+        data: r.read,
+    })
+    .into_response())
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct I2cWriteBody {
+struct I2cWriteRequest {
     #[allow(dead_code)]
     confirm: bool,
     address: Value,
@@ -657,7 +403,7 @@ struct I2cWriteBody {
 }
 
 async fn i2c_write(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let b: I2cWriteBody = parse_body(&headers, &body)?;
+    let b: I2cWriteRequest = parse_body(&headers, &body)?;
     let address = number("address", &b.address, 0x7f)? as u32;
     let data = bytes_of("data", &b.data)?;
     if data.is_empty() || data.len() > 32 {
@@ -682,14 +428,15 @@ async fn i2c_write(State(state): State<AppState>, headers: HeaderMap, body: Byte
         .await
         .map_err(grpc)?
         .into_inner();
-    Ok(json(json!({
-        "schema": "svcos.api.debug.i2c.v1",
-        "bus": r.bus,
-        "address": address,
-        "written": hex_string(&data),
-        "data": r.read,
-        "hex": hex_string(&r.read),
-    })))
+    Ok(Json(I2cWriteBody {
+        schema: "svcos.api.debug.i2c.v1",
+        bus: r.bus,
+        address,
+        written: hex_string(&data),
+        hex: hex_string(&r.read),
+        data: r.read,
+    })
+    .into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -699,24 +446,10 @@ struct RegisterQuery {
     register: Option<String>,
 }
 
-fn register_json(chain_id: u32, chip: u32, r: &ChipRegisterResponse) -> Value {
-    json!({
-        "schema": "svcos.api.debug.register.v1",
-        "chain_id": chain_id,
-        "chip": chip,
-        "chip_address": r.chip_address,
-        "register": r.register,
-        "register_hex": format!("{:#04x}", r.register),
-        "answered": r.answered,
-        "value": r.answered.then_some(r.value),
-        "value_hex": r.answered.then(|| format!("{:#010x}", r.value)),
-    })
-}
-
 async fn register_read(State(state): State<AppState>, Query(q): Query<RegisterQuery>) -> ApiResult {
     let need = |field: &'static str, v: &Option<String>, max: u64| -> ApiResult<u32> {
         let s = v.as_deref().ok_or_else(|| field_error(field, "required"))?;
-        Ok(number(field, &json!(s), max)? as u32)
+        Ok(number(field, &Value::from(s), max)? as u32)
     };
     let chain_id = need("chain_id", &q.chain_id, 255)?;
     let chip = need("chip", &q.chip, 1023)?;
@@ -731,12 +464,12 @@ async fn register_read(State(state): State<AppState>, Query(q): Query<RegisterQu
         .await
         .map_err(grpc)?
         .into_inner();
-    Ok(json(register_json(chain_id, chip, &r)))
+    Ok(Json(RegisterBody::new(chain_id, chip, &r)).into_response())
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RegisterBody {
+struct RegisterRequest {
     #[allow(dead_code)]
     confirm: bool,
     chain_id: u32,
@@ -750,7 +483,7 @@ async fn register_write(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult {
-    let b: RegisterBody = parse_body(&headers, &body)?;
+    let b: RegisterRequest = parse_body(&headers, &body)?;
     let register = number("register", &b.register, 0xff)? as u32;
     let value = number("value", &b.value, u64::from(u32::MAX))? as u32;
     let r = client(&state)
@@ -763,7 +496,7 @@ async fn register_write(
         .await
         .map_err(grpc)?
         .into_inner();
-    Ok(json(register_json(b.chain_id, b.chip, &r)))
+    Ok(Json(RegisterBody::new(b.chain_id, b.chip, &r)).into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -790,17 +523,7 @@ async fn asic_command(State(state): State<AppState>, headers: HeaderMap, body: B
         .await
         .map_err(grpc)?
         .into_inner();
-    Ok(json(json!({
-        "schema": "svcos.api.debug.asic_command.v1",
-        "chain_id": b.chain_id,
-        "sent": hex_string(&r.sent),
-        "responses": r.responses.iter().map(|x| json!({
-            "chip_address": x.chip_address,
-            "register": x.register,
-            "value": x.value,
-            "value_hex": format!("{:#010x}", x.value),
-        })).collect::<Vec<_>>(),
-    })))
+    Ok(Json(AsicCommandBody::new(b.chain_id, &r)).into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -832,16 +555,12 @@ async fn psu_control(State(state): State<AppState>, headers: HeaderMap, body: By
         .await
         .map_err(grpc)?
         .into_inner();
-    Ok(json(json!({
-        "schema": "svcos.api.debug.psu.v1",
-        "enabled": r.enabled,
-        "voltage_setpoint_mv": r.voltage_setpoint_mv,
-    })))
+    Ok(Json(PsuControlBody::from(&r)).into_response())
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct PidBody {
+struct PidRequest {
     #[allow(dead_code)]
     confirm: bool,
     kp: f64,
@@ -850,7 +569,7 @@ struct PidBody {
 }
 
 async fn pid_params(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let b: PidBody = parse_body(&headers, &body)?;
+    let b: PidRequest = parse_body(&headers, &body)?;
     for (field, v, max) in [("kp", b.kp, 100.0), ("ki", b.ki, 10.0), ("kd", b.kd, 100.0)] {
         if !(0.0..=max).contains(&v) {
             return Err(field_error(field, format!("0-{max}")));
@@ -865,10 +584,7 @@ async fn pid_params(State(state): State<AppState>, headers: HeaderMap, body: Byt
         .await
         .map_err(grpc)?
         .into_inner();
-    Ok(json(json!({
-        "schema": "svcos.api.debug.pid.v1",
-        "kp": r.kp, "ki": r.ki, "kd": r.kd,
-    })))
+    Ok(Json(PidBody::from(&r)).into_response())
 }
 
 // ---- logs -------------------------------------------------------------------------------
@@ -906,13 +622,7 @@ async fn debug_log(State(state): State<AppState>, Query(q): Query<LogQuery>) -> 
     let lines = tokio::task::spawn_blocking(move || tail(&path, want))
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
-    Ok(json(json!({
-        "schema": "svcos.api.debug.log.v1",
-        "service": name,
-        "source": "supervisor recent-log file (<runtime>/logs/<service>.log)",
-        "count": lines.len(),
-        "lines": lines,
-    })))
+    Ok(Json(LogBody::new(name.to_string(), lines)).into_response())
 }
 
 /// The last `n` lines of a rotated log (`path.1` then `path`).
@@ -968,26 +678,21 @@ async fn logs_manifest(State(state): State<AppState>) -> ApiResult {
             .into_iter()
             .map(|(name, path)| {
                 let meta = std::fs::metadata(&path).ok();
-                json!({
-                    "name": name,
-                    "bytes": meta.as_ref().map(|m| m.len()),
-                    "modified_ms": meta.and_then(|m| m.modified().ok())
+                LogFile {
+                    name,
+                    bytes: meta.as_ref().map(|m| m.len()),
+                    modified_ms: meta
+                        .and_then(|m| m.modified().ok())
                         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                         .map(|d| d.as_millis() as u64),
-                    "readable": std::fs::File::open(&path).is_ok(),
-                })
+                    readable: std::fs::File::open(&path).is_ok(),
+                }
             })
             .collect::<Vec<_>>()
     })
     .await
     .map_err(|e| ApiError::internal(e.to_string()))?;
-    Ok(json(json!({
-        "schema": "svcos.api.diagnostics.logs_manifest.v1",
-        "backup": "/api/log/backup",
-        "excluded": ["config (pool passwords)", "auth state (password hash, sessions)"],
-        "count": files.len(),
-        "files": files,
-    })))
+    Ok(Json(LogsManifestBody::new(files)).into_response())
 }
 
 async fn log_backup(State(state): State<AppState>) -> ApiResult {

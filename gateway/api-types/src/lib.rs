@@ -16,6 +16,7 @@
 //!   absent), floats are rounded as the API documents (docs/API-SHAPES.md).
 
 pub mod diagnostics;
+pub mod hardware;
 pub mod pools;
 #[cfg(feature = "schema")]
 pub mod schema;

@@ -3,7 +3,7 @@
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use schemars::{JsonSchema, Schema};
 
-use crate::{diagnostics as diag, pools, status};
+use crate::{diagnostics as diag, hardware as hw, pools, status};
 
 /// A route's `200` schema: a `$ref` into the generator's definitions.
 pub type SchemaOf = fn(&mut SchemaGenerator) -> Schema;
@@ -125,6 +125,48 @@ pub const RESPONSES: &[(&str, &str, SchemaOf)] = &[
         "/api/diagnostics/hashreport/result",
         of::<diag::ResultBody>,
     ),
+    ("GET", "/api/system/asic", of::<hw::SystemAsicBody>),
+    ("GET", "/api/system/health", of::<hw::SystemHealthBody>),
+    ("POST", "/api/system/identify", of::<hw::LedBody>),
+    ("GET", "/api/system/info", of::<hw::SystemInfoBody>),
+    ("GET", "/api/system/stats", of::<hw::SystemStatsBody>),
+    ("POST", "/api/action/sleep", of::<hw::SleepBody>),
+    ("POST", "/api/action/wake", of::<hw::SleepBody>),
+    (
+        "GET",
+        "/api/thermal/cooling_modes",
+        of::<hw::CoolingModesBody>,
+    ),
+    (
+        "GET",
+        "/api/hardware/thermal/chipd/chip_temps",
+        of::<hw::ChipTempsBody>,
+    ),
+    (
+        "GET",
+        "/api/hardware/thermal/sensors",
+        of::<hw::SensorsBody>,
+    ),
+    ("GET", "/api/miner/type", of::<hw::MinerTypeBody>),
+    ("GET", "/api/led/config", of::<hw::LedBody>),
+    ("POST", "/api/led/config", of::<hw::LedBody>),
+    ("POST", "/api/led/locate", of::<hw::LedBody>),
+    ("POST", "/api/led/locate/stop", of::<hw::LedBody>),
+    ("POST", "/api/led/pattern", of::<hw::LedBody>),
+    ("GET", "/api/led/patterns", of::<hw::LedPatternsBody>),
+    ("GET", "/api/led/status", of::<hw::LedBody>),
+    (
+        "POST",
+        "/api/debug/chip/frequency",
+        of::<hw::FrequencyAppliedBody>,
+    ),
+    (
+        "POST",
+        "/api/debug/chip/voltage",
+        of::<hw::VoltageAppliedBody>,
+    ),
+    ("GET", "/api/autotuner/state", of::<hw::TunerStateBody>),
+    ("GET", "/api/autotuner/status", of::<hw::TunerStateBody>),
 ];
 
 /// A generator for an OpenAPI 3.1 document: JSON Schema 2020-12, definitions under

@@ -7,10 +7,11 @@
 use std::str::FromStr;
 use svcos_common::bounds::{FREQUENCY_MHZ, VOLTAGE_MV};
 
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use svcos_common::ServiceName;
@@ -21,11 +22,12 @@ use svcos_proto::hwagent::v1::{
 use svcos_proto::supervisor::v1::{ListServicesRequest, ServiceInfo, ServiceRequest};
 use svcos_proto::tuner::v1::GetStateRequest;
 
-use super::{ApiResult, json, parse_body, round};
+use super::{ApiResult, json, parse_body};
 use crate::envelope::ApiError;
 use crate::routing::Route;
 use crate::{AppState, route};
 use svcos_api_types::enum_word;
+use svcos_api_types::hardware::*;
 
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route<AppState>> {
@@ -72,55 +74,29 @@ async fn system_info(State(state): State<AppState>) -> Response {
     let config = state.config();
     let inv = inventory(&state).await.ok();
     let t = state.telemetry();
-    json(json!({
-        "schema": "svcos.api.system.info.v1",
-        "hostname": config.system.hostname,
-        "mode": config.system.mode.as_str(),
-        "firmware": "svcOS",
-        "version": env!("CARGO_PKG_VERSION"),
-        "api_contract_version": super::discovery::API_CONTRACT_VERSION,
-        "model": inv.as_ref().map(|i| i.model.clone()),
-        "vendor": inv.as_ref().map(|i| i.vendor.clone()),
-        "board": inv.as_ref().map(|i| i.board.clone()),
-        "chip_model": inv.as_ref().map(|i| i.chip_model.clone()),
-        "serial_number": inv.as_ref().map(|i| i.serial_number.clone()),
-        "driver": inv.as_ref().map(|i| i.driver.clone()),
-        "gateway_uptime_s": (state.clock.now_ms() - state.started_ms).max(0) / 1000,
-        "mining_uptime_s": t.as_ref().map(|t| t.mining_uptime_s),
-        "hw_agent_up": t.is_some(),
-    }))
+    Json(SystemInfoBody::new(
+        config.system.hostname.clone(),
+        config.system.mode.as_str(),
+        env!("CARGO_PKG_VERSION"),
+        super::discovery::API_CONTRACT_VERSION,
+        inv.as_ref(),
+        t.as_ref(),
+        (state.clock.now_ms() - state.started_ms).max(0) / 1000,
+    ))
+    .into_response()
 }
 
 async fn system_asic(State(state): State<AppState>) -> ApiResult {
     let inv = inventory(&state).await?;
     let t = state.telemetry();
     let config = state.config();
-    Ok(json(json!({
-        "schema": "svcos.api.system.asic.v1",
-        "chip_model": inv.chip_model,
-        "chains": inv.chains.iter().map(|c| {
-            let live = t.as_ref().and_then(|t| t.chains.iter().find(|x| x.chain_id == c.chain_id));
-            json!({
-                "chain_id": c.chain_id, "chips_expected": c.chips_expected, "chips_detected": c.chips_detected,
-                "missing_chips": c.missing_chips, "device": c.device,
-                "frequency_mhz": live.map(|l| round(l.frequency_mhz, 2)),
-                "voltage_mv": live.map(|l| round(l.voltage_mv, 1)),
-                "baud": live.map(|l| l.baud),
-            })
-        }).collect::<Vec<_>>(),
-        "target_frequency_mhz": config.hardware.target_frequency_mhz(),
-        "target_voltage_mv": config.hardware.voltage_mv,
-        "nominal_ghs": inv.nominal_ghs,
-        "nominal_power_watt": inv.nominal_power_watt,
-    })))
-}
-
-fn service_json(s: &ServiceInfo) -> Value {
-    json!({
-        "name": s.name, "state": enum_word(s.state().as_str_name(), "SERVICE_STATE_"),
-        "pid": s.pid, "restarts": s.restarts, "uptime_s": s.uptime_s, "last_exit": s.last_exit,
-        "backoff_ms": s.backoff_ms, "escalation": s.escalation, "recent_restarts": s.recent_restarts,
-    })
+    Ok(Json(SystemAsicBody::new(
+        &inv,
+        t.as_ref(),
+        config.hardware.target_frequency_mhz(),
+        config.hardware.voltage_mv,
+    ))
+    .into_response())
 }
 
 /// Every supervised service as the supervisor reports it (one call, no caching: lifecycle views
@@ -146,17 +122,18 @@ async fn system_health(State(state): State<AppState>) -> Response {
             list.iter()
                 .all(|s| s.state() == svcos_proto::supervisor::v1::ServiceState::Running)
         });
-    json(json!({
-        "schema": "svcos.api.system.health.v1",
-        "healthy": healthy,
-        "gateway_view": {
-            "hw_agent_telemetry": hw_up,
-            "stratum_agent_pools": stratum_up,
-            "auth_revocation_stream": auth_stream,
+    Json(SystemHealthBody {
+        schema: "svcos.api.system.health.v1",
+        healthy,
+        gateway_view: GatewayView {
+            hw_agent_telemetry: hw_up,
+            stratum_agent_pools: stratum_up,
+            auth_revocation_stream: auth_stream,
         },
-        "supervisor_reachable": supervised.is_some(),
-        "services": supervised.map(|l| l.iter().map(service_json).collect::<Vec<_>>()),
-    }))
+        supervisor_reachable: supervised.is_some(),
+        services: supervised.map(|l| l.iter().map(Service::from).collect()),
+    })
+    .into_response()
 }
 
 async fn system_stats(State(state): State<AppState>) -> ApiResult {
@@ -164,24 +141,7 @@ async fn system_stats(State(state): State<AppState>) -> ApiResult {
         .telemetry()
         .ok_or_else(|| ApiError::unavailable("hw-agent"))?;
     let p = state.pools();
-    let ghs = t.hashrate.as_ref().map_or(0.0, |h| h.ghs_1m);
-    let efficiency = if ghs > 0.0 {
-        round(t.power_watt / (ghs / 1000.0), 2)
-    } else {
-        0.0
-    };
-    Ok(json(json!({
-        "schema": "svcos.api.system.stats.v1",
-        "hashrate_ghs_1m": round(ghs, 3),
-        "power_watt": round(t.power_watt, 1),
-        "efficiency_j_per_th": efficiency,
-        "temp_max_c": round(t.temp_max_c, 1),
-        "fan_rpm": t.fans.iter().map(|f| f.rpm).collect::<Vec<_>>(),
-        "shares_accepted": p.as_ref().map(|p| p.accepted),
-        "shares_rejected": p.as_ref().map(|p| p.rejected),
-        "best_share": p.as_ref().map(|p| p.best_share),
-        "mining_uptime_s": t.mining_uptime_s,
-    })))
+    Ok(Json(SystemStatsBody::new(&t, p.as_ref())).into_response())
 }
 
 async fn set_led(state: &AppState, mode: LedMode) -> ApiResult {
@@ -189,10 +149,7 @@ async fn set_led(state: &AppState, mode: LedMode) -> ApiResult {
     hw.set_led(SetLedRequest { mode: mode as i32 })
         .await
         .map_err(|s| ApiError::from_grpc("hw-agent", &s))?;
-    Ok(json(json!({
-        "schema": "svcos.api.led.v1",
-        "mode": enum_word(mode.as_str_name(), "LED_MODE_"),
-    })))
+    Ok(Json(LedBody::of(mode.as_str_name())).into_response())
 }
 
 async fn identify(State(state): State<AppState>) -> ApiResult {
@@ -213,13 +170,13 @@ fn parse_led(word: &str) -> Option<LedMode> {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct LedBody {
+struct LedRequest {
     #[serde(alias = "pattern")]
     mode: String,
 }
 
 async fn led_set(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let b: LedBody = parse_body(&headers, &body)?;
+    let b: LedRequest = parse_body(&headers, &body)?;
     let mode = parse_led(&b.mode).ok_or_else(|| {
         ApiError::bad_request(format!("unknown LED mode {:?}", b.mode))
             .with("field", "mode")
@@ -229,24 +186,14 @@ async fn led_set(State(state): State<AppState>, headers: HeaderMap, body: Bytes)
 }
 
 async fn led_patterns() -> Response {
-    json(json!({
-        "schema": "svcos.api.led.patterns.v1",
-        "patterns": [
-            {"name": "normal", "description": "status indication by the firmware"},
-            {"name": "locate", "description": "blink to find this unit in a rack"},
-            {"name": "off", "description": "LEDs off"},
-        ],
-    }))
+    Json(LED_PATTERNS).into_response()
 }
 
 async fn led_status(State(state): State<AppState>) -> ApiResult {
     let t = state
         .telemetry()
         .ok_or_else(|| ApiError::unavailable("hw-agent"))?;
-    Ok(json(json!({
-        "schema": "svcos.api.led.v1",
-        "mode": enum_word(t.led_mode().as_str_name(), "LED_MODE_"),
-    })))
+    Ok(Json(LedBody::of(t.led_mode().as_str_name())).into_response())
 }
 
 async fn supervisor_restart(state: &AppState, name: &str) -> ApiResult<Value> {
@@ -258,7 +205,7 @@ async fn supervisor_restart(state: &AppState, name: &str) -> ApiResult<Value> {
         .into_inner();
     Ok(r.service
         .as_ref()
-        .map_or_else(|| json!({"name": name}), service_json))
+        .map_or_else(|| json!({"name": name}), |s| json!(Service::from(s))))
 }
 
 async fn reboot(State(state): State<AppState>) -> ApiResult {
@@ -333,11 +280,12 @@ async fn set_sleep(state: &AppState, sleep: bool) -> ApiResult {
         .await
         .map_err(|s| ApiError::from_grpc("hw-agent", &s))?
         .into_inner();
-    Ok(json(json!({
-        "schema": "svcos.api.action.v1",
-        "action": if sleep { "sleep" } else { "wake" },
-        "state": enum_word(r.state().as_str_name(), "MINING_STATE_"),
-    })))
+    Ok(Json(SleepBody {
+        schema: "svcos.api.action.v1",
+        action: if sleep { "sleep" } else { "wake" },
+        state: enum_word(r.state().as_str_name(), "MINING_STATE_"),
+    })
+    .into_response())
 }
 
 async fn sleep(State(state): State<AppState>) -> ApiResult {
@@ -396,17 +344,7 @@ async fn set_fan(State(state): State<AppState>, headers: HeaderMap, body: Bytes)
 }
 
 async fn cooling_modes(State(state): State<AppState>) -> Response {
-    let current = state
-        .telemetry()
-        .map(|t| enum_word(t.fan_mode().as_str_name(), "FAN_MODE_"));
-    json(json!({
-        "schema": "svcos.api.thermal.cooling_modes.v1",
-        "modes": [
-            {"name": "auto", "description": "PID on the hottest chip toward [thermal].target_temp_c within fan_min/max_percent"},
-            {"name": "manual", "description": "fixed duty; temperature is not regulated, the overheat cut-off still applies"},
-        ],
-        "current": current,
-    }))
+    Json(CoolingModesBody::new(state.telemetry().as_ref())).into_response()
 }
 
 async fn chip_temps(State(state): State<AppState>) -> ApiResult {
@@ -420,34 +358,17 @@ async fn chip_temps(State(state): State<AppState>) -> ApiResult {
         .into_inner()
         .telemetry
         .ok_or_else(|| ApiError::unavailable("hw-agent telemetry"))?;
-    Ok(json(json!({
-        "schema": "svcos.api.chip_temps.v1",
-        "chains": t.chains.iter().map(|c| json!({
-            "chain_id": c.chain_id,
-            "temp_chip_c": round(c.temp_chip_c, 1),
-            "chips": c.chips.iter().map(|chip| json!({"index": chip.index, "temp_c": round(chip.temp_c, 1)})).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-    })))
+    Ok(Json(ChipTempsBody::from(&t)).into_response())
 }
 
 async fn sensors(State(state): State<AppState>) -> ApiResult {
     let inv = inventory(&state).await?;
-    Ok(json(json!({
-        "schema": "svcos.api.sensors.v1",
-        "sensors": inv.sensors.iter().map(|s| json!({
-            "name": s.name, "kind": s.kind, "chain_id": s.chain_id, "bus": s.bus,
-            "address": s.address, "value": s.value, "unit": s.unit,
-        })).collect::<Vec<_>>(),
-    })))
+    Ok(Json(SensorsBody::from(&inv)).into_response())
 }
 
 async fn miner_type(State(state): State<AppState>) -> ApiResult {
     let inv = inventory(&state).await?;
-    Ok(json(json!({
-        "schema": "svcos.api.miner_type.v1",
-        "model": inv.model, "vendor": inv.vendor, "board": inv.board, "chip_model": inv.chip_model,
-        "chains": inv.chains.len(), "fan_count": inv.fan_count, "firmware": "svcOS",
-    })))
+    Ok(Json(MinerTypeBody::from(&inv)).into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -481,9 +402,11 @@ async fn debug_frequency(
         .await
         .map_err(|s| ApiError::from_grpc("hw-agent", &s))?
         .into_inner();
-    Ok(json(
-        json!({"schema": "svcos.api.debug.frequency.v1", "applied_mhz": r.applied_mhz}),
-    ))
+    Ok(Json(FrequencyAppliedBody {
+        schema: "svcos.api.debug.frequency.v1",
+        applied_mhz: r.applied_mhz,
+    })
+    .into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -514,9 +437,11 @@ async fn debug_voltage(
         .await
         .map_err(|s| ApiError::from_grpc("hw-agent", &s))?
         .into_inner();
-    Ok(json(
-        json!({"schema": "svcos.api.debug.voltage.v1", "applied_mv": r.applied_mv}),
-    ))
+    Ok(Json(VoltageAppliedBody {
+        schema: "svcos.api.debug.voltage.v1",
+        applied_mv: r.applied_mv,
+    })
+    .into_response())
 }
 
 async fn tuner_state(State(state): State<AppState>) -> ApiResult {
@@ -526,10 +451,5 @@ async fn tuner_state(State(state): State<AppState>) -> ApiResult {
         .await
         .map_err(|s| ApiError::from_grpc("tuner", &s))?
         .into_inner();
-    Ok(json(json!({
-        "schema": "svcos.api.autotuner.state.v1",
-        "state": r.state, "profile": r.profile,
-        "power_target_watt": r.power_target_watt, "hashrate_target_ghs": r.hashrate_target_ghs,
-        "efficiency_j_per_th": r.efficiency_j_per_th,
-    })))
+    Ok(Json(TunerStateBody::from(&r)).into_response())
 }

@@ -20,9 +20,37 @@ pub struct HttpClient {
 impl HttpClient {
     /// Connect (TCP_NODELAY, like a browser or a fleet tool).
     pub async fn connect(host: &str, port: u16) -> anyhow::Result<Self> {
-        let stream = tokio::net::TcpStream::connect((host, port))
-            .await
-            .with_context(|| format!("connect {host}:{port}"))?;
+        Self::connect_from(host, port, None).await
+    }
+
+    /// Connect from a chosen local address (a firmware that limits per client address sees
+    /// distinct clients; on Linux every 127.x.y.z is a local address of `lo`).
+    pub async fn connect_from(
+        host: &str,
+        port: u16,
+        local: Option<std::net::IpAddr>,
+    ) -> anyhow::Result<Self> {
+        let stream = match local {
+            None => tokio::net::TcpStream::connect((host, port))
+                .await
+                .with_context(|| format!("connect {host}:{port}"))?,
+            Some(ip) => {
+                let remote = tokio::net::lookup_host((host, port))
+                    .await?
+                    .find(|a| a.is_ipv4() == ip.is_ipv4())
+                    .with_context(|| format!("no address of {host} in {ip}'s family"))?;
+                let socket = if ip.is_ipv4() {
+                    tokio::net::TcpSocket::new_v4()?
+                } else {
+                    tokio::net::TcpSocket::new_v6()?
+                };
+                socket.bind(std::net::SocketAddr::new(ip, 0))?;
+                socket
+                    .connect(remote)
+                    .await
+                    .with_context(|| format!("connect {remote} from {ip}"))?
+            }
+        };
         stream.set_nodelay(true)?;
         let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
         tokio::spawn(conn);
@@ -86,6 +114,48 @@ pub async fn cgminer_request(addr: &str, payload: &[u8]) -> anyhow::Result<Vec<u
     s.read_to_end(&mut buf).await?;
     anyhow::ensure!(!buf.is_empty(), "empty cgminer reply from {addr}");
     Ok(buf)
+}
+
+/// One cgminer request's hops as the client sees them: TCP handshake done, first reply byte,
+/// end of the reply (the server's FIN), each from the start.
+#[derive(Debug, Clone, Copy)]
+pub struct CgminerTimes {
+    /// `connect` returned (SYN, SYN-ACK, ACK on loopback; the server has not run yet).
+    pub connected: Duration,
+    /// The first reply byte arrived (accept, read, parse, answer, write).
+    pub first_byte: Duration,
+    /// EOF: the server's half-close arrived after the whole reply.
+    pub done: Duration,
+}
+
+/// [`cgminer_request`] with the time of each hop.
+pub async fn cgminer_request_timed(
+    addr: &str,
+    payload: &[u8],
+) -> anyhow::Result<(Vec<u8>, CgminerTimes)> {
+    let start = std::time::Instant::now();
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .with_context(|| format!("connect {addr}"))?;
+    let connected = start.elapsed();
+    s.set_nodelay(true)?;
+    s.write_all(payload).await?;
+    let mut buf = Vec::with_capacity(2048);
+    let n = s.read_buf(&mut buf).await?;
+    let first_byte = start.elapsed();
+    if n > 0 {
+        s.read_to_end(&mut buf).await?;
+    }
+    let done = start.elapsed();
+    anyhow::ensure!(!buf.is_empty(), "empty cgminer reply from {addr}");
+    Ok((
+        buf,
+        CgminerTimes {
+            connected,
+            first_byte,
+            done,
+        },
+    ))
 }
 
 /// (PSS, RSS) of a process in KiB, from `/proc/<pid>/smaps_rollup`.

@@ -8,7 +8,7 @@
 //!   seconds to wait in the `retry-after` metadata key, [`error::RETRY_AFTER_METADATA`]).
 //!   Only the physical reset (hw-agent's `ButtonEvent.reset_hold`) deletes it.
 //! - **Hashing off the runtime.** argon2 runs on tokio's blocking pool behind a semaphore of
-//!   `[auth].max_concurrent_hashes`, at nice 10, so the single runtime thread keeps validating
+//!   `[auth].max_concurrent_hashes`, at nice 19, so the single runtime thread keeps validating
 //!   tokens while logins hash, and a burst of logins does not starve the gateway.
 //! - **Sessions.** 256-bit tokens from the OS RNG; only their SHA-256 is kept, compared in
 //!   constant time. 30-day absolute and 8-hour idle expiry; at most 32, the 33rd evicts the
@@ -146,27 +146,11 @@ pub async fn run_with(
     Ok(())
 }
 
-/// Make glibc hand large freed blocks back to the OS. argon2 allocates 19 MiB per hash; with
-/// glibc's default dynamic mmap threshold the second such block would come from the heap and
-/// stay resident after the login, costing the idle footprint 19 MiB.
-fn limit_heap_retention() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: mallopt only changes allocator tuning; called before the runtime starts any
-        // thread, and with a valid parameter/value pair.
-        let ok = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024) };
-        if ok != 1 {
-            tracing::debug!("mallopt(M_MMAP_THRESHOLD) refused");
-        }
-    }
-}
-
 /// `svcos auth`: the process entry.
 pub fn entry(args: Vec<OsString>) -> ExitCode {
     let args = match svcos_common::entry::parse_args(ServiceName::Auth, args) {
         Ok(a) => a,
         Err(code) => return code,
     };
-    limit_heap_retention();
     run_service(ServiceName::Auth, args, Flavor::CurrentThread, run)
 }

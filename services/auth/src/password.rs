@@ -19,13 +19,17 @@ pub const MAX_PASSWORD_BYTES: usize = 256;
 const SALT_BYTES: usize = 16;
 
 /// Nice value of the threads that run argon2: a login must not take CPU time away from the
-/// gateway answering `/api/status` on a two-core control board (per-thread on Linux).
-const HASH_THREAD_NICE: libc::c_int = 10;
+/// gateway answering `/api/status` on a two-core control board (per-thread on Linux). 19, the
+/// lowest, so a waking runtime thread of any other process preempts the hash with the least
+/// wake-up delay; an idle core still runs the hash at full speed, and with both cores busy a
+/// hash gets about 1.5 % of one (a 30 ms hash then takes ~2 s, inside the gateway's 10 s login
+/// deadline). SCHED_IDLE was tried before and starved logins under load.
+const HASH_THREAD_NICE: libc::c_int = 19;
 
 /// argon2id with m = 19456 KiB (19 MiB), t = 2 iterations, p = 1 lane: the first of OWASP's
 /// Password Storage Cheat Sheet configurations for argon2id. About 30 ms per hash on the
 /// development machine and 19 MiB of memory while it runs; the memory is returned to the OS
-/// afterwards (see `limit_heap_retention` in the crate root).
+/// afterwards (the pinned mmap threshold of `svcos_common::alloc`).
 pub fn owasp_params() -> Params {
     Params::new(19_456, 2, 1, None).expect("OWASP argon2 parameters are valid")
 }

@@ -10,6 +10,13 @@
 //!   free chunks below a live one stay resident, so a burst of requests leaves a process larger
 //!   than before. [`spawn_trimmer`] calls `malloc_trim(0)` (which `madvise`s every free page
 //!   away) every [`TRIM_INTERVAL`] ([`TRIM_ENV`]=0 turns it off).
+//! - **Large blocks straight from and back to the OS** (`M_MMAP_THRESHOLD` pinned at
+//!   [`MMAP_THRESHOLD`] unless [`MMAP_ENV`] says otherwise). glibc's default threshold is
+//!   dynamic: once a block above it is freed, the threshold rises to that block's size (up to
+//!   32 MiB) and so does the trim threshold, so the next large buffer (argon2's 19 MiB, a
+//!   diagnostics archive, a big JSON body) comes from the heap and its pages stay resident
+//!   until the next trim. Pinning the threshold turns the adjustment off: such a block is an
+//!   `mmap` of its own and is unmapped when freed.
 //!
 //! Other allocators (musl's) ignore all this; the functions are no-ops there.
 
@@ -21,6 +28,10 @@ use crate::Shutdown;
 pub const ARENA_ENV: &str = "SVCOS_MALLOC_ARENAS";
 /// Set to `0` to turn the periodic trim off (to measure what it saves).
 pub const TRIM_ENV: &str = "SVCOS_MALLOC_TRIM";
+/// Environment override of the mmap threshold in bytes; `0` keeps glibc's dynamic threshold.
+pub const MMAP_ENV: &str = "SVCOS_MALLOC_MMAP_THRESHOLD";
+/// Blocks at least this large get their own mapping (glibc's initial value, kept fixed).
+pub const MMAP_THRESHOLD: i32 = 128 * 1024;
 /// How often an idle process trims at most.
 pub const TRIM_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -28,6 +39,14 @@ pub const TRIM_INTERVAL: Duration = Duration::from_secs(5);
 pub fn tune() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
+        let threshold = std::env::var(MMAP_ENV)
+            .ok()
+            .and_then(|v| v.parse::<i32>().ok())
+            .unwrap_or(MMAP_THRESHOLD);
+        if threshold > 0 {
+            // SAFETY: as below; a positive threshold is a valid value (glibc caps it itself).
+            unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, threshold) };
+        }
         if std::env::var_os("MALLOC_ARENA_MAX").is_some() {
             return;
         }

@@ -158,11 +158,15 @@ impl Store {
         };
         let conn = Connection::open(path).map_err(err)?;
         // auto_vacuum must be chosen before the first table exists; it is a no-op after.
+        // The page cache is capped at 256 KiB (SQLite's default is 2 MiB per connection): the
+        // queries walk one table's recent rows by primary key, and a month of minute points
+        // filling a 2 MiB cache would be the tuner's largest private memory.
         conn.execute_batch(
             "PRAGMA auto_vacuum = INCREMENTAL;
              PRAGMA journal_mode = WAL;
              PRAGMA synchronous = NORMAL;
-             PRAGMA wal_autocheckpoint = 0;",
+             PRAGMA wal_autocheckpoint = 0;
+             PRAGMA cache_size = -256;",
         )
         .map_err(err)?;
         let mut tables = String::new();

@@ -17,6 +17,7 @@
 
 pub mod diagnostics;
 pub mod hardware;
+pub mod mining;
 pub mod pools;
 #[cfg(feature = "schema")]
 pub mod schema;

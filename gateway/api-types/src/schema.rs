@@ -3,7 +3,7 @@
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use schemars::{JsonSchema, Schema};
 
-use crate::{diagnostics as diag, hardware as hw, pools, status};
+use crate::{diagnostics as diag, hardware as hw, mining, pools, status};
 
 /// A route's `200` schema: a `$ref` into the generator's definitions.
 pub type SchemaOf = fn(&mut SchemaGenerator) -> Schema;
@@ -167,6 +167,55 @@ pub const RESPONSES: &[(&str, &str, SchemaOf)] = &[
     ),
     ("GET", "/api/autotuner/state", of::<hw::TunerStateBody>),
     ("GET", "/api/autotuner/status", of::<hw::TunerStateBody>),
+    ("GET", "/api/boot/phase", of::<mining::BootPhaseBody>),
+    (
+        "GET",
+        "/api/mining/work/posture",
+        of::<mining::WorkPostureBody>,
+    ),
+    ("GET", "/api/mining/ramp", of::<mining::RampBody>),
+    (
+        "GET",
+        "/api/diagnostics/shares/local_rejects",
+        of::<mining::LocalRejectsBody>,
+    ),
+    (
+        "GET",
+        "/api/diagnostics/sensor_outlier",
+        of::<mining::SensorOutlierBody>,
+    ),
+    (
+        "GET",
+        "/api/diagnostics/troubleshoot/network",
+        of::<mining::NetworkBody>,
+    ),
+    (
+        "GET",
+        "/api/diagnostics/troubleshoot/psu",
+        of::<mining::PsuTroubleshootBody>,
+    ),
+    (
+        "GET",
+        "/api/diagnostics/troubleshoot/asic-comm",
+        of::<mining::AsicCommBody>,
+    ),
+    (
+        "GET",
+        "/api/autotuner/efficiency",
+        of::<mining::EfficiencyBody>,
+    ),
+    ("GET", "/api/perf/efficiency", of::<mining::EfficiencyBody>),
+    (
+        "GET",
+        "/api/autotuner/target",
+        of::<mining::TunerTargetBody>,
+    ),
+    (
+        "GET",
+        "/api/autotuner/telemetry",
+        of::<mining::TunerTelemetryBody>,
+    ),
+    ("GET", "/api/debug/pid-state", of::<mining::PidStateBody>),
 ];
 
 /// A generator for an OpenAPI 3.1 document: JSON Schema 2020-12, definitions under

@@ -2,19 +2,21 @@
 //! boot phase and timeline, local rejects, troubleshooting verdicts, efficiency and tuning
 //! constraints. Nothing here talks to hardware; each answer is computed from live state.
 
+use axum::Json;
 use axum::extract::State;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use svcos_common::bounds::{FREQUENCY_MHZ, VOLTAGE_MV};
-use svcos_proto::hwagent::v1::{ChainState, GetInventoryRequest, MiningState, Telemetry};
+use svcos_proto::hwagent::v1::{ChainState, GetInventoryRequest, Telemetry};
 use svcos_proto::stratum::v1::PoolState;
 use svcos_proto::tuner::v1::GetStateRequest;
 
-use super::{ApiResult, json, round};
+use super::{ApiResult, json};
 use crate::envelope::ApiError;
 use crate::routing::Route;
 use crate::{AppState, route};
 use svcos_api_types::enum_word;
+use svcos_api_types::mining::*;
 
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route<AppState>> {
@@ -48,10 +50,6 @@ fn telemetry(state: &AppState) -> ApiResult<Telemetry> {
         .ok_or_else(|| ApiError::unavailable("hw-agent"))
 }
 
-fn mining_word(t: &Telemetry) -> String {
-    enum_word(t.state().as_str_name(), "MINING_STATE_")
-}
-
 async fn boot_timeline(State(state): State<AppState>) -> ApiResult {
     let services = super::hardware::supervised_services(&state).await?;
     let now = state.clock.now_ms();
@@ -77,67 +75,20 @@ async fn boot_timeline(State(state): State<AppState>) -> ApiResult {
     ))
 }
 
-/// The boot phase from what is known: peers up, mining state.
-pub fn phase(t: Option<&Telemetry>, stratum_up: bool) -> &'static str {
-    match t {
-        None => "starting_services",
-        Some(t) => match t.state() {
-            MiningState::Unspecified | MiningState::Bringup => "chain_bringup",
-            MiningState::NoWork if !stratum_up => "waiting_for_pool_client",
-            MiningState::NoWork => "waiting_for_work",
-            MiningState::Mining => "mining",
-            MiningState::Sleeping => "sleeping",
-            MiningState::Overheat => "overheat_pause",
-            MiningState::Fault => "fault",
-        },
-    }
-}
-
 async fn boot_phase(State(state): State<AppState>) -> Response {
     let t = state.telemetry();
-    let stratum_up = state.pools().is_some();
-    json(json!({
-        "schema": "svcos.api.boot.phase.v1",
-        "phase": phase(t.as_ref(), stratum_up),
-        "hw_agent_up": t.is_some(),
-        "stratum_agent_up": stratum_up,
-        "state_reason": t.as_ref().map(|t| t.state_reason.clone()),
-        "mining_uptime_s": t.as_ref().map(|t| t.mining_uptime_s),
-    }))
+    Json(BootPhaseBody::new(t.as_ref(), state.pools().is_some())).into_response()
 }
 
 async fn work_posture(State(state): State<AppState>) -> ApiResult {
     let t = telemetry(&state)?;
-    let p = state.pools();
-    let active = p.as_ref().and_then(|p| p.pools.iter().find(|x| x.active));
-    let has_work = t.job_received_at_ms > 0;
-    Ok(json(json!({
-        "schema": "svcos.api.mining.work_posture.v1",
-        "has_work": has_work,
-        "job_age_ms": has_work.then(|| (t.timestamp_ms - t.job_received_at_ms).max(0)),
-        "mining_state": mining_word(&t),
-        "stratum_agent_up": p.is_some(),
-        "active_pool": active.map(|a| json!({"index": a.index, "url": a.url, "state": enum_word(a.state().as_str_name(), "POOL_STATE_"), "difficulty": a.difficulty})),
-        "donation_active": p.as_ref().map(|p| p.donation_active),
-        "shares_queued": t.shares_queued,
-    })))
+    Ok(Json(WorkPostureBody::new(&t, state.pools().as_ref())).into_response())
 }
 
 async fn ramp(State(state): State<AppState>) -> ApiResult {
     let t = telemetry(&state)?;
     let target = state.config().hardware.target_frequency_mhz();
-    let chains: Vec<Value> = t
-        .chains
-        .iter()
-        .map(|c| {
-            let progress = if target > 0.0 { (c.frequency_mhz / target * 100.0).min(100.0) } else { 0.0 };
-            json!({"chain_id": c.chain_id, "frequency_mhz": round(c.frequency_mhz, 2), "target_mhz": target, "progress_percent": round(progress, 1)})
-        })
-        .collect();
-    let complete = !t.chains.is_empty() && t.chains.iter().all(|c| c.frequency_mhz >= target - 0.5);
-    Ok(json(
-        json!({"schema": "svcos.api.mining.ramp.v1", "target_mhz": target, "complete": complete, "chains": chains}),
-    ))
+    Ok(Json(RampBody::new(&t, target)).into_response())
 }
 
 async fn handoff(State(state): State<AppState>) -> Response {
@@ -261,110 +212,24 @@ async fn pipeline_schema() -> Response {
 
 async fn local_rejects(State(state): State<AppState>) -> ApiResult {
     let t = telemetry(&state)?;
-    let total = t.nonces + t.hw_errors;
-    Ok(json(json!({
-        "schema": "svcos.api.diagnostics.local_rejects.v1",
-        "hw_errors": t.hw_errors,
-        "duplicate_nonces": t.duplicate_nonces,
-        "stale_nonces": t.stale_nonces,
-        "hw_error_rate": if total > 0 { round(t.hw_errors as f64 / total as f64, 6) } else { 0.0 },
-        "chains": t.chains.iter().map(|c| json!({"chain_id": c.chain_id, "hw_errors": c.hw_errors, "nonces": c.nonces})).collect::<Vec<_>>(),
-    })))
-}
-
-/// Chains whose chip temperature is more than `limit_c` from the median.
-pub fn outliers(temps: &[(u32, f64)], limit_c: f64) -> (f64, Vec<u32>) {
-    if temps.is_empty() {
-        return (0.0, Vec::new());
-    }
-    let mut sorted: Vec<f64> = temps.iter().map(|t| t.1).collect();
-    sorted.sort_by(f64::total_cmp);
-    let median = if sorted.len() % 2 == 1 {
-        sorted[sorted.len() / 2]
-    } else {
-        (sorted[sorted.len() / 2 - 1] + sorted[sorted.len() / 2]) / 2.0
-    };
-    let out = temps
-        .iter()
-        .filter(|(_, t)| (t - median).abs() > limit_c)
-        .map(|(id, _)| *id)
-        .collect();
-    (median, out)
+    Ok(Json(LocalRejectsBody::from(&t)).into_response())
 }
 
 async fn sensor_outlier(State(state): State<AppState>) -> ApiResult {
     let t = telemetry(&state)?;
-    let temps: Vec<(u32, f64)> = t
-        .chains
-        .iter()
-        .map(|c| (c.chain_id, c.temp_chip_c))
-        .collect();
-    let (median, out) = outliers(&temps, 10.0);
-    Ok(json(json!({
-        "schema": "svcos.api.diagnostics.sensor_outlier.v1",
-        "rule": "a chain whose chip temperature is more than 10 C from the median of all chains",
-        "median_c": round(median, 1),
-        "outlier_chains": out,
-        "chains": temps.iter().map(|(id, c)| json!({"chain_id": id, "temp_chip_c": round(*c, 1)})).collect::<Vec<_>>(),
-    })))
+    Ok(Json(SensorOutlierBody::from(&t)).into_response())
 }
 
 async fn troubleshoot_network(State(state): State<AppState>) -> ApiResult {
     let p = state
         .pools()
         .ok_or_else(|| ApiError::unavailable("stratum-agent"))?;
-    let pools: Vec<Value> = p
-        .pools
-        .iter()
-        .map(|x| {
-            let verdict = match x.state() {
-                PoolState::Alive => "ok",
-                PoolState::Disabled => "disabled",
-                PoolState::AuthFailed => "check worker name and password",
-                PoolState::Silent => "connected but no work: check the pool",
-                PoolState::Dead => "unreachable: check DNS, routing and the URL",
-                _ => "connecting",
-            };
-            json!({"index": x.index, "url": x.url, "state": enum_word(x.state().as_str_name(), "POOL_STATE_"),
-                   "verdict": verdict, "last_error": x.last_error, "get_failures": x.get_failures,
-                   "remote_failures": x.remote_failures, "last_share_latency_ms": x.last_share_latency_ms})
-        })
-        .collect();
-    let any_alive = p.pools.iter().any(|x| x.state() == PoolState::Alive);
-    Ok(json(
-        json!({"schema": "svcos.api.troubleshoot.network.v1", "ok": any_alive, "pools": pools}),
-    ))
+    Ok(Json(NetworkBody::from(&p)).into_response())
 }
 
 async fn troubleshoot_psu(State(state): State<AppState>) -> ApiResult {
     let t = telemetry(&state)?;
-    let psu = t.psu.clone().unwrap_or_default();
-    let deviation = if psu.voltage_setpoint_v > 0.0 {
-        psu.voltage_v - psu.voltage_setpoint_v
-    } else {
-        0.0
-    };
-    let mut findings = Vec::new();
-    if !psu.fault.is_empty() {
-        findings.push(format!("PSU reports: {}", psu.fault));
-    }
-    if deviation.abs() > 0.3 {
-        findings.push(format!(
-            "output {:.2} V is {:+.2} V from the setpoint",
-            psu.voltage_v, deviation
-        ));
-    }
-    if !psu.enabled && t.state() == MiningState::Mining {
-        findings.push("mining while the PSU output reads disabled".into());
-    }
-    Ok(json(json!({
-        "schema": "svcos.api.troubleshoot.psu.v1",
-        "ok": findings.is_empty(),
-        "findings": findings,
-        "psu": {"model": psu.model, "enabled": psu.enabled, "voltage_v": round(psu.voltage_v, 3),
-                "voltage_setpoint_v": round(psu.voltage_setpoint_v, 3), "power_watt": round(psu.power_watt, 1),
-                "current_a": round(psu.current_a, 2)},
-    })))
+    Ok(Json(PsuTroubleshootBody::from(&t)).into_response())
 }
 
 async fn troubleshoot_asic_comm(State(state): State<AppState>) -> ApiResult {
@@ -375,33 +240,7 @@ async fn troubleshoot_asic_comm(State(state): State<AppState>) -> ApiResult {
         .await
         .ok()
         .map(|r| r.into_inner());
-    let chains: Vec<Value> = t
-        .chains
-        .iter()
-        .map(|c| {
-            let missing = inventory
-                .as_ref()
-                .and_then(|i| i.chains.iter().find(|x| x.chain_id == c.chain_id))
-                .map(|x| x.missing_chips.clone());
-            let total = c.nonces + c.hw_errors;
-            let rate = if total > 0 { c.hw_errors as f64 / total as f64 } else { 0.0 };
-            let verdict = if matches!(c.state(), ChainState::Missing) {
-                "chain not detected: check the ribbon cable and hashboard power"
-            } else if c.chips_detected < c.chips_expected {
-                "chips missing: the chain breaks after the last detected chip"
-            } else if rate > 0.05 {
-                "high error rate: lower frequency or raise voltage"
-            } else {
-                "ok"
-            };
-            json!({"chain_id": c.chain_id, "chips_detected": c.chips_detected, "chips_expected": c.chips_expected,
-                   "missing_chips": missing, "hw_error_rate": round(rate, 6), "baud": c.baud, "verdict": verdict})
-        })
-        .collect();
-    let ok = chains.iter().all(|c| c["verdict"] == "ok");
-    Ok(json(
-        json!({"schema": "svcos.api.troubleshoot.asic_comm.v1", "ok": ok, "chains": chains}),
-    ))
+    Ok(Json(AsicCommBody::new(&t, inventory.as_ref())).into_response())
 }
 
 async fn tuning_constraints(State(state): State<AppState>) -> Response {
@@ -417,23 +256,9 @@ async fn tuning_constraints(State(state): State<AppState>) -> Response {
     }))
 }
 
-fn j_per_th(watt: f64, ghs: f64) -> Option<f64> {
-    (ghs > 0.0 && watt > 0.0).then(|| round(watt / (ghs / 1000.0), 2))
-}
-
 async fn efficiency(State(state): State<AppState>) -> ApiResult {
     let t = telemetry(&state)?;
-    let ghs = t.hashrate.map_or(0.0, |h| h.ghs_1m);
-    Ok(json(json!({
-        "schema": "svcos.api.efficiency.v1",
-        "efficiency_j_per_th": j_per_th(t.power_watt, ghs),
-        "power_watt": round(t.power_watt, 1),
-        "hashrate_ghs_1m": round(ghs, 3),
-        "chains": t.chains.iter().map(|c| {
-            let ghs = c.hashrate.map_or(0.0, |h| h.ghs_1m);
-            json!({"chain_id": c.chain_id, "efficiency_j_per_th": j_per_th(c.power_watt, ghs), "power_watt": round(c.power_watt, 1), "hashrate_ghs_1m": round(ghs, 3)})
-        }).collect::<Vec<_>>(),
-    })))
+    Ok(Json(EfficiencyBody::from(&t)).into_response())
 }
 
 async fn autotuner_target(State(state): State<AppState>) -> ApiResult {
@@ -443,62 +268,16 @@ async fn autotuner_target(State(state): State<AppState>) -> ApiResult {
         .await
         .map_err(|s| ApiError::from_grpc("tuner", &s))?
         .into_inner();
-    Ok(json(json!({
-        "schema": "svcos.api.autotuner.target.v1",
-        "power_target_watt": r.power_target_watt,
-        "hashrate_target_ghs": r.hashrate_target_ghs,
-        "configured_power_target_watt": state.config().hardware.power_target_watt,
-    })))
+    let configured = state.config().hardware.power_target_watt;
+    Ok(Json(TunerTargetBody::new(&r, configured)).into_response())
 }
 
 async fn autotuner_telemetry(State(state): State<AppState>) -> ApiResult {
     let t = telemetry(&state)?;
-    Ok(json(json!({
-        "schema": "svcos.api.autotuner.telemetry.v1",
-        "at_ms": t.timestamp_ms,
-        "chains": t.chains.iter().map(|c| json!({
-            "chain_id": c.chain_id, "frequency_mhz": round(c.frequency_mhz, 2), "voltage_mv": round(c.voltage_mv, 1),
-            "hashrate_ghs_1m": round(c.hashrate.map_or(0.0, |h| h.ghs_1m), 3),
-            "hashrate_ghs_expected": round(c.hashrate.map_or(0.0, |h| h.ghs_expected), 3),
-            "power_watt": round(c.power_watt, 1), "temp_chip_c": round(c.temp_chip_c, 1),
-        })).collect::<Vec<_>>(),
-    })))
+    Ok(Json(TunerTelemetryBody::from(&t)).into_response())
 }
 
 async fn pid_state(State(state): State<AppState>) -> ApiResult {
     let t = telemetry(&state)?;
-    Ok(json(json!({
-        "schema": "svcos.api.debug.pid_state.v1",
-        "fan_mode": enum_word(t.fan_mode().as_str_name(), "FAN_MODE_"),
-        "input_temp_max_c": round(t.temp_max_c, 1),
-        "setpoint_c": round(t.temp_target_c, 1),
-        "error_c": round(t.temp_max_c - t.temp_target_c, 1),
-        "output_pwm_percent": t.fans.iter().map(|f| f.pwm_percent).collect::<Vec<_>>(),
-        "note": "controller gains and integral state live in hw-agent and are not exported",
-    })))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn outlier_rule() {
-        let (median, out) = outliers(&[(0, 70.0), (1, 71.0), (2, 90.0)], 10.0);
-        assert_eq!(median, 71.0);
-        assert_eq!(out, vec![2]);
-        assert_eq!(outliers(&[], 10.0).1, Vec::<u32>::new());
-    }
-
-    #[test]
-    fn phases() {
-        assert_eq!(phase(None, true), "starting_services");
-        let mut t = Telemetry {
-            state: MiningState::NoWork as i32,
-            ..Default::default()
-        };
-        assert_eq!(phase(Some(&t), false), "waiting_for_pool_client");
-        t.state = MiningState::Mining as i32;
-        assert_eq!(phase(Some(&t), true), "mining");
-    }
+    Ok(Json(PidStateBody::from(&t)).into_response())
 }

@@ -15,6 +15,7 @@
 //! - Bodies keep their wire shape: `Option` members are `null` when a source is down (never
 //!   absent), floats are rounded as the API documents (docs/API-SHAPES.md).
 
+pub mod auth;
 pub mod diagnostics;
 pub mod hardware;
 pub mod mining;

@@ -3,7 +3,7 @@
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use schemars::{JsonSchema, Schema};
 
-use crate::{diagnostics as diag, hardware as hw, mining, pools, status};
+use crate::{auth, diagnostics as diag, hardware as hw, mining, pools, status};
 
 /// A route's `200` schema: a `$ref` into the generator's definitions.
 pub type SchemaOf = fn(&mut SchemaGenerator) -> Schema;
@@ -216,6 +216,27 @@ pub const RESPONSES: &[(&str, &str, SchemaOf)] = &[
         of::<mining::TunerTelemetryBody>,
     ),
     ("GET", "/api/debug/pid-state", of::<mining::PidStateBody>),
+    ("POST", "/api/auth/session", of::<auth::SessionBody>),
+    (
+        "DELETE",
+        "/api/auth/session/current",
+        of::<auth::LogoutBody>,
+    ),
+    ("POST", "/api/auth/setup", of::<auth::SetupBody>),
+    ("GET", "/api/auth/status", of::<auth::AuthStatusBody>),
+    ("POST", "/api/auth/ws-ticket", of::<auth::WsTicketBody>),
+    (
+        "POST",
+        "/api/auth/password",
+        of::<auth::PasswordChangedBody>,
+    ),
+    ("GET", "/api/auth/tokens", of::<auth::TokensBody>),
+    ("POST", "/api/auth/tokens", of::<auth::CreatedTokenBody>),
+    (
+        "DELETE",
+        "/api/auth/tokens/:id",
+        of::<auth::TokenRevokedBody>,
+    ),
 ];
 
 /// A generator for an OpenAPI 3.1 document: JSON Schema 2020-12, definitions under

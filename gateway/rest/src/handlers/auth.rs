@@ -3,17 +3,19 @@
 
 use std::net::{IpAddr, SocketAddr};
 
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::IntoResponse;
 use serde::Deserialize;
-use serde_json::json;
+use svcos_api_types::auth::*;
 use svcos_proto::auth::v1::{
     CreateSessionRequest, IssueWsTicketRequest, RevokeSessionRequest, SetupRequest,
 };
 use tonic::Code;
 
-use super::{ApiResult, json, parse_body};
+use super::{ApiResult, parse_body};
 use crate::authn::bearer_token;
 use crate::envelope::{ApiError, ErrorCode};
 use crate::routing::Route;
@@ -127,13 +129,12 @@ async fn create_session(
         .await
         .map_err(|s| auth_error(&s))?
         .into_inner();
-    Ok(json(json!({
-        "schema": "svcos.api.auth.session.v1",
-        "token": r.token,
-        "token_type": "Bearer",
-        "expires_at": r.expires_at_unix,
-        "idle_expires_at": r.idle_expires_at_unix,
-    })))
+    Ok(Json(SessionBody::new(
+        r.token,
+        r.expires_at_unix,
+        r.idle_expires_at_unix,
+    ))
+    .into_response())
 }
 
 async fn revoke_current(
@@ -158,9 +159,7 @@ async fn revoke_current(
     if let Some(session) = session {
         state.sessions.forget_session(&session.0.session_id);
     }
-    Ok(json(
-        json!({"schema": "svcos.api.auth.logout.v1", "revoked": true}),
-    ))
+    Ok(Json(LOGOUT).into_response())
 }
 
 async fn setup(
@@ -178,21 +177,13 @@ async fn setup(
     .await
     .map_err(|s| auth_error(&s))?;
     state.await_password_set(true).await;
-    Ok(json(json!({
-        "schema": "svcos.api.auth.setup.v1",
-        "password_set": true,
-        "next": "POST /api/auth/session with the password",
-    })))
+    Ok(Json(SETUP_DONE).into_response())
 }
 
 async fn auth_status(State(state): State<AppState>) -> ApiResult {
     let password_set = state.password_set().await.map_err(|s| auth_error(&s))?;
-    Ok(json(json!({
-        "schema": "svcos.api.auth.status.v1",
-        "password_set": password_set,
-        "setup_required": !password_set,
-        "websocket_tickets": state.config().api.websocket_tickets,
-    })))
+    let tickets = state.config().api.websocket_tickets;
+    Ok(Json(AuthStatusBody::new(password_set, tickets)).into_response())
 }
 
 async fn ws_ticket(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
@@ -217,12 +208,7 @@ async fn ws_ticket(State(state): State<AppState>, headers: HeaderMap) -> ApiResu
         .await
         .map_err(|s| auth_error(&s))?
         .into_inner();
-    Ok(json(json!({
-        "schema": "svcos.api.auth.ws_ticket.v1",
-        "ticket": r.ticket,
-        "expires_at": r.expires_at_unix,
-        "usage": "connect to /ws?ticket=<ticket> on the API port; a ticket works once",
-    })))
+    Ok(Json(WsTicketBody::new(r.ticket, r.expires_at_unix)).into_response())
 }
 
 /// The caller's bearer token (the guard has validated it).
@@ -277,22 +263,7 @@ async fn change_password(
             _ => auth_error(&s),
         })?
         .into_inner();
-    Ok(json(json!({
-        "schema": "svcos.api.auth.password.v1",
-        "changed": true,
-        "sessions_revoked": r.sessions_revoked,
-        "note": "every other session was logged out; this one stays; API tokens stay",
-    })))
-}
-
-fn token_json(t: &svcos_proto::auth::v1::ApiToken) -> serde_json::Value {
-    json!({
-        "id": t.id,
-        "name": t.name,
-        "scope": t.scope,
-        "created_at": t.created_at_unix,
-        "last_used_at": (t.last_used_at_unix > 0).then_some(t.last_used_at_unix),
-    })
+    Ok(Json(PasswordChangedBody::new(r.sessions_revoked)).into_response())
 }
 
 async fn list_tokens(
@@ -306,11 +277,7 @@ async fn list_tokens(
         .await
         .map_err(|s| auth_error(&s))?
         .into_inner();
-    Ok(json(json!({
-        "schema": "svcos.api.auth.tokens.v1",
-        "tokens": r.tokens.iter().map(token_json).collect::<Vec<_>>(),
-        "max": 16,
-    })))
+    Ok(Json(TokensBody::from(r.tokens.as_slice())).into_response())
 }
 
 /// `{"name": "home-assistant", "scope": "read"}` (scope optional; "read" is the only one).
@@ -344,12 +311,7 @@ async fn create_token(
         .await
         .map_err(|s| auth_error(&s))?
         .into_inner();
-    let mut body = r.info.as_ref().map(token_json).unwrap_or_default();
-    body["schema"] = "svcos.api.auth.token.v1".into();
-    body["token"] = r.api_token.into();
-    body["token_type"] = "Bearer".into();
-    body["note"] = "shown once: only its hash is kept".into();
-    Ok(json(body))
+    Ok(Json(CreatedTokenBody::new(r.info.as_ref(), r.api_token)).into_response())
 }
 
 async fn revoke_token(
@@ -364,7 +326,5 @@ async fn revoke_token(
         .map_err(|s| auth_error(&s))?;
     // Do not wait for the revocation stream: this gateway must reject the token at once.
     state.sessions.forget_session(&id);
-    Ok(json(
-        json!({"schema": "svcos.api.auth.token_revoked.v1", "id": id, "revoked": true}),
-    ))
+    Ok(Json(TokenRevokedBody::new(id)).into_response())
 }

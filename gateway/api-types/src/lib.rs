@@ -18,6 +18,7 @@
 pub mod auth;
 pub mod diagnostics;
 pub mod hardware;
+pub mod history;
 pub mod mining;
 pub mod pools;
 #[cfg(feature = "schema")]

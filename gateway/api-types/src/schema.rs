@@ -3,7 +3,7 @@
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use schemars::{JsonSchema, Schema};
 
-use crate::{auth, diagnostics as diag, hardware as hw, mining, pools, status};
+use crate::{auth, diagnostics as diag, hardware as hw, history, mining, pools, status};
 
 /// A route's `200` schema: a `$ref` into the generator's definitions.
 pub type SchemaOf = fn(&mut SchemaGenerator) -> Schema;
@@ -237,6 +237,10 @@ pub const RESPONSES: &[(&str, &str, SchemaOf)] = &[
         "/api/auth/tokens/:id",
         of::<auth::TokenRevokedBody>,
     ),
+    ("GET", "/api/history", of::<history::HistoryBody>),
+    ("GET", "/api/history/shares", of::<history::SharesBody>),
+    ("GET", "/api/metrics/rolling", of::<history::RollingBody>),
+    ("GET", "/api/home/history", of::<history::HomeHistoryBody>),
 ];
 
 /// A generator for an OpenAPI 3.1 document: JSON Schema 2020-12, definitions under

@@ -5,19 +5,18 @@
 
 use std::fmt::Write as _;
 
+use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::{HeaderValue, header};
 use axum::response::IntoResponse;
 use serde::Deserialize;
-use serde_json::{Value, json};
-use svcos_proto::hwagent::v1::MiningState;
 use svcos_proto::tuner::v1::{HistoryPoint, ListSamplesRequest, ListSamplesResponse, Resolution};
 
-use super::{ApiResult, json};
+use super::ApiResult;
 use crate::envelope::ApiError;
 use crate::routing::Route;
 use crate::{AppState, route};
-use svcos_api_types::enum_word;
+use svcos_api_types::history::*;
 
 /// Default window of the per-minute views, ms (the dashboard's 24 h chart).
 const DAY_MS: i64 = 24 * 3_600_000;
@@ -80,69 +79,19 @@ fn resolution(q: &RangeQuery) -> ApiResult<Resolution> {
     }
 }
 
-fn state_word(p: &HistoryPoint) -> String {
-    enum_word(
-        MiningState::try_from(p.state)
-            .unwrap_or_default()
-            .as_str_name(),
-        "MINING_STATE_",
-    )
-}
-
-fn point_json(p: &HistoryPoint) -> Value {
-    json!({
-        "t_ms": p.t_ms, "state": state_word(p), "ghs_1m": p.ghs_1m, "ghs_5s": p.ghs_5s,
-        "power_watt": p.power_watt, "temp_max_c": p.temp_max_c, "accepted": p.accepted,
-        "rejected": p.rejected, "stale": p.stale,
-    })
-}
-
 async fn history(State(state): State<AppState>, Query(q): Query<RangeQuery>) -> ApiResult {
     let r = list(&state, resolution(&q)?, &q).await?;
-    Ok(json(json!({
-        "schema": "svcos.api.history.v1",
-        "interval_s": r.interval_s,
-        "window_s": r.retention_s,
-        "since": "kept by the tuner on disk across restarts of any process",
-        "samples": r.points.iter().map(point_json).collect::<Vec<_>>(),
-    })))
+    Ok(Json(HistoryBody::from(&r)).into_response())
 }
 
 async fn history_shares(State(state): State<AppState>, Query(q): Query<RangeQuery>) -> ApiResult {
     let r = list(&state, resolution(&q)?, &q).await?;
-    let mut prev: Option<&HistoryPoint> = None;
-    let rows: Vec<_> = r
-        .points
-        .iter()
-        .map(|s| {
-            let delta = |f: fn(&HistoryPoint) -> Option<u64>| match (prev.and_then(f), f(s)) {
-                (Some(a), Some(b)) => Some(b.saturating_sub(a)),
-                _ => None,
-            };
-            let row = json!({
-                "t_ms": s.t_ms, "accepted": s.accepted, "rejected": s.rejected, "stale": s.stale,
-                "accepted_delta": delta(|x| x.accepted), "rejected_delta": delta(|x| x.rejected),
-                "stale_delta": delta(|x| x.stale),
-            });
-            prev = Some(s);
-            row
-        })
-        .collect();
-    Ok(json(json!({
-        "schema": "svcos.api.history.shares.v1",
-        "interval_s": r.interval_s,
-        "samples": rows,
-    })))
+    Ok(Json(SharesBody::from(&r)).into_response())
 }
 
 async fn rolling(State(state): State<AppState>) -> ApiResult {
     let r = list(&state, Resolution::Second, &RangeQuery::default()).await?;
-    Ok(json(json!({
-        "schema": "svcos.api.metrics.rolling.v1",
-        "interval_s": 1,
-        "window_s": r.retention_s,
-        "samples": r.points.iter().map(point_json).collect::<Vec<_>>(),
-    })))
+    Ok(Json(RollingBody::from(&r)).into_response())
 }
 
 /// The rolling samples as CSV (header + one row per sample).
@@ -183,18 +132,13 @@ async fn rolling_csv(State(state): State<AppState>) -> ApiResult {
 
 async fn home_history(State(state): State<AppState>, Query(q): Query<RangeQuery>) -> ApiResult {
     let r = list(&state, resolution(&q)?, &q).await?;
-    Ok(json(json!({
-        "schema": "svcos.api.home.history.v1",
-        "interval_s": r.interval_s,
-        "samples": r.points.iter().map(|s| json!({
-            "t_ms": s.t_ms, "heat_output_watt": s.power_watt, "temp_max_c": s.temp_max_c, "state": state_word(s),
-        })).collect::<Vec<_>>(),
-    })))
+    Ok(Json(HomeHistoryBody::from(&r)).into_response())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use svcos_proto::hwagent::v1::MiningState;
 
     #[test]
     fn csv_has_header_and_rows() {

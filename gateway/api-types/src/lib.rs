@@ -17,6 +17,7 @@
 
 pub mod auth;
 pub mod diagnostics;
+pub mod firmware;
 pub mod hardware;
 pub mod history;
 pub mod mining;

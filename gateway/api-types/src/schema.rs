@@ -3,7 +3,9 @@
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use schemars::{JsonSchema, Schema};
 
-use crate::{auth, diagnostics as diag, hardware as hw, history, mining, pools, status};
+use crate::{
+    auth, diagnostics as diag, firmware as fw, hardware as hw, history, mining, pools, status,
+};
 
 /// A route's `200` schema: a `$ref` into the generator's definitions.
 pub type SchemaOf = fn(&mut SchemaGenerator) -> Schema;
@@ -241,6 +243,53 @@ pub const RESPONSES: &[(&str, &str, SchemaOf)] = &[
     ("GET", "/api/history/shares", of::<history::SharesBody>),
     ("GET", "/api/metrics/rolling", of::<history::RollingBody>),
     ("GET", "/api/home/history", of::<history::HomeHistoryBody>),
+    (
+        "POST",
+        "/api/system/restore-to-stock",
+        of::<fw::UpdateStatusBody>,
+    ),
+    (
+        "POST",
+        "/api/system/restore-to-stock/preflight",
+        of::<fw::PreflightBody>,
+    ),
+    (
+        "GET",
+        "/api/system/restore-to-stock/preflight-checks",
+        of::<fw::PreflightBody>,
+    ),
+    (
+        "GET",
+        "/api/system/restore-to-stock/status",
+        of::<fw::UpdateStatusBody>,
+    ),
+    (
+        "GET",
+        "/api/system/update/status",
+        of::<fw::UpdateStatusBody>,
+    ),
+    ("POST", "/api/system/upgrade", of::<fw::UpdateStatusBody>),
+    (
+        "GET",
+        "/api/system/upgrade/status",
+        of::<fw::UpdateStatusBody>,
+    ),
+    (
+        "POST",
+        "/api/v1/firmware/update",
+        of::<fw::UpdateStatusBody>,
+    ),
+    (
+        "GET",
+        "/api/v1/firmware/update/status",
+        of::<fw::UpdateStatusBody>,
+    ),
+    ("POST", "/api/v1/system/upgrade", of::<fw::UpdateStatusBody>),
+    (
+        "GET",
+        "/api/v1/system/upgrade/status",
+        of::<fw::UpdateStatusBody>,
+    ),
 ];
 
 /// A generator for an OpenAPI 3.1 document: JSON Schema 2020-12, definitions under

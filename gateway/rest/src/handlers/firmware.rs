@@ -10,18 +10,20 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::IntoResponse;
 use futures::StreamExt;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use svcos_api_types::firmware::{PreflightBody, UpdateStatusBody};
 use svcos_common::{ServiceName, ipc};
 use svcos_proto::supervisor::v1 as pb;
 use svcos_proto::supervisor::v1::update_service_client::UpdateServiceClient;
 use tokio::io::AsyncWriteExt;
 
-use super::{ApiResult, json, parse_body};
+use super::{ApiResult, parse_body};
 use crate::envelope::{ApiError, ErrorCode};
 use crate::routing::{MAX_BUNDLE_BYTES, Route};
 use crate::{AppState, route};
@@ -114,76 +116,6 @@ fn client(state: &AppState, timeout: Duration) -> UpdateServiceClient<tonic::tra
     ))
 }
 
-fn phase_word(p: i32) -> &'static str {
-    match pb::UpdatePhase::try_from(p).unwrap_or(pb::UpdatePhase::Unspecified) {
-        pb::UpdatePhase::Unspecified | pb::UpdatePhase::Idle => "idle",
-        pb::UpdatePhase::Receiving => "receiving",
-        pb::UpdatePhase::Verifying => "verifying",
-        pb::UpdatePhase::Installing => "installing",
-        pb::UpdatePhase::PendingReboot => "pending_reboot",
-        pb::UpdatePhase::BootingNewSlot => "booting_new_slot",
-        pb::UpdatePhase::Committed => "committed",
-        pb::UpdatePhase::RolledBack => "rolled_back",
-        pb::UpdatePhase::Failed => "failed",
-    }
-}
-
-/// The status body every status route answers with.
-pub fn status_json(s: &pb::UpdateStatus, receiving: Option<(u64, Option<u64>)>) -> Value {
-    let mut phase = phase_word(s.phase);
-    let mut progress = json!({"percent": s.progress_percent, "message": s.progress_message});
-    let in_flight = matches!(
-        phase,
-        "verifying" | "installing" | "pending_reboot" | "booting_new_slot"
-    );
-    if let Some((received, expected)) = receiving
-        && !in_flight
-    {
-        phase = "receiving";
-        let percent = expected
-            .filter(|e| *e > 0)
-            .map(|e| (received.saturating_mul(100) / e).min(100));
-        progress = json!({
-            "percent": percent,
-            "message": "receiving the bundle",
-            "bytes_received": received,
-            "bytes_expected": expected,
-        });
-    }
-    json!({
-        "schema": "svcos.api.update.status.v1",
-        "phase": phase,
-        "in_progress": in_flight || phase == "receiving",
-        "kind": s.kind,
-        "operation_id": s.operation_id,
-        "reason": s.reason,
-        "refusal": s.refusal,
-        "progress": progress,
-        "from": {"version": s.from_version, "slot": s.from_slot},
-        "to": {"version": s.to_version, "slot": s.to_slot},
-        "forced": s.forced,
-        "running_version": s.running_version,
-        "booted_slot": s.booted_slot,
-        "primary_slot": s.primary_slot,
-        "compatible": s.compatible,
-        "slot_manager_reachable": s.slot_manager_reachable,
-        "slots": s.slots.iter().map(|slot| json!({
-            "name": slot.name,
-            "bootname": slot.bootname,
-            "state": slot.state,
-            "boot_status": slot.boot_status,
-            "version": slot.version,
-            "installed_at": slot.installed_at,
-            "sha256": slot.sha256,
-            "boot_failure": slot.boot_failure,
-        })).collect::<Vec<_>>(),
-        "updated_at_ms": s.updated_at_ms,
-        "history": s.history.iter().map(|h| json!({
-            "phase": phase_word(h.phase), "at_ms": h.at_ms, "note": h.note,
-        })).collect::<Vec<_>>(),
-    })
-}
-
 /// The supervisor's update status (for discovery routes too).
 pub async fn fetch_status(state: &AppState) -> ApiResult<pb::UpdateStatus> {
     client(state, STATUS_TIMEOUT)
@@ -199,7 +131,7 @@ async fn status(State(state): State<AppState>) -> ApiResult {
         .group_state(Uploads::default)
         .snapshot()
         .map(|r| (r.received, r.expected));
-    Ok(json(status_json(&s, receiving)))
+    Ok(Json(UpdateStatusBody::new(&s, receiving)).into_response())
 }
 
 /// A refusal from the supervisor, with its code as the envelope's `refusal` member.
@@ -328,7 +260,7 @@ async fn upload(
     // The supervisor moved it into its staging area; a leftover means it never got there.
     let _ = tokio::fs::remove_file(&done).await;
     let s = answer.map_err(|s| refused(&s))?.into_inner();
-    Ok(json(status_json(&s, None)))
+    Ok(Json(UpdateStatusBody::new(&s, None)).into_response())
 }
 
 /// Stream the body into `part`; refuses oversize and cut-short uploads.
@@ -408,17 +340,7 @@ async fn preflight(State(state): State<AppState>) -> ApiResult {
         .await
         .map_err(|s| ApiError::from_grpc("supervisor", &s))?
         .into_inner();
-    Ok(json(preflight_json(&r)))
-}
-
-fn preflight_json(r: &pb::RestorePreflightResponse) -> Value {
-    json!({
-        "schema": "svcos.api.restore_to_stock.preflight.v1",
-        "ready": r.ready,
-        "stock_version": r.stock_version,
-        "checks": r.checks.iter().map(|c| json!({"id": c.id, "passed": c.passed, "detail": c.detail})).collect::<Vec<_>>(),
-        "will_be_lost": r.will_be_lost,
-    })
+    Ok(Json(PreflightBody::from(&r)).into_response())
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -445,12 +367,17 @@ async fn restore(State(state): State<AppState>, headers: HeaderMap, body: Bytes)
         .await
         .map_err(|s| refused(&s))?
         .into_inner();
-    Ok(json(status_json(&s, None)))
+    Ok(Json(UpdateStatusBody::new(&s, None)).into_response())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
+
+    fn status_json(s: &pb::UpdateStatus, receiving: Option<(u64, Option<u64>)>) -> Value {
+        serde_json::to_value(UpdateStatusBody::new(s, receiving)).unwrap()
+    }
 
     #[test]
     fn receiving_overlays_an_idle_record_only() {

@@ -312,7 +312,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     println!(
         "\nshare path (clean_jobs → every chain, nonce → mining.submit): \
-         `cargo run --release -p svcos-bench --bin share-path -- --sim-dir DIR` (svcOS sim only)"
+         `cargo run --release -p svcos-bench --bin share-path -- --seconds 60` (svcOS sim only)"
     );
     Ok(())
 }

@@ -16,6 +16,7 @@
 //!   absent), floats are rounded as the API documents (docs/API-SHAPES.md).
 
 pub mod auth;
+pub mod catalog;
 pub mod diagnostics;
 pub mod firmware;
 pub mod hardware;

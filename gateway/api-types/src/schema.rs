@@ -4,7 +4,8 @@ use schemars::generate::{SchemaGenerator, SchemaSettings};
 use schemars::{JsonSchema, Schema};
 
 use crate::{
-    auth, diagnostics as diag, firmware as fw, hardware as hw, history, mining, pools, status,
+    auth, catalog, diagnostics as diag, firmware as fw, hardware as hw, history, mining, pools,
+    status,
 };
 
 /// A route's `200` schema: a `$ref` into the generator's definitions.
@@ -289,6 +290,140 @@ pub const RESPONSES: &[(&str, &str, SchemaOf)] = &[
         "GET",
         "/api/v1/system/upgrade/status",
         of::<fw::UpdateStatusBody>,
+    ),
+    ("GET", "/api/re/catalog", of::<catalog::CatalogBody>),
+    ("GET", "/api/re/catalog/index", of::<catalog::CatalogBody>),
+    ("GET", "/api/re/catalog/apw-psu", of::<catalog::CatalogBody>),
+    (
+        "GET",
+        "/api/re/catalog/asic-commands",
+        of::<catalog::CatalogBody>,
+    ),
+    (
+        "GET",
+        "/api/re/catalog/asic-registers",
+        of::<catalog::CatalogBody>,
+    ),
+    (
+        "GET",
+        "/api/re/catalog/asic-registers/chipa",
+        of::<catalog::CatalogBody>,
+    ),
+    (
+        "GET",
+        "/api/re/catalog/asic-registers/chipb",
+        of::<catalog::CatalogBody>,
+    ),
+    (
+        "GET",
+        "/api/re/catalog/bb-uart-trans",
+        of::<catalog::CatalogBody>,
+    ),
+    (
+        "GET",
+        "/api/re/catalog/chipc-baud-init",
+        of::<catalog::CatalogBody>,
+    ),
+    (
+        "GET",
+        "/api/re/catalog/boot-flow",
+        of::<catalog::CatalogBody>,
+    ),
+    (
+        "GET",
+        "/api/re/catalog/boot-orchestration",
+        of::<catalog::CatalogBody>,
+    ),
+    (
+        "GET",
+        "/api/re/catalog/diode-voltage",
+        of::<catalog::CatalogBody>,
+    ),
+    (
+        "GET",
+        "/api/re/catalog/dspic-frames",
+        of::<catalog::CatalogBody>,
+    ),
+    (
+        "GET",
+        "/api/re/catalog/eeprom/bhb-skus",
+        of::<catalog::CatalogBody>,
+    ),
+    (
+        "GET",
+        "/api/re/catalog/firmware-stratum-matrix",
+        of::<catalog::CatalogBody>,
+    ),
+    (
+        "GET",
+        "/api/re/catalog/fpga-registers",
+        of::<catalog::CatalogBody>,
+    ),
+    (
+        "GET",
+        "/api/re/catalog/fwa-network-exposure",
+        of::<catalog::CatalogBody>,
+    ),
+    (
+        "GET",
+        "/api/re/catalog/fwa-rest-commands",
+        of::<catalog::CatalogBody>,
+    ),
+    (
+        "GET",
+        "/api/re/catalog/modelx-fixture-production-warnings",
+        of::<catalog::CatalogBody>,
+    ),
+    (
+        "GET",
+        "/api/re/catalog/thermal-model",
+        of::<catalog::CatalogBody>,
+    ),
+    (
+        "GET",
+        "/api/re/catalog/fwb-rest-endpoints",
+        of::<catalog::CatalogBody>,
+    ),
+    (
+        "GET",
+        "/api/firmware/fwa_architecture",
+        of::<catalog::CatalogBody>,
+    ),
+    (
+        "GET",
+        "/api/firmware/fwa_responses",
+        of::<catalog::CatalogBody>,
+    ),
+    (
+        "GET",
+        "/api/firmware/fwa_status_codes",
+        of::<catalog::CatalogBody>,
+    ),
+    (
+        "GET",
+        "/api/firmware/fwa_web_map",
+        of::<catalog::CatalogBody>,
+    ),
+    (
+        "GET",
+        "/api/firmware/proto_wire_types",
+        of::<catalog::CatalogBody>,
+    ),
+    (
+        "GET",
+        "/api/firmware/fwb_overlay",
+        of::<catalog::CatalogBody>,
+    ),
+    (
+        "GET",
+        "/api/firmware/fwb_schema",
+        of::<catalog::CatalogBody>,
+    ),
+    ("GET", "/api/cgminer/catalog", of::<catalog::CatalogBody>),
+    (
+        "GET",
+        "/api/diagnostics/error_vocab",
+        of::<catalog::CatalogBody>,
     ),
 ];
 

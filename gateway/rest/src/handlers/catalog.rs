@@ -5,24 +5,21 @@
 //! Every answer is `{schema: "svcos.api.catalog.v1", catalog, title, source, entries}`; the
 //! `source` member says where the content comes from and that nothing is read from hardware.
 
-use axum::response::Response;
+use axum::Json;
+use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
+use svcos_api_types::catalog::CatalogBody;
 
-use super::json;
 use crate::routing::Route;
 use crate::{AppState, route};
 
-/// What every catalogue states about its provenance.
-const SOURCE: &str = "static reference data compiled into the firmware; no hardware is accessed";
-
-fn catalog(id: &str, title: &str, entries: Value) -> Response {
-    json(json!({
-        "schema": "svcos.api.catalog.v1",
-        "catalog": id,
-        "title": title,
-        "source": SOURCE,
-        "entries": entries,
-    }))
+fn catalog(id: &'static str, title: &'static str, entries: Value) -> Response {
+    // Every catalogue's entries are a JSON array; anything else would be a bug here.
+    let entries = match entries {
+        Value::Array(a) => a,
+        other => vec![other],
+    };
+    Json(CatalogBody::new(id, title, entries)).into_response()
 }
 
 macro_rules! catalog_route {

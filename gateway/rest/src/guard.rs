@@ -83,7 +83,7 @@ pub async fn guard(State(g): State<GuardCtx>, req: Request, next: Next) -> Respo
         let Some(token) = token else {
             return ApiError::unauthorized("missing bearer token").into_response();
         };
-        match g.state.sessions.validate(token).await {
+        match g.state.sessions.validate_for(token, g.meta.mutates()).await {
             Ok(session) => {
                 // MCP answers read tools to any token and checks control tools itself.
                 if session.read_only && g.meta.mutates() && g.meta.path != "/mcp" {

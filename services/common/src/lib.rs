@@ -13,6 +13,7 @@ pub mod alloc;
 pub mod authority;
 pub mod bounds;
 pub mod cgminer;
+pub mod chiphealth;
 pub mod config;
 pub mod connlimit;
 pub mod entry;

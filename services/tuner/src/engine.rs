@@ -9,6 +9,7 @@
 
 use std::collections::VecDeque;
 
+use svcos_common::chiphealth;
 use svcos_common::config::Config;
 use svcos_proto::hwagent::v1::{ChainState, MiningState, Telemetry};
 use svcos_proto::tuner::v1 as pb;
@@ -1082,43 +1083,13 @@ impl Engine {
 
     /// Per-chip health since the last point change.
     pub fn chip_health(&self) -> (Vec<pb::ChipHealth>, i64) {
-        let (Some(t), Some(base), Some(lim)) = (&self.latest, &self.health_base, &self.limits)
-        else {
+        let (Some(t), Some(base)) = (&self.latest, &self.health_base) else {
             return (Vec::new(), self.health_since_ms);
         };
-        let mut out = Vec::new();
-        for c in base.since(t) {
-            let tc = t.chains.iter().find(|x| x.chain_id == c.chain_id);
-            let cp = self
-                .point
-                .as_ref()
-                .and_then(|p| p.chains.iter().find(|x| x.chain_id == c.chain_id));
-            for s in &c.chips {
-                let tchip = tc.and_then(|x| x.chips.iter().find(|y| y.index == s.chip));
-                let trim = cp.map_or(0.0, |p| p.chip_mhz(s.chip) - p.frequency_mhz);
-                let r = s.error_rate();
-                let verdict = if !s.alive {
-                    "dead"
-                } else if trim < 0.0 || (s.hw_errors >= 3 && r > lim.max_chip_error) {
-                    "weak"
-                } else {
-                    "ok"
-                };
-                out.push(pb::ChipHealth {
-                    chain_id: c.chain_id,
-                    chip: s.chip,
-                    frequency_mhz: tchip.map_or(0.0, |x| x.frequency_mhz),
-                    trim_mhz: trim,
-                    nonces: s.nonces,
-                    hw_errors: s.hw_errors,
-                    hw_error_rate: r,
-                    temp_c: tchip.map_or(0.0, |x| x.temp_c),
-                    alive: s.alive,
-                    verdict: verdict.into(),
-                });
-            }
-        }
-        (out, self.health_since_ms)
+        (
+            chip_health_of(&base.since(t), t, self.point.as_ref()),
+            self.health_since_ms,
+        )
     }
 
     /// Profiles for ListProfiles: (tuned of this board, saved).
@@ -1209,6 +1180,49 @@ pub fn mining_chains(t: &Telemetry) -> usize {
         .iter()
         .filter(|c| c.state() == ChainState::Mining)
         .count()
+}
+
+/// Per-chip health of counters over a window (`stats`, from `t` less a base), judged by the one
+/// rule (`svcos_common::chiphealth`); `point` gives each chip's trim, which is reported but is
+/// not a verdict (a trim is the tuner's policy at its own threshold).
+pub fn chip_health_of(
+    stats: &[ChainStats],
+    t: &Telemetry,
+    point: Option<&Point>,
+) -> Vec<pb::ChipHealth> {
+    let mut out = Vec::new();
+    for c in stats {
+        let tc = t.chains.iter().find(|x| x.chain_id == c.chain_id);
+        let cp = point.and_then(|p| p.chains.iter().find(|x| x.chain_id == c.chain_id));
+        let tchip = |chip: u32| tc.and_then(|x| x.chips.iter().find(|y| y.index == chip));
+        let counts: Vec<chiphealth::ChipCounts> = c
+            .chips
+            .iter()
+            .map(|s| chiphealth::ChipCounts {
+                answering: s.alive,
+                nonces: s.nonces,
+                hw_errors: s.hw_errors,
+                frequency_mhz: tchip(s.chip).map_or(0.0, |x| x.frequency_mhz),
+            })
+            .collect();
+        let judged = chiphealth::judge_chain(c.nonces, &counts);
+        for ((s, j), n) in c.chips.iter().zip(judged).zip(&counts) {
+            let trim = cp.map_or(0.0, |p| p.chip_mhz(s.chip) - p.frequency_mhz);
+            out.push(pb::ChipHealth {
+                chain_id: c.chain_id,
+                chip: s.chip,
+                frequency_mhz: n.frequency_mhz,
+                trim_mhz: trim,
+                nonces: s.nonces,
+                hw_errors: s.hw_errors,
+                hw_error_rate: s.error_rate(),
+                temp_c: tchip(s.chip).map_or(0.0, |x| x.temp_c),
+                alive: s.alive,
+                verdict: j.verdict.as_str().into(),
+            });
+        }
+    }
+    out
 }
 
 #[cfg(test)]

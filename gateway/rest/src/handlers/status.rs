@@ -14,8 +14,11 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use svcos_api_types::enum_word;
 use svcos_api_types::status::{ChainPresenceBody, ChipsBody, StatsBody, StatusBody};
+use svcos_common::chiphealth::{self, ChipCounts};
 use svcos_common::config::Config;
-use svcos_proto::hwagent::v1::{ChainState, GetTelemetryRequest, MiningState, Telemetry};
+use svcos_proto::hwagent::v1::{
+    ChainState, ChainTelemetry, GetTelemetryRequest, MiningState, Telemetry,
+};
 use svcos_proto::stratum::v1::{GetPoolsResponse, PoolState};
 
 use super::{ApiResult, json, round};
@@ -84,42 +87,53 @@ async fn chips(State(state): State<AppState>) -> ApiResult {
     Ok(Json(ChipsBody::from(&t)).into_response())
 }
 
-/// A chip's verdict: dead, or its error rate above 2 % (degraded) or not.
-fn chip_verdict(alive: bool, nonces: u64, errors: u64) -> &'static str {
-    if !alive {
-        "dead"
-    } else if nonces + errors >= 50 && errors * 50 > nonces + errors {
-        "degraded"
-    } else {
-        "ok"
-    }
-}
-
 async fn chips_health(State(state): State<AppState>) -> ApiResult {
     let t = full_telemetry(&state).await?;
-    let mut counts = std::collections::BTreeMap::from([("ok", 0u32), ("degraded", 0), ("dead", 0)]);
+    Ok(json(chips_health_view(&t)))
+}
+
+/// The `/api/chips/health` body: every chip judged by the one rule
+/// (`svcos_common::chiphealth`) over hw-agent's lifetime counters.
+pub fn chips_health_view(t: &Telemetry) -> Value {
+    let mut counts = std::collections::BTreeMap::from([("ok", 0u32), ("weak", 0), ("dead", 0)]);
     let chains: Vec<Value> = t
         .chains
         .iter()
         .map(|c| {
+            let judged = chiphealth::judge_chain(c.nonces, &chip_counts(c));
             let chips: Vec<Value> = c
                 .chips
                 .iter()
-                .map(|chip| {
-                    let verdict = chip_verdict(chip.alive, chip.nonces, chip.hw_errors);
+                .zip(judged)
+                .map(|(chip, j)| {
+                    let verdict = j.verdict.as_str();
                     *counts.entry(verdict).or_default() += 1;
-                    json!({"index": chip.index, "verdict": verdict, "nonces": chip.nonces, "hw_errors": chip.hw_errors})
+                    json!({"index": chip.index, "verdict": verdict, "nonces": chip.nonces,
+                        "hw_errors": chip.hw_errors,
+                        "expected_nonces": round(j.expected_nonces, 1), "evidence": j.reasons})
                 })
                 .collect();
             json!({"chain_id": c.chain_id, "chips": chips})
         })
         .collect();
-    Ok(json(json!({
+    json!({
         "schema": "svcos.api.chips.health.v1",
-        "rule": "dead = not answering; degraded = more than 2 % hardware errors over at least 50 results",
+        "rule": chiphealth::RULE,
         "summary": counts,
         "chains": chains,
-    })))
+    })
+}
+
+fn chip_counts(c: &ChainTelemetry) -> Vec<ChipCounts> {
+    c.chips
+        .iter()
+        .map(|chip| ChipCounts {
+            answering: chip.alive,
+            nonces: chip.nonces,
+            hw_errors: chip.hw_errors,
+            frequency_mhz: chip.frequency_mhz,
+        })
+        .collect()
 }
 
 fn telemetry_or_503(state: &AppState) -> ApiResult<Telemetry> {
@@ -498,14 +512,6 @@ async fn metrics(State(state): State<AppState>) -> Response {
 mod tests {
     use super::*;
     use svcos_proto::hwagent::v1::ChainTelemetry;
-
-    #[test]
-    fn chip_verdicts() {
-        assert_eq!(chip_verdict(false, 100, 0), "dead");
-        assert_eq!(chip_verdict(true, 10, 5), "ok");
-        assert_eq!(chip_verdict(true, 90, 10), "degraded");
-        assert_eq!(chip_verdict(true, 1000, 1), "ok");
-    }
 
     #[test]
     fn status_when_peers_down_says_so() {

@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use svcos_bm13xx::{ChipModel, reg};
+use svcos_common::chiphealth::{
+    self, ChipCounts, MIN_EXPECTED_FOR_DEAD, WEAK_HW_ERROR_SHARE, WEAK_NONCE_RATIO,
+};
 use svcos_common::config::ThermalConfig;
 use tokio::sync::{oneshot, watch};
 
@@ -18,12 +21,6 @@ use crate::chain::{ChainCommand, ChainHandle, ChainSnapshot, ChainStatus};
 use crate::control::{BoardLayout, BoardSnapshot, ControlCommand};
 use crate::error::HwError;
 
-/// Chip-health: HW-error share above which a chip is weak.
-pub const WEAK_HW_ERROR_SHARE: f64 = 0.05;
-/// Chip-health: nonces below this fraction of the chip's share make it weak.
-pub const WEAK_NONCE_RATIO: f64 = 0.5;
-/// Chip-health: the fewest expected nonces that make zero found conclusive (dead).
-pub const MIN_EXPECTED_FOR_DEAD: f64 = 5.0;
 /// Board-health: PSU output this far off its setpoint warns / fails.
 const VOLTAGE_WARN: f64 = 0.05;
 const VOLTAGE_FAIL: f64 = 0.10;
@@ -208,63 +205,30 @@ fn status_word(s: &ChainStatus) -> String {
 
 // ---- chip health ------------------------------------------------------------------------
 
-/// The classification of one chip from its window counts: (class, reasons).
+/// The classification of one chip from its window counts: (class, reasons), by the one rule
+/// every surface uses (`svcos_common::chiphealth`).
 pub fn classify_chip(
     nonces: u64,
     hw_errors: u64,
     expected: f64,
     answered_register: bool,
 ) -> (&'static str, Vec<String>) {
-    let mut reasons = Vec::new();
-    if !answered_register {
-        reasons.push("no answer to a chip-id register read".to_string());
-    }
-    if nonces == 0 && expected >= MIN_EXPECTED_FOR_DEAD {
-        reasons.push(format!("0 nonces where its share was {expected:.1}"));
-    }
-    if !reasons.is_empty() {
-        return ("dead", reasons);
-    }
-    let found = nonces + hw_errors;
-    let share = if found > 0 {
-        hw_errors as f64 / found as f64
-    } else {
-        0.0
-    };
-    // Weak only when the share is above the threshold beyond chance: a healthy chip's rare
-    // errors over a few dozen nonces can read 6-7 % by luck (4 of 58), a failing one's cannot.
-    if hw_errors >= 3 && wilson_lower_bound(hw_errors, found) > WEAK_HW_ERROR_SHARE {
-        reasons.push(format!(
-            "{hw_errors} HW errors ({:.1} % of its nonces)",
-            share * 100.0
-        ));
-    }
-    if expected >= 2.0 * MIN_EXPECTED_FOR_DEAD && (nonces as f64) < expected * WEAK_NONCE_RATIO {
-        reasons.push(format!(
-            "{nonces} nonces, {:.0} % of its share ({expected:.1})",
-            nonces as f64 / expected * 100.0
-        ));
-    }
-    if reasons.is_empty() {
-        ("ok", reasons)
-    } else {
-        ("weak", reasons)
-    }
+    let j = chiphealth::judge(
+        &ChipCounts {
+            answering: answered_register,
+            nonces,
+            hw_errors,
+            frequency_mhz: 0.0,
+        },
+        expected,
+    );
+    (j.verdict.as_str(), j.reasons)
 }
 
-/// The lower end of the 95 % Wilson score interval of `hits` in `trials`: the smallest rate
-/// the observation still supports.
-fn wilson_lower_bound(hits: u64, trials: u64) -> f64 {
-    if trials == 0 {
-        return 0.0;
-    }
-    const Z: f64 = 1.96;
-    let n = trials as f64;
-    let p = hits as f64 / n;
-    let z2 = Z * Z;
-    let centre = p + z2 / (2.0 * n);
-    let spread = Z * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
-    ((centre - spread) / (1.0 + z2 / n)).max(0.0)
+/// The chips of one chain over a window (counter deltas) with whether each answered the
+/// register read, judged by the one rule: the report's `classification` and `evidence`.
+pub fn judge_window(chain_nonces: u64, chips: &[ChipCounts]) -> Vec<chiphealth::Judgement> {
+    chiphealth::judge_chain(chain_nonces, chips)
 }
 
 async fn chip_health(
@@ -287,7 +251,6 @@ async fn chip_health(
         let running = a.status == ChainStatus::Mining;
         let chain_nonces = a.nonces.saturating_sub(b.nonces);
         let n = a.chips.len().min(b.chips.len());
-        let mhz_sum: f64 = a.chips[..n].iter().map(|c| c.frequency_mhz).sum();
         let mut chips = Vec::new();
         let (mut ok, mut weak, mut dead) = (0, 0, 0);
         md.push_str(&format!(
@@ -295,15 +258,9 @@ async fn chip_health(
             a.chain_id,
             status_word(&a.status)
         ));
+        // Read every chip's address register first, so the whole chain is judged at once.
+        let mut answers = Vec::with_capacity(n);
         for i in 0..n {
-            let (ca, cb) = (&a.chips[i], &b.chips[i]);
-            let nonces = ca.nonces.saturating_sub(cb.nonces);
-            let hw = ca.hw_errors.saturating_sub(cb.hw_errors);
-            let expected = if mhz_sum > 0.0 {
-                chain_nonces as f64 * ca.frequency_mhz / mhz_sum
-            } else {
-                0.0
-            };
             let answer = if running && !cancelled {
                 ctx.read_register(a.chain_id, i as u32, reg::CHIP_ADDRESS)
                     .await
@@ -314,6 +271,21 @@ async fn chip_health(
             };
             done += 1;
             progress(90.0 + 10.0 * done as f64 / total_chips as f64);
+            answers.push(answer);
+        }
+        let counts: Vec<ChipCounts> = (0..n)
+            .map(|i| ChipCounts {
+                answering: answers[i].is_some(),
+                nonces: a.chips[i].nonces.saturating_sub(b.chips[i].nonces),
+                hw_errors: a.chips[i].hw_errors.saturating_sub(b.chips[i].hw_errors),
+                frequency_mhz: a.chips[i].frequency_mhz,
+            })
+            .collect();
+        let judged = judge_window(chain_nonces, &counts);
+        for i in 0..n {
+            let ca = &a.chips[i];
+            let (nonces, hw, answer) = (counts[i].nonces, counts[i].hw_errors, answers[i]);
+            let expected = judged[i].expected_nonces;
             let (class, reasons) = if !running {
                 (
                     "unknown",
@@ -325,7 +297,7 @@ async fn chip_health(
                     vec!["run cancelled before the register check".into()],
                 )
             } else {
-                classify_chip(nonces, hw, expected, answer.is_some())
+                (judged[i].verdict.as_str(), judged[i].reasons.clone())
             };
             match class {
                 "ok" => ok += 1,

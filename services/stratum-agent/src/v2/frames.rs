@@ -3,7 +3,10 @@
 
 use framing_sv2::framing::{EncodableFrame, MessageFrame};
 use framing_sv2::header::Header;
-use parsers_sv2::{AnyMessage, AnyMessageOwned, IsSv2Message};
+use parsers_sv2::{
+    AnyMessage, AnyMessageOwned, CommonMessageTypes, CommonMessages, IsSv2Message, Mining,
+    MiningTypes,
+};
 
 /// Why a frame could not be built or read.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -19,6 +22,10 @@ pub enum FrameError {
         /// The parser's error.
         detail: String,
     },
+    /// A well-formed header naming a message a mining client never receives (Job Declaration,
+    /// Template Distribution, an extension); the session logs it and carries on.
+    #[error("unexpected {0}")]
+    Unexpected(&'static str),
 }
 
 /// Encode one message as a plaintext frame (header + payload).
@@ -42,6 +49,11 @@ pub fn kind(frame: &[u8]) -> Option<(u8, &'static str)> {
 }
 
 /// Decode one plaintext frame into an owned message.
+///
+/// Only the Common and Mining protocols are parsed: the pool side of a mining channel sends
+/// nothing else, and going through `AnyMessage`'s own dispatch would link the Job Declaration
+/// and Template Distribution parsers (~70 KiB) into the image for messages that are refused
+/// anyway (docs/PERFORMANCE.md, issue 15).
 pub fn decode(frame: &[u8]) -> Result<AnyMessageOwned, FrameError> {
     let header = Header::from_bytes(frame).map_err(|e| FrameError::Framing(format!("{e:?}")))?;
     let len = Header::SIZE + header.payload_length();
@@ -51,12 +63,21 @@ pub fn decode(frame: &[u8]) -> Result<AnyMessageOwned, FrameError> {
             frame.len()
         )));
     }
+    let msg_type = header.msg_type();
+    let kind = parsers_sv2::message_type_to_name(msg_type);
+    let standard = header.ext_type_without_channel_msg() == 0;
     let mut payload = frame[Header::SIZE..].to_vec();
-    let message = AnyMessage::try_from((header, payload.as_mut_slice())).map_err(|e| {
-        FrameError::Payload {
-            kind: parsers_sv2::message_type_to_name(header.msg_type()),
-            detail: format!("{e:?}"),
-        }
+    let payload = payload.as_mut_slice();
+    let message = if standard && CommonMessageTypes::try_from(msg_type).is_ok() {
+        CommonMessages::try_from((msg_type, payload)).map(AnyMessage::Common)
+    } else if standard && MiningTypes::try_from(msg_type).is_ok() {
+        Mining::try_from((msg_type, payload)).map(AnyMessage::Mining)
+    } else {
+        return Err(FrameError::Unexpected(kind));
+    };
+    let message = message.map_err(|e| FrameError::Payload {
+        kind,
+        detail: format!("{e:?}"),
     })?;
     Ok(message.into_owned())
 }
@@ -140,6 +161,19 @@ mod tests {
         assert_eq!(decode(&bytes).unwrap().to_string(), m.to_string());
         assert!(decode(&bytes[..bytes.len() - 1]).is_err());
         assert!(decode(&[]).is_err());
+    }
+
+    #[test]
+    fn messages_a_client_never_receives_are_unexpected_not_parsed() {
+        // A Template Distribution NewTemplate header (type 0x71) with an empty payload, and a
+        // Mining type under a non-zero extension: refused by name before any payload parsing.
+        for (ext, msg_type) in [(0u16, 0x71u8), (0x0002, 0x1f)] {
+            let mut frame = ext.to_le_bytes().to_vec();
+            frame.push(msg_type);
+            frame.extend_from_slice(&[0, 0, 0]);
+            let name = parsers_sv2::message_type_to_name(msg_type);
+            assert!(matches!(decode(&frame), Err(FrameError::Unexpected(n)) if n == name));
+        }
     }
 
     #[test]

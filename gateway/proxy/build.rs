@@ -105,7 +105,10 @@ struct Built {
     content_type: &'static str,
     immutable: bool,
     etag: String,
-    identity: PathBuf,
+    /// The plain file, kept only when gzip does not shrink it (else the proxy inflates the gzip
+    /// variant for the rare client that accepts neither coding).
+    plain: Option<PathBuf>,
+    plain_len: usize,
     gzip: Option<PathBuf>,
     brotli: Option<PathBuf>,
 }
@@ -130,7 +133,8 @@ fn emit(
         content_type: ct,
         immutable,
         etag: format!("\"{}\"", &sha256_hex(body)[..16]),
-        identity: write("raw", body),
+        plain: (gz.len() >= body.len()).then(|| write("raw", body)),
+        plain_len: body.len(),
         gzip: (gz.len() < body.len()).then(|| write("gz", &gz)),
         brotli: (br.len() < body.len()).then(|| write("br", &br)),
     }
@@ -186,12 +190,13 @@ fn main() {
         let _ = writeln!(
             table,
             "    Asset {{ path: {:?}, content_type: {:?}, immutable: {}, etag: {:?}, \
-             identity: include_bytes!({:?}), gzip: {}, brotli: {} }},",
+             plain: {}, plain_len: {}, gzip: {}, brotli: {} }},",
             b.url,
             b.content_type,
             b.immutable,
             b.etag,
-            b.identity.display().to_string(),
+            bytes(&b.plain),
+            b.plain_len,
             bytes(&b.gzip),
             bytes(&b.brotli),
         );

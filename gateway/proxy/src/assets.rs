@@ -6,6 +6,13 @@
 //! for a year, `immutable`), each with gzip and brotli variants made at build time. The variant
 //! is chosen from `Accept-Encoding` (brotli, then gzip, then the plain bytes) and every answer
 //! says `Vary: Accept-Encoding` so shared caches keep them apart.
+//!
+//! The plain bytes of a file that gzip shrinks are not embedded: a client that accepts neither
+//! coding (curl without `--compressed`, a script) gets the gzip variant inflated per request.
+//! Browsers always take brotli or gzip, and the image is ~150 KB smaller (docs/PERFORMANCE.md).
+
+use std::borrow::Cow;
+use std::io::Read as _;
 
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Method, Response, StatusCode};
@@ -24,8 +31,10 @@ pub struct Asset {
     pub immutable: bool,
     /// A strong validator of the plain bytes: `"<16 hex of SHA-256>"`.
     pub etag: &'static str,
-    /// The plain bytes.
-    pub identity: &'static [u8],
+    /// The plain bytes, embedded only when there is no gzip variant ([`Asset::identity`]).
+    pub plain: Option<&'static [u8]>,
+    /// Length of the plain bytes.
+    pub plain_len: usize,
     /// gzip variant, when smaller than the plain bytes.
     pub gzip: Option<&'static [u8]>,
     /// brotli variant, when smaller than the plain bytes.
@@ -33,6 +42,23 @@ pub struct Asset {
 }
 
 include!(concat!(env!("OUT_DIR"), "/assets_table.rs"));
+
+impl Asset {
+    /// The plain bytes: embedded, or the gzip variant inflated (build.rs keeps one of the two).
+    pub fn identity(&self) -> Cow<'static, [u8]> {
+        if let Some(plain) = self.plain {
+            return Cow::Borrowed(plain);
+        }
+        let gz = self
+            .gzip
+            .expect("build.rs embeds the plain bytes when there is no gzip");
+        let mut out = Vec::with_capacity(self.plain_len);
+        flate2::read::GzDecoder::new(gz)
+            .read_to_end(&mut out)
+            .expect("build.rs made this gzip stream");
+        Cow::Owned(out)
+    }
+}
 
 /// A content coding the proxy can send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,15 +121,15 @@ fn accepts(accept_encoding: &str, coding: &str) -> bool {
 }
 
 /// The best variant of `asset` for this `Accept-Encoding`.
-pub fn choose(asset: &Asset, accept_encoding: Option<&str>) -> (Coding, &'static [u8]) {
+pub fn choose(asset: &Asset, accept_encoding: Option<&str>) -> (Coding, Cow<'static, [u8]>) {
     let ae = accept_encoding.unwrap_or("");
     if let Some(br) = asset.brotli.filter(|_| accepts(ae, "br")) {
-        return (Coding::Brotli, br);
+        return (Coding::Brotli, Cow::Borrowed(br));
     }
     if let Some(gz) = asset.gzip.filter(|_| accepts(ae, "gzip")) {
-        return (Coding::Gzip, gz);
+        return (Coding::Gzip, Cow::Borrowed(gz));
     }
-    (Coding::Identity, asset.identity)
+    (Coding::Identity, asset.identity())
 }
 
 /// The ETag of one variant: each representation needs its own strong validator.
@@ -123,6 +149,7 @@ pub fn serve(asset: &Asset, method: &Method, request: &HeaderMap) -> Response<Pr
         .get(header::ACCEPT_ENCODING)
         .and_then(|v| v.to_str().ok());
     let (coding, body) = choose(asset, accept_encoding);
+    let body_len = body.len();
     let etag = variant_etag(asset, coding);
     let not_modified = request
         .get(header::IF_NONE_MATCH)
@@ -139,7 +166,10 @@ pub fn serve(asset: &Asset, method: &Method, request: &HeaderMap) -> Response<Pr
     } else if method == Method::HEAD {
         Response::new(full(&b""[..]))
     } else {
-        Response::new(full(body))
+        Response::new(full(match body {
+            Cow::Borrowed(b) => bytes::Bytes::from_static(b),
+            Cow::Owned(v) => bytes::Bytes::from(v),
+        }))
     };
     let headers = response.headers_mut();
     headers.insert(
@@ -147,7 +177,7 @@ pub fn serve(asset: &Asset, method: &Method, request: &HeaderMap) -> Response<Pr
         HeaderValue::from_static(asset.content_type),
     );
     if !not_modified {
-        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body_len));
         if coding != Coding::Identity {
             headers.insert(
                 header::CONTENT_ENCODING,
@@ -186,8 +216,6 @@ pub fn serve(asset: &Asset, method: &Method, request: &HeaderMap) -> Response<Pr
 
 #[cfg(test)]
 mod tests {
-    use std::io::Read as _;
-
     use super::*;
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
@@ -201,27 +229,31 @@ mod tests {
     #[test]
     fn every_variant_decodes_to_the_plain_bytes() {
         for a in ASSETS {
-            assert!(!a.identity.is_empty(), "{}", a.path);
+            let identity = a.identity();
+            assert!(!identity.is_empty(), "{}", a.path);
+            assert_eq!(identity.len(), a.plain_len, "{}", a.path);
+            assert!(a.plain.is_some() != a.gzip.is_some(), "{}", a.path);
             if let Some(gz) = a.gzip {
                 let mut plain = Vec::new();
                 flate2::read::GzDecoder::new(gz)
                     .read_to_end(&mut plain)
                     .unwrap();
-                assert_eq!(plain, a.identity, "gzip of {}", a.path);
+                assert_eq!(plain, *identity, "gzip of {}", a.path);
             }
             if let Some(br) = a.brotli {
                 let mut plain = Vec::new();
                 brotli::Decompressor::new(br, 4096)
                     .read_to_end(&mut plain)
                     .unwrap();
-                assert_eq!(plain, a.identity, "brotli of {}", a.path);
+                assert_eq!(plain, *identity, "brotli of {}", a.path);
             }
         }
     }
 
     #[test]
     fn hashed_names_are_referenced_by_index_and_unique() {
-        let index = std::str::from_utf8(index().identity).unwrap();
+        let index = index().identity();
+        let index = std::str::from_utf8(&index).unwrap();
         for a in ASSETS.iter().filter(|a| a.immutable) {
             assert!(a.path.starts_with("/static/"), "{}", a.path);
             assert!(
@@ -283,7 +315,7 @@ mod tests {
         );
         assert_eq!(
             r.headers()[header::CONTENT_LENGTH],
-            app.identity.len().to_string().as_str()
+            app.plain_len.to_string().as_str()
         );
         assert!(r.headers().get(header::CONTENT_ENCODING).is_none());
         assert_eq!(serve(index, &Method::POST, &HeaderMap::new()).status(), 405);

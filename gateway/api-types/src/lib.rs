@@ -25,6 +25,7 @@ pub mod mining;
 pub mod pools;
 #[cfg(feature = "schema")]
 pub mod schema;
+pub mod setup;
 pub mod status;
 
 /// An enum value's proto name without its prefix, lowercased

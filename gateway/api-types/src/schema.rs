@@ -5,7 +5,7 @@ use schemars::{JsonSchema, Schema};
 
 use crate::{
     auth, catalog, diagnostics as diag, firmware as fw, hardware as hw, history, mining, pools,
-    status,
+    setup, status,
 };
 
 /// A route's `200` schema: a `$ref` into the generator's definitions.
@@ -424,6 +424,40 @@ pub const RESPONSES: &[(&str, &str, SchemaOf)] = &[
         "GET",
         "/api/diagnostics/error_vocab",
         of::<catalog::CatalogBody>,
+    ),
+    ("GET", "/api/setup/status", of::<setup::SetupStatusBody>),
+    ("POST", "/api/setup/complete", of::<setup::SetupStepBody>),
+    ("POST", "/api/setup/quiet-hours", of::<setup::SetupStepBody>),
+    (
+        "POST",
+        "/api/setup/skip-password",
+        of::<setup::SetupStepBody>,
+    ),
+    ("POST", "/api/setup/skip-safety", of::<setup::SetupStepBody>),
+    (
+        "POST",
+        "/api/setup/step-economics",
+        of::<setup::SetupStepBody>,
+    ),
+    (
+        "POST",
+        "/api/setup/step1-safety",
+        of::<setup::SetupStepBody>,
+    ),
+    (
+        "POST",
+        "/api/setup/step2-circuit",
+        of::<setup::SetupStepBody>,
+    ),
+    (
+        "POST",
+        "/api/setup/step3-password",
+        of::<setup::SetupStepBody>,
+    ),
+    (
+        "POST",
+        "/api/safety/acknowledge",
+        of::<setup::AcknowledgeBody>,
     ),
 ];
 

@@ -26,6 +26,39 @@ async fn network_block_is_derived_from_the_current_job() {
 }
 
 #[tokio::test]
+async fn room_temperature_range_is_the_tuners_and_named_by_field() {
+    // The gateway does not check the range itself: the real tuner refuses, the gateway maps.
+    let h = Harness::start(Options::default()).await;
+    for room_c in [99.0, -41.0] {
+        let r = h
+            .send_json(
+                "POST",
+                "/api/home/room-temp",
+                Some(GOOD),
+                &json!({ "room_c": room_c }),
+            )
+            .await;
+        assert_eq!(r.status, 422, "{}", String::from_utf8_lossy(&r.body));
+        let e = r.envelope();
+        assert_eq!(
+            (&e["field"], &e["code"]),
+            (&json!("room_c"), &json!("config_validation"))
+        );
+        assert!(e["detail"].as_str().unwrap().contains("-40 to 60 C"), "{e}");
+    }
+    let r = h
+        .send_json(
+            "POST",
+            "/api/home/room-temp",
+            Some(GOOD),
+            &json!({"room_c": 21.5, "source": "test"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["room_c"], 21.5);
+}
+
+#[tokio::test]
 async fn wizard_writes_need_a_bearer_once_a_password_exists() {
     let h = Harness::start(Options::default()).await;
     let r = h

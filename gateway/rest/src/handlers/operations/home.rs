@@ -122,14 +122,17 @@ struct RoomBody {
 
 async fn room_temp(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
     let b: RoomBody = parse_body(&headers, &body)?;
-    if !b.room_c.is_finite() || !(-40.0..=60.0).contains(&b.room_c) {
-        return Err(invalid("room_c", "-40 to 60 C"));
-    }
     let req = PostRoomTemperatureRequest {
         room_c: b.room_c,
         source: b.source.unwrap_or_default(),
     };
-    let r = power_call(state.peers.power.clone().post_room_temperature(req).await)?;
+    // The accepted range is the governor's rule (tuner); its refusal is answered naming the field.
+    let r = match state.peers.power.clone().post_room_temperature(req).await {
+        Err(s) if s.code() == tonic::Code::InvalidArgument => {
+            return Err(invalid("room_c", s.message()));
+        }
+        r => power_call(r)?,
+    };
     let action = r.action();
     let power = r.status.unwrap_or_default();
     Ok(json(thermostat_body(&state, &power, Some(action))))

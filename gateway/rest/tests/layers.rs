@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 /// `src/` may hold at most this many lines. Issue 14 asks for 9 000; lower this number whenever
 /// the gateway shrinks, never raise it.
-const MAX_SRC_LINES: usize = 9_540;
+const MAX_SRC_LINES: usize = 9_520;
 
 /// Modules that are one node of the graph however many files they span (their inside is
 /// their own business).

@@ -59,6 +59,32 @@ async fn room_temperature_range_is_the_tuners_and_named_by_field() {
 }
 
 #[tokio::test]
+async fn source_test_rules_are_the_followers_and_mapped_to_422() {
+    let h = Harness::start(Options::default()).await;
+    for (path, section) in [
+        ("/api/solar/test", "solar"),
+        ("/api/offgrid/test", "offgrid"),
+    ] {
+        let bad = json!({"source_url": "http://127.0.0.1:9/x", "soc_pointer": "battery/soc"});
+        let r = h.send_json("POST", path, Some(GOOD), &bad).await;
+        assert_eq!(r.status, 422, "{}", String::from_utf8_lossy(&r.body));
+        let e = r.envelope();
+        assert_eq!(
+            (&e["error"], &e["code"]),
+            (&json!("invalid JSON pointer"), &json!("config_validation"))
+        );
+        assert!(e["detail"].as_str().unwrap().contains("RFC 6901"), "{e}");
+        // The default config names no source.
+        let r = h.send_json("POST", path, Some(GOOD), &json!({})).await;
+        assert_eq!(r.status, 422, "{}", String::from_utf8_lossy(&r.body));
+        let e = r.envelope();
+        assert_eq!(e["error"], "no source configured");
+        let fix = format!("set energy.{section}.source_url or send source_url");
+        assert_eq!(e["suggestion"], fix.as_str());
+    }
+}
+
+#[tokio::test]
 async fn wizard_writes_need_a_bearer_once_a_password_exists() {
     let h = Harness::start(Options::default()).await;
     let r = h

@@ -225,33 +225,6 @@ async fn test(
     body: &Bytes,
 ) -> ApiResult {
     let b: TestBody = parse_body(headers, body)?;
-    for v in [&b.surplus_watt_pointer, &b.soc_pointer, &b.voltage_pointer]
-        .into_iter()
-        .flatten()
-    {
-        if !(v.is_empty() || v.starts_with('/')) {
-            return Err(
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid JSON pointer")
-                    .code(ErrorCode::ConfigValidation)
-                    .detail("a pointer starts with / (RFC 6901), e.g. /battery/soc"),
-            );
-        }
-    }
-    let config = state.config();
-    let url = match mode {
-        FollowerMode::Offgrid => &config.energy.offgrid.source_url,
-        _ => &config.energy.solar.source_url,
-    };
-    if b.source_url.as_deref().unwrap_or(url).is_empty() {
-        return Err(
-            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "no source configured")
-                .code(ErrorCode::ConfigValidation)
-                .suggestion(format!(
-                    "set energy.{}.source_url or send source_url",
-                    section(mode)
-                )),
-        );
-    }
     let req = TestSourceRequest {
         mode: mode as i32,
         source_url: b.source_url,
@@ -259,7 +232,23 @@ async fn test(
         soc_pointer: b.soc_pointer,
         voltage_pointer: b.voltage_pointer,
     };
-    let r = power_call(state.peers.power.clone().test_source(req).await)?;
+    // Pointer form and "a source is needed" are the follower's rules (tuner); the gateway maps.
+    let r = match state.peers.power.clone().test_source(req).await {
+        Err(s) if s.code() == tonic::Code::InvalidArgument => {
+            return Err(
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid JSON pointer")
+                    .code(ErrorCode::ConfigValidation)
+                    .detail(s.message()),
+            );
+        }
+        Err(s) if s.code() == tonic::Code::FailedPrecondition => {
+            let fix = format!("set energy.{}.source_url or send source_url", section(mode));
+            return Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, s.message())
+                .code(ErrorCode::ConfigValidation)
+                .suggestion(fix));
+        }
+        r => power_call(r)?,
+    };
     Ok(json(json!({
         "schema": format!("svcos.api.{}.test.v1", section(mode)),
         "source_url": r.source_url,

@@ -23,6 +23,7 @@ pub mod hardware;
 pub mod history;
 pub mod mining;
 pub mod pools;
+pub mod requests;
 #[cfg(feature = "schema")]
 pub mod schema;
 pub mod setup;

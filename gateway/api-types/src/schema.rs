@@ -1,8 +1,12 @@
-//! Which route answers which type, and their JSON Schemas (feature `schema`).
+//! Which route answers which type and which write parses its body into which type, and their
+//! JSON Schemas (feature `schema`).
 
-use schemars::generate::{SchemaGenerator, SchemaSettings};
+/// The generator type, for the document's builder.
+pub use schemars::generate::SchemaGenerator;
+use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, Schema};
 
+use crate::requests as req;
 use crate::{
     auth, catalog, diagnostics as diag, firmware as fw, hardware as hw, history, mining, pools,
     setup, status,
@@ -461,11 +465,157 @@ pub const RESPONSES: &[(&str, &str, SchemaOf)] = &[
     ),
 ];
 
+/// `(method, path, schema)` of every write whose JSON body the handler parses into a type of
+/// [`crate::requests`]; the generator refuses a row the registry does not mount.
+pub const REQUESTS: &[(&str, &str, SchemaOf)] = &[
+    ("POST", "/api/auth/session", of::<req::PasswordRequest>),
+    ("POST", "/api/auth/setup", of::<req::PasswordRequest>),
+    (
+        "POST",
+        "/api/auth/password",
+        of::<req::ChangePasswordRequest>,
+    ),
+    ("POST", "/api/auth/tokens", of::<req::CreateTokenRequest>),
+    ("POST", "/api/led/config", of::<req::LedRequest>),
+    ("POST", "/api/led/pattern", of::<req::LedRequest>),
+    ("POST", "/api/action/restart", of::<req::RestartRequest>),
+    ("POST", "/api/fan", of::<req::FanRequest>),
+    (
+        "POST",
+        "/api/debug/chip/frequency",
+        of::<req::ChipFrequencyRequest>,
+    ),
+    (
+        "POST",
+        "/api/debug/chip/voltage",
+        of::<req::ChipVoltageRequest>,
+    ),
+    (
+        "PUT",
+        "/api/autotuner/active",
+        of::<req::AutotunerActiveRequest>,
+    ),
+    (
+        "POST",
+        "/api/autotuner/increment_power_target",
+        of::<req::TargetStepRequest>,
+    ),
+    (
+        "POST",
+        "/api/autotuner/decrement_power_target",
+        of::<req::TargetStepRequest>,
+    ),
+    (
+        "POST",
+        "/api/autotuner/increment_hashrate_target",
+        of::<req::TargetStepRequest>,
+    ),
+    (
+        "POST",
+        "/api/autotuner/decrement_hashrate_target",
+        of::<req::TargetStepRequest>,
+    ),
+    ("POST", "/api/profiles", of::<req::ProfileRequest>),
+    (
+        "POST",
+        "/api/profiles/silicon/import-json",
+        of::<req::ImportJsonRequest>,
+    ),
+    (
+        "PUT",
+        "/api/profiles/silicon/active",
+        of::<req::SiliconActiveRequest>,
+    ),
+    (
+        "POST",
+        "/api/autotuner/profitability",
+        of::<req::ProfitabilityRequest>,
+    ),
+    ("POST", "/api/tou/schedule", of::<req::TouScheduleRequest>),
+    ("POST", "/api/pools/test", of::<req::PoolTestRequest>),
+    ("POST", "/api/setup/test-pool", of::<req::PoolTestRequest>),
+    (
+        "POST",
+        "/api/fleet/discover",
+        of::<req::FleetDiscoverRequest>,
+    ),
+    ("POST", "/api/home/room-temp", of::<req::RoomTempRequest>),
+    ("POST", "/api/home/target", of::<req::HomeTargetRequest>),
+    (
+        "POST",
+        "/api/solar/test",
+        of::<req::EnergySourceTestRequest>,
+    ),
+    (
+        "POST",
+        "/api/offgrid/test",
+        of::<req::EnergySourceTestRequest>,
+    ),
+    (
+        "POST",
+        "/api/diagnostics/board-health/start",
+        of::<req::DiagnosticStartRequest>,
+    ),
+    (
+        "POST",
+        "/api/diagnostics/chip-health/start",
+        of::<req::DiagnosticStartRequest>,
+    ),
+    (
+        "POST",
+        "/api/diagnostics/hashreport/start",
+        of::<req::DiagnosticStartRequest>,
+    ),
+    ("POST", "/api/debug/i2c", of::<req::I2cWriteRequest>),
+    (
+        "POST",
+        "/api/debug/registers",
+        of::<req::RegisterWriteRequest>,
+    ),
+    (
+        "POST",
+        "/api/debug/asic-command",
+        of::<req::AsicCommandRequest>,
+    ),
+    (
+        "POST",
+        "/api/debug/psu/control",
+        of::<req::PsuControlRequest>,
+    ),
+    ("POST", "/api/debug/pid-params", of::<req::PidParamsRequest>),
+    ("POST", "/api/config/import", of::<req::ConfigImportRequest>),
+    (
+        "POST",
+        "/api/config/restore",
+        of::<req::ConfigRestoreRequest>,
+    ),
+    ("POST", "/api/network/hostname", of::<req::HostnameRequest>),
+    ("POST", "/api/setup/step4-mode", of::<req::ModeRequest>),
+    (
+        "POST",
+        "/api/system/restore-to-stock",
+        of::<req::RestoreToStockRequest>,
+    ),
+    (
+        "POST",
+        "/api/config/webhook/test",
+        of::<req::WebhookTestRequest>,
+    ),
+];
+
 /// A generator for an OpenAPI 3.1 document: JSON Schema 2020-12, definitions under
 /// `#/components/schemas`, shapes as serialised.
 pub fn generator() -> SchemaGenerator {
     SchemaSettings::draft2020_12()
         .with(|s| s.definitions_path = "/components/schemas".into())
         .for_serialize()
+        .into_generator()
+}
+
+/// The same for request bodies: shapes as deserialised, so a member with a default is optional.
+pub fn request_generator() -> SchemaGenerator {
+    SchemaSettings::draft2020_12()
+        .with(|s| s.definitions_path = "/components/schemas".into())
+        .for_deserialize()
         .into_generator()
 }

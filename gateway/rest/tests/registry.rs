@@ -270,3 +270,89 @@ fn config_schema_is_derived_from_the_config_types_and_committed() {
     }
     assert_eq!(defs["ApiConfig"]["properties"]["port"]["default"], 8080);
 }
+
+#[test]
+fn every_write_with_a_body_has_a_request_type_or_a_reason() {
+    use openapi::{NO_BODY, OTHER_BODY, UNTYPED_BODY, is_write};
+    use svcos_api_types::schema::REQUESTS;
+    use svcos_gateway::routing::Support;
+
+    let typed: Vec<(&str, &str)> = REQUESTS.iter().map(|r| (r.0, r.1)).collect();
+    let no_body: Vec<(&str, &str)> = NO_BODY.iter().map(|r| (r.0, r.1)).collect();
+    let other: Vec<(&str, &str)> = OTHER_BODY.iter().map(|r| (r.0, r.1)).collect();
+    let untyped: Vec<(&str, &str)> = UNTYPED_BODY.iter().map(|r| (r.0, r.1)).collect();
+    for (reason, why) in NO_BODY
+        .iter()
+        .map(|r| (r.2, r.1))
+        .chain(OTHER_BODY.iter().map(|r| (r.3, r.1)))
+        .chain(UNTYPED_BODY.iter().map(|r| (r.2, r.1)))
+    {
+        assert!(!reason.is_empty(), "{why}: a listed write needs its reason");
+    }
+    // Every row names a mounted write that reads its body (planned routes never do).
+    for (table, rows) in [
+        ("REQUESTS", &typed),
+        ("NO_BODY", &no_body),
+        ("OTHER_BODY", &other),
+        ("UNTYPED_BODY", &untyped),
+    ] {
+        for (method, path) in rows {
+            let meta = metas()
+                .iter()
+                .find(|m| m.method.as_str() == *method && m.path == *path)
+                .unwrap_or_else(|| panic!("{table} names {method} {path}, which is not mounted"));
+            assert!(is_write(meta), "{table}: {method} {path} is not a write");
+            assert!(
+                meta.support != Support::Planned,
+                "{table}: {method} {path} is planned (answers 501 before reading a body)"
+            );
+        }
+    }
+    // Every write is in exactly one table, or is planned.
+    for meta in metas().iter().filter(|m| is_write(m)) {
+        let key = (meta.method.as_str(), meta.path);
+        let tables: Vec<&str> = [
+            ("REQUESTS", &typed),
+            ("NO_BODY", &no_body),
+            ("OTHER_BODY", &other),
+            ("UNTYPED_BODY", &untyped),
+        ]
+        .iter()
+        .filter(|(_, rows)| rows.contains(&key))
+        .map(|(t, _)| *t)
+        .collect();
+        let expected = usize::from(meta.support != Support::Planned);
+        assert_eq!(
+            tables.len(),
+            expected,
+            "{} {}: listed in {tables:?}; a write with a JSON body needs a type in \
+             svcos_api_types::requests registered in schema::REQUESTS (or a reason in NO_BODY)",
+            meta.method,
+            meta.path
+        );
+    }
+    // The document says what the tables say, and a derived body refuses unknown members
+    // exactly as the handler's `deny_unknown_fields` type does.
+    let doc = openapi::document();
+    let schemas = &doc["components"]["schemas"];
+    for meta in metas().iter().filter(|m| is_write(m)) {
+        let op = &doc["paths"][meta.axum_path()][meta.method.as_str().to_ascii_lowercase()];
+        let key = (meta.method.as_str(), meta.path);
+        if typed.contains(&key) {
+            assert_eq!(op["x-svc-request-schema"], "derived", "{key:?}");
+            let schema = &op["requestBody"]["content"]["application/json"]["schema"];
+            let name = schema["$ref"]
+                .as_str()
+                .and_then(|r| r.strip_prefix("#/components/schemas/"))
+                .unwrap();
+            assert_eq!(schemas[name]["type"], "object", "{key:?}");
+            assert_eq!(schemas[name]["additionalProperties"], false, "{key:?}");
+        } else if untyped.contains(&key) {
+            assert_eq!(op["x-svc-request-schema"], "not-derived", "{key:?}");
+        } else if other.contains(&key) {
+            assert_eq!(op["x-svc-request-schema"], "not-json", "{key:?}");
+        } else {
+            assert!(op["requestBody"].is_null(), "{key:?}");
+        }
+    }
+}

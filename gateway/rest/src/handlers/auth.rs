@@ -8,8 +8,8 @@ use axum::body::Bytes;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
-use serde::Deserialize;
 use svcos_api_types::auth::*;
+use svcos_api_types::requests::{ChangePasswordRequest, CreateTokenRequest, PasswordRequest};
 use svcos_proto::auth::v1::{
     CreateSessionRequest, IssueWsTicketRequest, RevokeSessionRequest, SetupRequest,
 };
@@ -37,13 +37,6 @@ pub fn routes<T: 'static>(
         route!(POST "/api/auth/tokens", Bearer, U, Auth, Full, "Create a read-only API token (owner session only; shown once)", create_token),
         route!(DELETE "/api/auth/tokens/:id", Bearer, U, Auth, Full, "Revoke a read-only API token (owner session only)", revoke_token),
     ]
-}
-
-/// `{ "password": "..." }`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PasswordBody {
-    password: String,
 }
 
 /// The client address the auth service rate-limits on: the TCP peer, or, for a request the
@@ -111,7 +104,7 @@ async fn create_session(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult {
-    let b: PasswordBody = parse_body(&headers, &body)?;
+    let b: PasswordRequest = parse_body(&headers, &body)?;
     let user_agent = headers
         .get(header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
@@ -168,7 +161,7 @@ async fn setup(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult {
-    let b: PasswordBody = parse_body(&headers, &body)?;
+    let b: PasswordRequest = parse_body(&headers, &body)?;
     let mut auth = state.peers.auth_hash.clone();
     auth.setup(SetupRequest {
         password: b.password,
@@ -229,21 +222,13 @@ fn owner_only(session: &Option<axum::Extension<crate::authn::Session>>) -> ApiRe
     }
 }
 
-/// `{"current_password": "...", "new_password": "..."}`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ChangePasswordBody {
-    current_password: String,
-    new_password: String,
-}
-
 async fn change_password(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult {
-    let b: ChangePasswordBody = parse_body(&headers, &body)?;
+    let b: ChangePasswordRequest = parse_body(&headers, &body)?;
     let token = presented_token(&headers)?;
     let mut auth = state.peers.auth_hash.clone();
     let r = auth
@@ -280,14 +265,6 @@ async fn list_tokens(
     Ok(Json(TokensBody::from(r.tokens.as_slice())).into_response())
 }
 
-/// `{"name": "home-assistant", "scope": "read"}` (scope optional; "read" is the only one).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CreateTokenBody {
-    name: String,
-    scope: Option<String>,
-}
-
 async fn create_token(
     State(state): State<AppState>,
     session: Option<axum::Extension<crate::authn::Session>>,
@@ -295,7 +272,7 @@ async fn create_token(
     body: Bytes,
 ) -> ApiResult {
     owner_only(&session)?;
-    let b: CreateTokenBody = parse_body(&headers, &body)?;
+    let b: CreateTokenRequest = parse_body(&headers, &body)?;
     if b.scope.as_deref().is_some_and(|s| s != "read") {
         return Err(ApiError::bad_request("unknown scope")
             .detail("API tokens have one scope: \"read\"")

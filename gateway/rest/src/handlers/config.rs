@@ -9,9 +9,11 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use svcos_api_types::requests::{
+    ConfigImportRequest, ConfigRestoreRequest, HostnameRequest, ModeRequest,
+};
 use svcos_common::config::change::ImportMode;
 use svcos_common::config::{Config, ConfigError, Mode};
 use svcos_proto::hwagent::v1::MiningState;
@@ -97,16 +99,6 @@ async fn export(State(state): State<AppState>) -> Response {
         .into_response()
 }
 
-/// `{"toml": "<TOML>"}` or `{"config": {...}}`, with an optional `"mode"`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ImportBody {
-    toml: Option<String>,
-    config: Option<Value>,
-    #[serde(default)]
-    mode: ImportMode,
-}
-
 /// The document of an import or restore as JSON (TOML parsed, nothing filled in).
 fn import_document(toml: Option<String>, config: Option<Value>) -> ApiResult<Value> {
     let doc = match (toml, config) {
@@ -144,7 +136,7 @@ fn imported_config(state: &AppState, doc: &Value, mode: ImportMode) -> ApiResult
 }
 
 async fn import(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let b: ImportBody = parse_body(&headers, &body)?;
+    let b: ConfigImportRequest = parse_body(&headers, &body)?;
     let doc = import_document(b.toml, b.config)?;
     let new = imported_config(&state, &doc, b.mode)?;
     write_with_undo(&state, new, Previous::Keep).await
@@ -165,17 +157,9 @@ fn undo_info(state: &AppState) -> Value {
     })
 }
 
-/// `{"toml": "<a backup from GET /api/config/export>"}` (or `{"config": {...}}`).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RestoreBody {
-    toml: Option<String>,
-    config: Option<Value>,
-}
-
 /// A restore is a whole backup: replace semantics, the same validator as every other write.
 async fn restore(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let b: RestoreBody = parse_body(&headers, &body)?;
+    let b: ConfigRestoreRequest = parse_body(&headers, &body)?;
     let doc = import_document(b.toml, b.config)?;
     let new = imported_config(&state, &doc, ImportMode::Replace)?;
     write_with_undo(&state, new, Previous::Keep).await
@@ -403,14 +387,8 @@ async fn audit_log(State(state): State<AppState>) -> ApiResult {
     })))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HostnameBody {
-    hostname: String,
-}
-
 async fn set_hostname(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let b: HostnameBody = parse_body(&headers, &body)?;
+    let b: HostnameRequest = parse_body(&headers, &body)?;
     patch_and_apply(
         &state,
         json!({"system": {"hostname": b.hostname}}),
@@ -419,14 +397,8 @@ async fn set_hostname(State(state): State<AppState>, headers: HeaderMap, body: B
     .await
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ModeBody {
-    mode: Value,
-}
-
 async fn set_mode(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let b: ModeBody = parse_body(&headers, &body)?;
+    let b: ModeRequest = parse_body(&headers, &body)?;
     if serde_json::from_value::<Mode>(b.mode.clone()).is_err() {
         return Err(validation_error(
             ErrorCode::ConfigValidation,

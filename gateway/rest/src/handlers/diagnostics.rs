@@ -10,6 +10,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use svcos_api_types::requests as req;
 use svcos_common::bounds::VOLTAGE_MV;
 
 use axum::Json;
@@ -96,16 +97,8 @@ fn field_error(field: &str, message: impl Into<String>) -> ApiError {
 
 // ---- diagnostic runs --------------------------------------------------------------------
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StartBody {
-    /// Observation window, s (0 or absent = the kind's default).
-    #[serde(default)]
-    duration_s: u32,
-}
-
 async fn start(state: AppState, kind: &str, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let b: StartBody = parse_body(&headers, &body)?;
+    let b: req::DiagnosticStartRequest = parse_body(&headers, &body)?;
     let s = client(&state)
         .start_run(StartRunRequest {
             kind: kind.into(),
@@ -391,19 +384,8 @@ async fn i2c_read(State(state): State<AppState>, Query(q): Query<I2cQuery>) -> A
     .into_response())
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct I2cWriteRequest {
-    #[allow(dead_code)]
-    confirm: bool,
-    address: Value,
-    data: Value,
-    #[serde(default)]
-    read_length: Option<u32>,
-}
-
 async fn i2c_write(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let b: I2cWriteRequest = parse_body(&headers, &body)?;
+    let b: req::I2cWriteRequest = parse_body(&headers, &body)?;
     let address = number("address", &b.address, 0x7f)? as u32;
     let data = bytes_of("data", &b.data)?;
     if data.is_empty() || data.len() > 32 {
@@ -467,23 +449,12 @@ async fn register_read(State(state): State<AppState>, Query(q): Query<RegisterQu
     Ok(Json(RegisterBody::new(chain_id, chip, &r)).into_response())
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RegisterRequest {
-    #[allow(dead_code)]
-    confirm: bool,
-    chain_id: u32,
-    chip: u32,
-    register: Value,
-    value: Value,
-}
-
 async fn register_write(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult {
-    let b: RegisterRequest = parse_body(&headers, &body)?;
+    let b: req::RegisterWriteRequest = parse_body(&headers, &body)?;
     let register = number("register", &b.register, 0xff)? as u32;
     let value = number("value", &b.value, u64::from(u32::MAX))? as u32;
     let r = client(&state)
@@ -499,20 +470,8 @@ async fn register_write(
     Ok(Json(RegisterBody::new(b.chain_id, b.chip, &r)).into_response())
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AsicBody {
-    #[allow(dead_code)]
-    confirm: bool,
-    chain_id: u32,
-    /// Header byte and payload, without preamble, length and CRC.
-    frame: Value,
-    #[serde(default)]
-    wait_ms: Option<u32>,
-}
-
 async fn asic_command(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let b: AsicBody = parse_body(&headers, &body)?;
+    let b: req::AsicCommandRequest = parse_body(&headers, &body)?;
     let frame = bytes_of("frame", &b.frame)?;
     let r = client(&state)
         .asic_command(AsicCommandRequest {
@@ -526,19 +485,8 @@ async fn asic_command(State(state): State<AppState>, headers: HeaderMap, body: B
     Ok(Json(AsicCommandBody::new(b.chain_id, &r)).into_response())
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PsuBody {
-    #[allow(dead_code)]
-    confirm: bool,
-    #[serde(default)]
-    enabled: Option<bool>,
-    #[serde(default)]
-    voltage_mv: Option<f64>,
-}
-
 async fn psu_control(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let b: PsuBody = parse_body(&headers, &body)?;
+    let b: req::PsuControlRequest = parse_body(&headers, &body)?;
     if b.enabled.is_none() && b.voltage_mv.is_none() {
         return Err(field_error("enabled", "give enabled and/or voltage_mv"));
     }
@@ -558,18 +506,8 @@ async fn psu_control(State(state): State<AppState>, headers: HeaderMap, body: By
     Ok(Json(PsuControlBody::from(&r)).into_response())
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PidRequest {
-    #[allow(dead_code)]
-    confirm: bool,
-    kp: f64,
-    ki: f64,
-    kd: f64,
-}
-
 async fn pid_params(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let b: PidRequest = parse_body(&headers, &body)?;
+    let b: req::PidParamsRequest = parse_body(&headers, &body)?;
     for (field, v, max) in [("kp", b.kp, 100.0), ("ki", b.ki, 10.0), ("kd", b.kd, 100.0)] {
         if !(0.0..=max).contains(&v) {
             return Err(field_error(field, format!("0-{max}")));

@@ -18,6 +18,7 @@ use axum::response::IntoResponse;
 use futures::StreamExt;
 use serde::Deserialize;
 use svcos_api_types::firmware::{PreflightBody, UpdateStatusBody};
+use svcos_api_types::requests::RestoreToStockRequest;
 use svcos_common::{ServiceName, ipc};
 use svcos_proto::supervisor::v1 as pb;
 use svcos_proto::supervisor::v1::update_service_client::UpdateServiceClient;
@@ -343,16 +344,8 @@ async fn preflight(State(state): State<AppState>) -> ApiResult {
     Ok(Json(PreflightBody::from(&r)).into_response())
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RestoreBody {
-    /// Must be true: a restore erases svcOS's data.
-    #[serde(default)]
-    confirm: bool,
-}
-
 async fn restore(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let b: RestoreBody = parse_body(&headers, &body)?;
+    let b: RestoreToStockRequest = parse_body(&headers, &body)?;
     if !b.confirm {
         return Err(
             ApiError::bad_request("restore to stock needs {\"confirm\": true}")

@@ -5,6 +5,9 @@
 //! voltage) or the supervisor (restarts).
 
 use std::str::FromStr;
+use svcos_api_types::requests::{
+    ChipFrequencyRequest, ChipVoltageRequest, FanRequest, LedRequest, RestartRequest,
+};
 use svcos_common::bounds::{FREQUENCY_MHZ, VOLTAGE_MV};
 
 use axum::Json;
@@ -12,7 +15,6 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use svcos_common::ServiceName;
 use svcos_proto::hwagent::v1::{
@@ -168,13 +170,6 @@ fn parse_led(word: &str) -> Option<LedMode> {
         .find(|m| enum_word(m.as_str_name(), "LED_MODE_") == word)
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LedRequest {
-    #[serde(alias = "pattern")]
-    mode: String,
-}
-
 async fn led_set(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
     let b: LedRequest = parse_body(&headers, &body)?;
     let mode = parse_led(&b.mode).ok_or_else(|| {
@@ -241,15 +236,8 @@ async fn reboot(State(state): State<AppState>) -> ApiResult {
     })))
 }
 
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RestartBody {
-    #[serde(default)]
-    service: Option<String>,
-}
-
 async fn restart(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let b: RestartBody = parse_body(&headers, &body)?;
+    let b: RestartRequest = parse_body(&headers, &body)?;
     let names: Vec<String> = match b.service {
         Some(name) => {
             let parsed = ServiceName::from_str(&name).map_err(|_| {
@@ -296,16 +284,6 @@ async fn wake(State(state): State<AppState>) -> ApiResult {
     set_sleep(&state, false).await
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FanBody {
-    mode: String,
-    #[serde(default)]
-    pwm_percent: Option<u32>,
-    #[serde(default)]
-    target_temp_c: Option<f64>,
-}
-
 fn field_error(field: &str, message: &str) -> ApiError {
     ApiError::bad_request(format!("invalid value for {field}"))
         .detail(message.to_string())
@@ -313,7 +291,7 @@ fn field_error(field: &str, message: &str) -> ApiError {
 }
 
 async fn set_fan(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let b: FanBody = parse_body(&headers, &body)?;
+    let b: FanRequest = parse_body(&headers, &body)?;
     let mode = match b.mode.as_str() {
         "auto" => FanMode::Auto,
         "manual" => FanMode::Manual,
@@ -371,24 +349,12 @@ async fn miner_type(State(state): State<AppState>) -> ApiResult {
     Ok(Json(MinerTypeBody::from(&inv)).into_response())
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FrequencyBody {
-    #[allow(dead_code)]
-    confirm: bool,
-    frequency_mhz: f64,
-    #[serde(default)]
-    chain_id: Option<u32>,
-    #[serde(default)]
-    chip: Option<u32>,
-}
-
 async fn debug_frequency(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult {
-    let b: FrequencyBody = parse_body(&headers, &body)?;
+    let b: ChipFrequencyRequest = parse_body(&headers, &body)?;
     if !FREQUENCY_MHZ.contains(b.frequency_mhz) {
         return Err(field_error("frequency_mhz", &FREQUENCY_MHZ.describe()));
     }
@@ -409,22 +375,12 @@ async fn debug_frequency(
     .into_response())
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct VoltageBody {
-    #[allow(dead_code)]
-    confirm: bool,
-    voltage_mv: f64,
-    #[serde(default)]
-    chain_id: Option<u32>,
-}
-
 async fn debug_voltage(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult {
-    let b: VoltageBody = parse_body(&headers, &body)?;
+    let b: ChipVoltageRequest = parse_body(&headers, &body)?;
     if !VOLTAGE_MV.contains(b.voltage_mv) {
         return Err(field_error("voltage_mv", &VOLTAGE_MV.describe()));
     }

@@ -9,6 +9,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::{Value, json};
+use svcos_api_types::requests::WebhookTestRequest;
 use svcos_common::config::{Config, ConfigError, EVENT_NAMES, check_webhook_url};
 use svcos_integrations::payload::{self, Topics};
 use svcos_integrations::webhook::Target;
@@ -191,17 +192,6 @@ async fn post_webhook(State(state): State<AppState>, headers: HeaderMap, body: B
     apply_patch(&state, json!({ "webhook": patch })).await
 }
 
-#[derive(Debug, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WebhookTestBody {
-    #[serde(default)]
-    url: Option<String>,
-    #[serde(default)]
-    secret: Option<String>,
-    #[serde(default)]
-    index: Option<usize>,
-}
-
 fn test_field_error(field: &str, message: &str) -> ApiError {
     validation_error(
         ErrorCode::ConfigValidation,
@@ -210,7 +200,7 @@ fn test_field_error(field: &str, message: &str) -> ApiError {
 }
 
 async fn test_webhook(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let b: WebhookTestBody = parse_body(&headers, &body)?;
+    let b: WebhookTestRequest = parse_body(&headers, &body)?;
     let config = state.config();
     let hooks = &config.webhook.hooks;
     let targets: Vec<Target> = match (b.url, b.index) {

@@ -6,9 +6,9 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use svcos_api_types::pools::{ConfiguredPool, PoolsBody};
+use svcos_api_types::requests::PoolTestRequest;
 use svcos_api_types::status::Pool;
 use svcos_common::config::{ConfigError, PoolConfig};
 use svcos_proto::stratum::v1::{GetSv2StatusRequest, GetSv2StatusResponse, TestPoolRequest};
@@ -83,21 +83,9 @@ async fn post_pools(State(state): State<AppState>, headers: HeaderMap, body: Byt
     Ok(json(report))
 }
 
-/// `POST /api/pools/test` body.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TestBody {
-    url: String,
-    user: String,
-    #[serde(default)]
-    password: Option<String>,
-    #[serde(default)]
-    timeout_ms: Option<u32>,
-}
-
 async fn test_pool(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
     let raw: Value = parse_body(&headers, &body)?;
-    let b: TestBody = serde_json::from_value(raw).map_err(|e| {
+    let b: PoolTestRequest = serde_json::from_value(raw).map_err(|e| {
         validation_error(
             ErrorCode::PoolValidation,
             &ConfigError::invalid("pool", e.to_string()),

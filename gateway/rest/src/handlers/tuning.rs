@@ -8,8 +8,11 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
 use serde_json::{Value, json};
+use svcos_api_types::requests::{
+    AutotunerActiveRequest, ImportJsonRequest, ProfileRequest, ProfitabilityRequest,
+    SiliconActiveRequest, TargetStepRequest, TouScheduleRequest,
+};
 use svcos_common::timewin::{hhmm, parse_hhmm, parse_hhmm_end};
 use svcos_proto::tuner::v1 as pb;
 
@@ -137,12 +140,6 @@ fn changed(s: Option<pb::GetStateResponse>) -> Response {
     json(state_json(&s.unwrap_or_default()))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ActiveBody {
-    active: bool,
-}
-
 async fn set_active(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(field_error(
@@ -150,7 +147,7 @@ async fn set_active(State(state): State<AppState>, headers: HeaderMap, body: Byt
             "a body {\"active\": true|false} is required",
         ));
     }
-    let b: ActiveBody = parse_body(&headers, &body)?;
+    let b: AutotunerActiveRequest = parse_body(&headers, &body)?;
     let mut t = state.peers.tuner.clone();
     let r = t
         .set_active(pb::SetActiveRequest { active: b.active })
@@ -160,14 +157,6 @@ async fn set_active(State(state): State<AppState>, headers: HeaderMap, body: Byt
     Ok(changed(r.state))
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct StepBody {
-    /// W or TH/s; absent = the configured step.
-    #[serde(default)]
-    amount: Option<f64>,
-}
-
 async fn adjust(
     state: &AppState,
     headers: &HeaderMap,
@@ -175,7 +164,7 @@ async fn adjust(
     kind: pb::TargetKind,
     direction: i32,
 ) -> ApiResult {
-    let b: StepBody = parse_body(headers, body)?;
+    let b: TargetStepRequest = parse_body(headers, body)?;
     let amount = b.amount.unwrap_or(0.0);
     if !(amount.is_finite() && amount >= 0.0) {
         return Err(field_error(
@@ -269,21 +258,12 @@ async fn list_profiles(State(state): State<AppState>) -> ApiResult {
     })))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ProfileBody {
-    name: String,
-    /// "save" (default) or "apply".
-    #[serde(default)]
-    action: Option<String>,
-}
-
 async fn post_profiles(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult {
-    let b: ProfileBody = parse_body(&headers, &body)?;
+    let b: ProfileRequest = parse_body(&headers, &body)?;
     let mut t = state.peers.tuner.clone();
     match b.action.as_deref().unwrap_or("save") {
         "save" => {
@@ -370,14 +350,8 @@ async fn upload(State(state): State<AppState>, headers: HeaderMap, body: Bytes) 
     import_text(&state, v.to_string()).await
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ImportJsonBody {
-    document: Value,
-}
-
 async fn import_json(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let b: ImportJsonBody = parse_body(&headers, &body)?;
+    let b: ImportJsonRequest = parse_body(&headers, &body)?;
     let text = match b.document {
         Value::String(s) => s,
         v @ Value::Object(_) => v.to_string(),
@@ -469,18 +443,12 @@ async fn silicon_delete(State(state): State<AppState>, Path(id): Path<String>) -
     ))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SiliconActiveBody {
-    profile_id: String,
-}
-
 async fn silicon_active(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult {
-    let b: SiliconActiveBody = parse_body(&headers, &body)?;
+    let b: SiliconActiveRequest = parse_body(&headers, &body)?;
     let mut t = state.peers.tuner.clone();
     let r = t
         .set_active_silicon(pb::SetActiveSiliconRequest {
@@ -612,30 +580,12 @@ async fn telemetry_csv(State(state): State<AppState>) -> ApiResult {
         .into_response())
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ProfitBody {
-    /// Price of one BTC in the currency of the electricity price.
-    btc_price: f64,
-    /// Network difficulty.
-    network_difficulty: f64,
-    /// BTC per block (subsidy plus an estimate of fees). Default 3.125.
-    #[serde(default)]
-    block_reward_btc: Option<f64>,
-    /// Per kWh; default `[tuner].electricity_price_per_kwh`.
-    #[serde(default)]
-    electricity_price_per_kwh: Option<f64>,
-    /// Pool fee, percent. Default 0.
-    #[serde(default)]
-    pool_fee_percent: Option<f64>,
-}
-
 async fn profitability(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult {
-    let b: ProfitBody = parse_body(&headers, &body)?;
+    let b: ProfitabilityRequest = parse_body(&headers, &body)?;
     let config = state.config();
     let reward = b.block_reward_btc.unwrap_or(3.125);
     let price_kwh = b
@@ -722,24 +672,6 @@ async fn tou_get(State(state): State<AppState>) -> ApiResult {
     Ok(json(tou_json(r.enabled, &r.windows, text)))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TouBody {
-    enabled: bool,
-    #[serde(default)]
-    windows: Vec<TouWindowBody>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TouWindowBody {
-    start: String,
-    end: String,
-    power_target_watt: f64,
-    #[serde(default)]
-    label: String,
-}
-
 async fn tou_set(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(field_error(
@@ -747,7 +679,7 @@ async fn tou_set(State(state): State<AppState>, headers: HeaderMap, body: Bytes)
             "a body {\"enabled\": bool, \"windows\": [...]} is required",
         ));
     }
-    let b: TouBody = parse_body(&headers, &body)?;
+    let b: TouScheduleRequest = parse_body(&headers, &body)?;
     let mut windows = Vec::new();
     for (i, w) in b.windows.iter().enumerate() {
         let start = parse_hhmm(&w.start)

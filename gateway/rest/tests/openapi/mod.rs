@@ -2,11 +2,15 @@
 //!
 //! Every operation: its group as tag, `security` (`[]` for open routes, both alternatives for
 //! `/metrics`), path parameters, an optional JSON request body for writes, `200` and
-//! `4XX`/`5XX` referencing `ApiErrorBody`, plus `x-svc-response-schema`, `x-svc-source` (the
+//! `4XX`/`5XX` referencing `ApiErrorBody`, plus `x-svc-response-schema`,
+//! `x-svc-request-schema` (writes with a body), `x-svc-source` (the
 //! registering file) and the gateway's own `x-svc-support`, `x-svc-required-mode`,
 //! `x-svc-pinned`. A route listed in `svcos_api_types::schema::RESPONSES` has its `200` body
 //! schema derived from the type the handler serialises (`x-svc-response-schema: derived`, the
-//! types' schemas under `components/schemas`); the others say `not-derived`. The miner does not
+//! types' schemas under `components/schemas`); the others say `not-derived`. Likewise a write
+//! listed in `svcos_api_types::schema::REQUESTS` has its JSON body's schema derived from the
+//! type its handler parses the body into (`x-svc-request-schema: derived`); [`NO_BODY`],
+//! [`OTHER_BODY`] and [`UNTYPED_BODY`] account for every other write. The miner does not
 //! serve this document, so its generator lives with the test that writes and checks
 //! `docs/openapi.json` (`tests/registry.rs`), not in the gateway's `src/`, and the schema code
 //! stays out of the image (feature `schema` of svcos-api-types, on for the tests only).
@@ -15,7 +19,7 @@ use std::collections::BTreeMap;
 
 use axum::http::Method;
 use serde_json::{Map, Value, json};
-use svcos_api_types::schema::{RESPONSES, generator};
+use svcos_api_types::schema::{REQUESTS, RESPONSES, SchemaGenerator, generator, request_generator};
 
 use svcos_gateway::envelope::ErrorCode;
 use svcos_gateway::registry::metas;
@@ -40,63 +44,241 @@ pub fn error_schema() -> Value {
     })
 }
 
-fn request_schema(meta: &RouteMeta) -> Value {
-    let string = json!({"type": "string"});
-    let object = |props: Value, required: &[&str]| json!({"type": "object", "properties": props, "required": required});
-    match meta.path {
-        "/api/auth/session" | "/api/auth/setup" => {
-            object(json!({"password": string}), &["password"])
-        }
-        "/api/pools" | "/api/setup/step5-pool" => object(
-            json!({"pools": {"type": "array", "items": {
-                "type": "object",
-                "required": ["url", "user"],
-                "properties": {
-                    "url": string, "user": string, "password": string,
-                    "priority": {"type": "integer", "minimum": 0},
-                    "quota": {"type": "integer", "minimum": 0, "maximum": 100},
-                    "enabled": {"type": "boolean"},
-                },
-            }}}),
-            &["pools"],
-        ),
-        "/api/pools/test" | "/api/setup/test-pool" => object(
-            json!({"url": string, "user": string, "password": string, "timeout_ms": {"type": "integer", "minimum": 0}}),
-            &["url", "user"],
-        ),
-        "/api/fan" => object(
-            json!({"mode": {"type": "string", "enum": ["auto", "manual"]}, "pwm_percent": {"type": "integer"}, "target_temp_c": {"type": "number"}}),
-            &["mode"],
-        ),
-        "/api/led/config" | "/api/led/pattern" => object(
-            json!({"mode": {"type": "string", "enum": ["normal", "locate", "off"]}}),
-            &["mode"],
-        ),
-        "/api/network/hostname" => object(json!({"hostname": string}), &["hostname"]),
-        "/api/setup/step4-mode" => object(
-            json!({"mode": {"type": "string", "enum": ["home", "standard", "hacker"]}}),
-            &["mode"],
-        ),
-        "/api/config/import" => object(
-            json!({"toml": string, "config": {"type": "object"}, "mode": {"type": "string", "enum": ["merge", "replace"]}}),
-            &[],
-        ),
-        "/api/auth/password" => object(
-            json!({"current_password": string, "new_password": string}),
-            &["current_password", "new_password"],
-        ),
-        "/api/auth/tokens" => object(
-            json!({"name": string, "scope": {"type": "string", "enum": ["read"]}}),
-            &["name"],
-        ),
-        "/api/config/restore" => object(json!({"toml": string, "config": {"type": "object"}}), &[]),
-        "/api/action/restart" => object(json!({"service": string}), &[]),
-        p if p.starts_with("/api/debug/") => object(
-            json!({"confirm": {"type": "boolean", "const": true}}),
-            &["confirm"],
-        ),
-        _ => json!({"type": "object"}),
-    }
+/// Writes that read no body: the generator gives them no `requestBody`. (Planned routes, which
+/// answer 501 before reading anything, are recognised by their registry row.)
+pub const NO_BODY: &[(&str, &str, &str)] = &[
+    (
+        "POST",
+        "/api/auth/ws-ticket",
+        "the ticket is for the session presenting it",
+    ),
+    (
+        "POST",
+        "/api/config/restore/undo",
+        "undoes the last restore; nothing to choose",
+    ),
+    (
+        "POST",
+        "/api/diagnostics/hashreport/cancel",
+        "cancels the running report",
+    ),
+    (
+        "POST",
+        "/api/system/restore-to-stock/preflight",
+        "checks the miner as it is",
+    ),
+    (
+        "POST",
+        "/api/system/identify",
+        "blinks the locate LED for its fixed time",
+    ),
+    (
+        "POST",
+        "/api/system/restart",
+        "an action without parameters",
+    ),
+    ("POST", "/api/action/reboot", "an action without parameters"),
+    ("POST", "/api/action/sleep", "an action without parameters"),
+    ("POST", "/api/action/wake", "an action without parameters"),
+    (
+        "POST",
+        "/api/led/locate",
+        "blinks the locate LED for its fixed time",
+    ),
+    (
+        "POST",
+        "/api/led/locate/stop",
+        "an action without parameters",
+    ),
+    (
+        "POST",
+        "/api/autotuner/fleet-profile/export",
+        "exports the profile in force",
+    ),
+    (
+        "POST",
+        "/api/autotuner/set_default_hashrate_target",
+        "resets to the configured default",
+    ),
+    (
+        "POST",
+        "/api/perf/calibrate",
+        "starts a calibration run with the configured settings",
+    ),
+    (
+        "POST",
+        "/api/profiles/silicon/reload",
+        "rereads the profile directory",
+    ),
+    (
+        "POST",
+        "/api/setup/complete",
+        "finishes the wizard with what its steps stored",
+    ),
+];
+
+/// Writes whose body is not a JSON document: `(method, path, media type, why)`.
+pub const OTHER_BODY: &[(&str, &str, &str, &str)] = &[
+    (
+        "POST",
+        "/api/system/upgrade",
+        "application/octet-stream",
+        "a firmware bundle, streamed to disk",
+    ),
+    (
+        "POST",
+        "/api/v1/firmware/update",
+        "application/octet-stream",
+        "a firmware bundle, streamed to disk",
+    ),
+    (
+        "POST",
+        "/api/v1/system/upgrade",
+        "application/octet-stream",
+        "a firmware bundle, streamed to disk",
+    ),
+];
+
+/// Writes that take a JSON body the handler does not yet parse into a type of
+/// `svcos_api_types::requests`: their `requestBody` is `{"type": "object"}` with
+/// `x-svc-request-schema: not-derived`. This list only shrinks.
+pub const UNTYPED_BODY: &[(&str, &str, &str)] = &[
+    (
+        "POST",
+        "/api/config",
+        "a merge patch of the config (or {\"config\": patch})",
+    ),
+    (
+        "POST",
+        "/api/config/donation",
+        "a merge patch of [donation]",
+    ),
+    (
+        "POST",
+        "/api/config/mqtt",
+        "a merge patch of [mqtt], echoed masks kept",
+    ),
+    (
+        "POST",
+        "/api/config/mqtt/test",
+        "a merge patch of [mqtt] to test",
+    ),
+    ("POST", "/api/config/webhook", "a merge patch of [webhook]"),
+    (
+        "POST",
+        "/api/config/power-calibration",
+        "a merge patch of the calibration section",
+    ),
+    (
+        "POST",
+        "/api/config/psu-override",
+        "a merge patch of the PSU override",
+    ),
+    (
+        "POST",
+        "/api/config/shared",
+        "a merge patch of the shared-circuit section",
+    ),
+    (
+        "POST",
+        "/api/solar/config",
+        "a merge patch of [energy.solar]",
+    ),
+    (
+        "POST",
+        "/api/offgrid/config",
+        "a merge patch of [energy.offgrid]",
+    ),
+    (
+        "POST",
+        "/api/home/night-mode",
+        "a merge patch of night mode",
+    ),
+    (
+        "POST",
+        "/api/pools",
+        "the pool list, checked member by member with pool_validation errors",
+    ),
+    (
+        "POST",
+        "/api/setup/step5-pool",
+        "the pool list, checked member by member with pool_validation errors",
+    ),
+    (
+        "POST",
+        "/api/profile/upload",
+        "any JSON object; the tuner checks its schema tag",
+    ),
+    (
+        "POST",
+        "/api/profiles/silicon/import",
+        "any JSON object; the tuner checks its schema tag",
+    ),
+    (
+        "POST",
+        "/mcp",
+        "a JSON-RPC 2.0 message, parsed by svcos-mcp",
+    ),
+    (
+        "POST",
+        "/api/setup/step1-safety",
+        "parsed into svcos-setup's input types, which derive no schema yet",
+    ),
+    (
+        "POST",
+        "/api/setup/step2-circuit",
+        "parsed into svcos-setup's input types, which derive no schema yet",
+    ),
+    (
+        "POST",
+        "/api/setup/step3-password",
+        "parsed into svcos-setup's input types, which derive no schema yet",
+    ),
+    (
+        "POST",
+        "/api/setup/step-economics",
+        "parsed into svcos-setup's input types, which derive no schema yet",
+    ),
+    (
+        "POST",
+        "/api/setup/quiet-hours",
+        "parsed into svcos-setup's input types, which derive no schema yet",
+    ),
+    (
+        "POST",
+        "/api/setup/skip-password",
+        "parsed into svcos-setup's input types, which derive no schema yet",
+    ),
+    (
+        "POST",
+        "/api/setup/skip-safety",
+        "parsed into svcos-setup's input types, which derive no schema yet",
+    ),
+    (
+        "POST",
+        "/api/safety/acknowledge",
+        "parsed into svcos-setup's input types, which derive no schema yet",
+    ),
+];
+
+/// Whether an operation is a write (a method that may carry a body).
+pub fn is_write(meta: &RouteMeta) -> bool {
+    meta.method == Method::POST || meta.method == Method::PUT || meta.method == Method::PATCH
+}
+
+/// How the document describes a write's body.
+enum Body {
+    /// Derived from a type of `svcos_api_types::requests`: the schema (a `$ref`) and whether
+    /// it has required members (then an absent body, read as `{}`, is refused).
+    Derived(Value, bool),
+    NotJson(&'static str),
+    Untyped,
+    None,
+}
+
+fn listed<'a>(rows: impl IntoIterator<Item = (&'a str, &'a str)>, meta: &RouteMeta) -> bool {
+    rows.into_iter()
+        .any(|(m, p)| meta.method.as_str() == m && meta.path == p)
 }
 
 fn operation_id(meta: &RouteMeta) -> String {
@@ -111,7 +293,7 @@ fn operation_id(meta: &RouteMeta) -> String {
     id
 }
 
-fn operation(meta: &RouteMeta, response: Option<Value>) -> Value {
+fn operation(meta: &RouteMeta, body: Body, response: Option<Value>) -> Value {
     let error = json!({
         "description": "Error envelope.",
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ApiErrorBody"}}},
@@ -135,14 +317,24 @@ fn operation(meta: &RouteMeta, response: Option<Value>) -> Value {
     if !params.is_empty() {
         op.insert("parameters".into(), params.into());
     }
-    if meta.method == Method::POST || meta.method == Method::PUT {
-        op.insert(
-            "requestBody".into(),
-            json!({
-                "required": meta.path.starts_with("/api/debug/"),
-                "content": {"application/json": {"schema": request_schema(meta)}},
-            }),
-        );
+    let request = match body {
+        Body::Derived(schema, required) => Some((
+            "derived",
+            json!({"required": required, "content": {"application/json": {"schema": schema}}}),
+        )),
+        Body::NotJson(media) => Some((
+            "not-json",
+            json!({"required": true, "content": {media: {"schema": {"type": "string", "contentMediaType": media}}}}),
+        )),
+        Body::Untyped => Some((
+            "not-derived",
+            json!({"required": false, "content": {"application/json": {"schema": {"type": "object"}}}}),
+        )),
+        Body::None => None,
+    };
+    if let Some((kind, request_body)) = request {
+        op.insert("requestBody".into(), request_body);
+        op.insert("x-svc-request-schema".into(), kind.into());
     }
     let derived = response.is_some();
     let success = match response {
@@ -172,29 +364,78 @@ fn operation(meta: &RouteMeta, response: Option<Value>) -> Value {
     Value::Object(op)
 }
 
+/// How the document describes `meta`'s body, from the tables above and
+/// `svcos_api_types::schema::REQUESTS`.
+fn body_of(meta: &RouteMeta, requests: &mut SchemaGenerator) -> Body {
+    if let Some((_, _, schema_of)) = REQUESTS
+        .iter()
+        .find(|(method, path, _)| meta.method.as_str() == *method && meta.path == *path)
+    {
+        let schema = schema_of(requests).to_value();
+        let name = schema["$ref"]
+            .as_str()
+            .and_then(|r| r.strip_prefix("#/components/schemas/"))
+            .expect("a request body is a named type");
+        let required = requests.definitions()[name]["required"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty());
+        return Body::Derived(schema, required);
+    }
+    if let Some((.., media, _)) = OTHER_BODY
+        .iter()
+        .find(|(m, p, ..)| meta.method.as_str() == *m && meta.path == *p)
+    {
+        return Body::NotJson(media);
+    }
+    if listed(UNTYPED_BODY.iter().map(|r| (r.0, r.1)), meta) {
+        return Body::Untyped;
+    }
+    Body::None
+}
+
 /// The whole document.
 pub fn document() -> Value {
     let mut paths: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
     let mut schemas = generator();
-    for (method, path, _) in RESPONSES {
-        assert!(
-            metas()
-                .iter()
-                .any(|m| m.method.as_str() == *method && m.path == *path),
-            "svcos_api_types::schema::RESPONSES names {method} {path}, which the registry does not mount"
-        );
+    let mut requests = request_generator();
+    for (table, rows) in [
+        (
+            "RESPONSES",
+            RESPONSES.iter().map(|r| (r.0, r.1)).collect::<Vec<_>>(),
+        ),
+        ("REQUESTS", REQUESTS.iter().map(|r| (r.0, r.1)).collect()),
+    ] {
+        for (method, path) in rows {
+            assert!(
+                metas()
+                    .iter()
+                    .any(|m| m.method.as_str() == method && m.path == path),
+                "svcos_api_types::schema::{table} names {method} {path}, which the registry does not mount"
+            );
+        }
     }
     for meta in metas() {
         let response = RESPONSES
             .iter()
             .find(|(method, path, _)| meta.method.as_str() == *method && meta.path == *path)
             .map(|(_, _, schema_of)| schema_of(&mut schemas).to_value());
+        let body = body_of(meta, &mut requests);
         paths.entry(meta.axum_path()).or_default().insert(
             meta.method.as_str().to_ascii_lowercase(),
-            operation(meta, response),
+            operation(meta, body, response),
         );
     }
     let mut components: Map<String, Value> = schemas.take_definitions(true);
+    // One namespace for both directions: a name both use must mean the same schema.
+    for (name, schema) in requests.take_definitions(true) {
+        if let Some(existing) = components.get(&name) {
+            assert_eq!(
+                existing, &schema,
+                "{name} differs between a request and a response"
+            );
+        }
+        components.insert(name, schema);
+    }
     components.insert("ApiErrorBody".into(), error_schema());
     json!({
         "openapi": "3.1.0",

@@ -259,6 +259,7 @@ pub const REQUIRED_SECTIONS: [&str; 4] = ["system", "api", "legacy", "pools"];
 
 /// How an imported document meets the current config.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum ImportMode {
     /// Sections and keys in the document replace the current ones; the rest stays.

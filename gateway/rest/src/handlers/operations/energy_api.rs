@@ -9,6 +9,7 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use svcos_api_types::requests::EnergySourceTestRequest;
 use svcos_common::config::Config;
 use svcos_proto::tuner::v1::{
     EnergyReading, FollowerDecision, FollowerMode, ListFollowerDecisionsRequest, TestSourceRequest,
@@ -205,26 +206,13 @@ async fn status(state: &AppState, mode: FollowerMode) -> ApiResult {
     })))
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TestBody {
-    #[serde(default)]
-    source_url: Option<String>,
-    #[serde(default)]
-    surplus_watt_pointer: Option<String>,
-    #[serde(default)]
-    soc_pointer: Option<String>,
-    #[serde(default)]
-    voltage_pointer: Option<String>,
-}
-
 async fn test(
     state: &AppState,
     mode: FollowerMode,
     headers: &HeaderMap,
     body: &Bytes,
 ) -> ApiResult {
-    let b: TestBody = parse_body(headers, body)?;
+    let b: EnergySourceTestRequest = parse_body(headers, body)?;
     let req = TestSourceRequest {
         mode: mode as i32,
         source_url: b.source_url,

@@ -9,8 +9,8 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use serde::Deserialize;
 use serde_json::json;
+use svcos_api_types::requests::FleetDiscoverRequest;
 use svcos_fleet::{Fleet, Scan};
 use svcos_proto::stratum::v1::{JobTemplate, StreamJobsRequest};
 use svcos_work::network::{bip34_height, display_hash, nbits_difficulty};
@@ -37,20 +37,8 @@ pub fn routes() -> Vec<Route<AppState>> {
     ]
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DiscoverBody {
-    range: String,
-    #[serde(default)]
-    port: Option<u16>,
-    #[serde(default)]
-    timeout_ms: Option<u64>,
-    #[serde(default)]
-    concurrency: Option<usize>,
-}
-
 async fn discover(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let b: DiscoverBody = parse_body(&headers, &body)?;
+    let b: FleetDiscoverRequest = parse_body(&headers, &body)?;
     let plan =
         svcos_fleet::Plan::new(&b.range, b.port, b.timeout_ms, b.concurrency).map_err(|e| {
             ApiError::new(

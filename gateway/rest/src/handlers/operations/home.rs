@@ -6,9 +6,9 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
+use svcos_api_types::requests::{HomeTargetRequest, RoomTempRequest};
 use svcos_proto::tuner::v1::{PostRoomTemperatureRequest, PowerStatus};
 
 use super::{power_call, power_status, thermostat_body};
@@ -112,16 +112,8 @@ async fn presets(State(_state): State<AppState>) -> Response {
     }))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RoomBody {
-    room_c: f64,
-    #[serde(default)]
-    source: Option<String>,
-}
-
 async fn room_temp(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let b: RoomBody = parse_body(&headers, &body)?;
+    let b: RoomTempRequest = parse_body(&headers, &body)?;
     let req = PostRoomTemperatureRequest {
         room_c: b.room_c,
         source: b.source.unwrap_or_default(),
@@ -138,27 +130,8 @@ async fn room_temp(State(state): State<AppState>, headers: HeaderMap, body: Byte
     Ok(json(thermostat_body(&state, &power, Some(action))))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TargetBody {
-    #[serde(default)]
-    target_room_c: Option<f64>,
-    #[serde(default)]
-    preset: Option<String>,
-    #[serde(default)]
-    enabled: Option<bool>,
-    #[serde(default)]
-    hysteresis_c: Option<f64>,
-    #[serde(default)]
-    min_watt: Option<f64>,
-    #[serde(default)]
-    max_watt: Option<f64>,
-    #[serde(default)]
-    step_watt: Option<f64>,
-}
-
 async fn target(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let b: TargetBody = parse_body(&headers, &body)?;
+    let b: HomeTargetRequest = parse_body(&headers, &body)?;
     let mut home = json!({"thermostat_enabled": b.enabled.unwrap_or(true)});
     if let Some(name) = &b.preset {
         let Some(p) = PRESETS.iter().find(|p| p.0 == name) else {

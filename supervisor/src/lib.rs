@@ -169,6 +169,7 @@ pub fn entry(args: Vec<OsString>) -> ExitCode {
 }
 
 /// `svcos sim`: the whole stack, simulated board and test pool included, under `--dir`.
+#[cfg(feature = "sim")]
 pub fn sim_entry(args: Vec<OsString>) -> ExitCode {
     let raw = args.clone();
     let args: SimArgs = match parse("svcos sim", args) {

@@ -27,6 +27,7 @@ pub mod simslots;
 pub mod state;
 pub mod updater;
 
+#[cfg(feature = "sim")]
 use std::path::{Path, PathBuf};
 
 use svcos_common::config::Config;
@@ -42,7 +43,8 @@ pub use updater::{RebootSwitch, UpdateGrpc, Updater};
 pub enum Setup {
     /// The flashed image: RAUC on the system bus, a reboot is a reboot.
     Image,
-    /// `svcos sim`: the stand-in slot manager, exec-based reboots.
+    /// `svcos sim`: the stand-in slot manager, exec-based reboots (feature `sim`).
+    #[cfg(feature = "sim")]
     Sim {
         /// Arguments to hand to the next boot.
         boot: simboot::BootArgs,
@@ -67,6 +69,7 @@ pub fn compatible(config: &Config, sim: bool) -> String {
 
 /// The sim's keyring: `<dir>/rauc/keyring.pem`. When missing, a development key pair is made
 /// with openssl (`dev-key.pem` signs bundles this sim accepts).
+#[cfg(feature = "sim")]
 pub fn ensure_sim_keyring(dir: &Path) -> Option<PathBuf> {
     let rauc_dir = dir.join("rauc");
     let keyring = rauc_dir.join("keyring.pem");
@@ -121,6 +124,7 @@ pub struct Lifecycle {
 
 /// Start the lifecycle part of the supervisor: the sim's slot manager (sim only), the updater,
 /// and the resumption of whatever was in flight.
+#[cfg_attr(not(feature = "sim"), allow(unused_variables))]
 pub async fn start(
     setup: &Setup,
     layout: &Layout,
@@ -129,12 +133,15 @@ pub async fn start(
     manager: Handle,
     shutdown: Shutdown,
 ) -> Lifecycle {
-    let sim_dir = match setup {
+    let sim_dir: Option<std::path::PathBuf> = match setup {
+        #[cfg(feature = "sim")]
         Setup::Sim { boot, .. } => Some(boot.dir.clone()),
         Setup::Image => None,
     };
     let platform = updater::Platform::new(layout, sim_dir.as_deref());
+    #[cfg_attr(not(feature = "sim"), allow(unused_mut))]
     let mut installer = None;
+    #[cfg(feature = "sim")]
     if let (Setup::Sim { boot, booted }, Some(Bus::Address(addr))) = (setup, &bus) {
         let _ = ensure_sim_keyring(&boot.dir);
         let object = simslots::SimInstaller::new(
@@ -176,13 +183,16 @@ pub async fn start(
 
 /// After every service stopped: reboot if the updater asked for it. In the sim this execs the
 /// bootloader path and does not return unless nothing can be executed.
+#[cfg_attr(not(feature = "sim"), allow(unused_variables))]
 pub fn after_stop(setup: &Setup, layout: &Layout, reboot: bool) {
     match (setup, reboot) {
+        #[cfg(feature = "sim")]
         (Setup::Sim { boot, .. }, true) => {
             tracing::warn!("rebooting (sim): exec-ing the bootloader's choice");
             simboot::boot_chain(boot);
             tracing::error!("no slot could be executed");
         }
+        #[cfg(feature = "sim")]
         (Setup::Sim { .. }, false) => simboot::mark_halted(layout),
         (Setup::Image, true) => {
             tracing::warn!("rebooting the machine");

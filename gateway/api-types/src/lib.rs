@@ -28,6 +28,8 @@ pub mod requests;
 pub mod schema;
 pub mod setup;
 pub mod status;
+pub mod thermal;
+pub mod tuning;
 
 /// An enum value's proto name without its prefix, lowercased
 /// (`MINING_STATE_NO_WORK` → `no_work`): the API's spelling of every peer enum.

@@ -716,3 +716,187 @@ mod tests {
         assert_eq!(phase(Some(&t), true), "mining");
     }
 }
+
+/// One event of the boot timeline.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum BootEvent {
+    /// A supervised service (re)started.
+    ServiceStarted {
+        /// The service.
+        name: String,
+        /// When, ms since the epoch.
+        at_ms: i64,
+        /// Restarts since boot.
+        restarts: u32,
+        /// Its state now.
+        state: String,
+    },
+    /// Mining started (the chips got their first work).
+    MiningStarted {
+        /// When, ms since the epoch.
+        at_ms: i64,
+    },
+}
+
+impl BootEvent {
+    /// When it happened, ms since the epoch.
+    pub fn at_ms(&self) -> i64 {
+        match self {
+            BootEvent::ServiceStarted { at_ms, .. } | BootEvent::MiningStarted { at_ms } => *at_ms,
+        }
+    }
+}
+
+/// `GET /api/boot/timeline`, `/api/system/boot_timeline` (`svcos.api.boot.timeline.v1`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct BootTimelineBody {
+    /// `svcos.api.boot.timeline.v1`.
+    pub schema: &'static str,
+    /// Oldest first.
+    pub events: Vec<BootEvent>,
+}
+
+/// `GET /api/mining/handoff/state` (`svcos.api.mining.handoff.v1`); counters are `null`
+/// while their source is down.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct HandoffBody {
+    /// `svcos.api.mining.handoff.v1`.
+    pub schema: &'static str,
+    /// The gateway receives hw-agent's telemetry.
+    pub hw_agent_up: bool,
+    /// The gateway receives stratum-agent's pool stream.
+    pub stratum_agent_up: bool,
+    /// Shares hw-agent handed to stratum-agent.
+    pub shares_sent: Option<u64>,
+    /// Shares hw-agent holds until stratum-agent is back.
+    pub shares_queued: Option<u32>,
+    /// Accepted by the pools.
+    pub pool_accepted: Option<u64>,
+    /// Rejected by the pools.
+    pub pool_rejected: Option<u64>,
+    /// Stale at the pools.
+    pub pool_stale: Option<u64>,
+    /// How the handoff behaves.
+    pub note: &'static str,
+}
+
+impl HandoffBody {
+    /// From the snapshots (either may be missing).
+    pub fn new(t: Option<&Telemetry>, p: Option<&GetPoolsResponse>) -> Self {
+        HandoffBody {
+            schema: "svcos.api.mining.handoff.v1",
+            hw_agent_up: t.is_some(),
+            stratum_agent_up: p.is_some(),
+            shares_sent: t.map(|t| t.shares_sent),
+            shares_queued: t.map(|t| t.shares_queued),
+            pool_accepted: p.map(|p| p.accepted),
+            pool_rejected: p.map(|p| p.rejected),
+            pool_stale: p.map(|p| p.stale),
+            note: "hw-agent queues shares while stratum-agent is unreachable and hands them over when it is back",
+        }
+    }
+}
+
+/// One stage of the mining pipeline.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct PipelineStage {
+    /// pool, job, chips, nonces or shares.
+    pub stage: &'static str,
+    /// The service that runs it.
+    pub owner: &'static str,
+    /// What it does.
+    pub does: &'static str,
+}
+
+/// `GET /api/mining/pipeline/manifest` (`svcos.api.mining.pipeline_manifest.v1`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct PipelineManifestBody {
+    /// `svcos.api.mining.pipeline_manifest.v1`.
+    pub schema: &'static str,
+    /// In pipeline order.
+    pub stages: Vec<PipelineStage>,
+}
+
+/// A configured range with its value in force.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct FrequencyRange {
+    /// Lowest allowed, MHz.
+    pub min: f64,
+    /// Highest allowed, MHz.
+    pub max: f64,
+    /// The configured target, MHz.
+    pub target: f64,
+}
+
+/// The voltage range with the configured value.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct VoltageRange {
+    /// Lowest allowed, mV.
+    pub min: f64,
+    /// Highest allowed, mV.
+    pub max: f64,
+    /// Configured, mV.
+    pub current: f64,
+}
+
+/// The power target's range.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct PowerRange {
+    /// Lowest allowed, W.
+    pub min: f64,
+    /// Configured, W.
+    pub current: f64,
+    /// What 0 means.
+    pub zero_means: &'static str,
+}
+
+/// The configured temperatures.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct TemperatureLimits {
+    /// Controller target, °C.
+    pub target: f64,
+    /// Cut-back limit, °C.
+    pub hot: f64,
+    /// Cut-off limit, °C.
+    pub dangerous: f64,
+}
+
+/// The fan duty range.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct FanRange {
+    /// Lowest duty, percent.
+    pub min: u32,
+    /// Highest duty, percent.
+    pub max: u32,
+}
+
+/// `GET /api/tuning/constraints` (`svcos.api.tuning.constraints.v1`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct TuningConstraintsBody {
+    /// `svcos.api.tuning.constraints.v1`.
+    pub schema: &'static str,
+    /// Where the ranges come from.
+    pub source: &'static str,
+    /// Chip frequency.
+    pub frequency_mhz: FrequencyRange,
+    /// Supply voltage.
+    pub voltage_mv: VoltageRange,
+    /// Power target.
+    pub power_target_watt: PowerRange,
+    /// Temperatures.
+    pub temperature_c: TemperatureLimits,
+    /// Fan duty.
+    pub fan_percent: FanRange,
+}

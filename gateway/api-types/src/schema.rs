@@ -9,7 +9,7 @@ use schemars::{JsonSchema, Schema};
 use crate::requests as req;
 use crate::{
     auth, catalog, diagnostics as diag, firmware as fw, hardware as hw, history, mining, pools,
-    setup, status,
+    setup, status, thermal, tuning as tune,
 };
 
 /// A route's `200` schema: a `$ref` into the generator's definitions.
@@ -462,6 +462,127 @@ pub const RESPONSES: &[(&str, &str, SchemaOf)] = &[
         "POST",
         "/api/safety/acknowledge",
         of::<setup::AcknowledgeBody>,
+    ),
+    ("PUT", "/api/autotuner/active", of::<tune::RunStateBody>),
+    (
+        "GET",
+        "/api/autotuner/chip-health",
+        of::<tune::ChipHealthBody>,
+    ),
+    (
+        "POST",
+        "/api/autotuner/decrement_hashrate_target",
+        of::<tune::RunStateBody>,
+    ),
+    (
+        "POST",
+        "/api/autotuner/decrement_power_target",
+        of::<tune::RunStateBody>,
+    ),
+    (
+        "POST",
+        "/api/autotuner/increment_hashrate_target",
+        of::<tune::RunStateBody>,
+    ),
+    (
+        "POST",
+        "/api/autotuner/increment_power_target",
+        of::<tune::RunStateBody>,
+    ),
+    (
+        "POST",
+        "/api/autotuner/profitability",
+        of::<tune::ProfitabilityBody>,
+    ),
+    (
+        "GET",
+        "/api/autotuner/saved-status",
+        of::<tune::SavedStatusBody>,
+    ),
+    (
+        "POST",
+        "/api/autotuner/set_default_hashrate_target",
+        of::<tune::RunStateBody>,
+    ),
+    (
+        "GET",
+        "/api/autotuner/silicon-report",
+        of::<tune::SiliconReportBody>,
+    ),
+    (
+        "GET",
+        "/api/autotuner/tuned_profiles",
+        of::<tune::TunedProfilesBody>,
+    ),
+    ("POST", "/api/perf/calibrate", of::<tune::RunStateBody>),
+    ("POST", "/api/profile/upload", of::<tune::ImportBody>),
+    ("GET", "/api/profiles", of::<tune::ProfilesBody>),
+    ("POST", "/api/profiles", of::<tune::PostProfilesBody>),
+    ("GET", "/api/profiles/silicon", of::<tune::SiliconListBody>),
+    (
+        "GET",
+        "/api/profiles/silicon-table",
+        of::<tune::SiliconTableBody>,
+    ),
+    (
+        "GET",
+        "/api/profiles/silicon/:id",
+        of::<tune::SiliconBoardBody>,
+    ),
+    (
+        "DELETE",
+        "/api/profiles/silicon/:id",
+        of::<tune::SiliconDeletedBody>,
+    ),
+    (
+        "PUT",
+        "/api/profiles/silicon/active",
+        of::<tune::RunStateBody>,
+    ),
+    (
+        "POST",
+        "/api/profiles/silicon/import",
+        of::<tune::ImportBody>,
+    ),
+    (
+        "POST",
+        "/api/profiles/silicon/import-json",
+        of::<tune::ImportBody>,
+    ),
+    (
+        "POST",
+        "/api/profiles/silicon/reload",
+        of::<tune::SiliconReloadBody>,
+    ),
+    ("GET", "/api/power/dps", of::<tune::DpsBody>),
+    ("GET", "/api/tou/schedule", of::<tune::TouScheduleBody>),
+    ("POST", "/api/tou/schedule", of::<tune::TouScheduleBody>),
+    ("GET", "/api/thermal/posture", of::<thermal::PostureBody>),
+    (
+        "GET",
+        "/api/thermal/supervisor",
+        of::<thermal::SupervisorBody>,
+    ),
+    (
+        "GET",
+        "/api/system/boot_timeline",
+        of::<mining::BootTimelineBody>,
+    ),
+    ("GET", "/api/boot/timeline", of::<mining::BootTimelineBody>),
+    (
+        "GET",
+        "/api/mining/handoff/state",
+        of::<mining::HandoffBody>,
+    ),
+    (
+        "GET",
+        "/api/mining/pipeline/manifest",
+        of::<mining::PipelineManifestBody>,
+    ),
+    (
+        "GET",
+        "/api/tuning/constraints",
+        of::<mining::TuningConstraintsBody>,
     ),
 ];
 

@@ -11,7 +11,7 @@ use svcos_proto::hwagent::v1::{ChainState, GetInventoryRequest, Telemetry};
 use svcos_proto::stratum::v1::PoolState;
 use svcos_proto::tuner::v1::GetStateRequest;
 
-use super::{ApiResult, json};
+use super::{ApiResult, json, ok};
 use crate::envelope::ApiError;
 use crate::routing::Route;
 use crate::{AppState, route};
@@ -53,26 +53,25 @@ fn telemetry(state: &AppState) -> ApiResult<Telemetry> {
 async fn boot_timeline(State(state): State<AppState>) -> ApiResult {
     let services = super::hardware::supervised_services(&state).await?;
     let now = state.clock.now_ms();
-    let mut events: Vec<Value> = services
+    let mut events: Vec<BootEvent> = services
         .iter()
         .filter(|s| s.uptime_s > 0 || s.pid > 0)
-        .map(|s| {
-            json!({
-                "event": "service_started", "name": s.name,
-                "at_ms": now - s.uptime_s as i64 * 1000, "restarts": s.restarts,
-                "state": enum_word(s.state().as_str_name(), "SERVICE_STATE_"),
-            })
+        .map(|s| BootEvent::ServiceStarted {
+            name: s.name.clone(),
+            at_ms: now - s.uptime_s as i64 * 1000,
+            restarts: s.restarts,
+            state: enum_word(s.state().as_str_name(), "SERVICE_STATE_"),
         })
         .collect();
     if let Some(t) = state.telemetry()
         && t.mining_uptime_s > 0
     {
-        events.push(json!({"event": "mining_started", "at_ms": t.timestamp_ms - t.mining_uptime_s as i64 * 1000}));
+        let at_ms = t.timestamp_ms - t.mining_uptime_s as i64 * 1000;
+        events.push(BootEvent::MiningStarted { at_ms });
     }
-    events.sort_by_key(|e| e["at_ms"].as_i64().unwrap_or(0));
-    Ok(json(
-        json!({"schema": "svcos.api.boot.timeline.v1", "events": events}),
-    ))
+    events.sort_by_key(BootEvent::at_ms);
+    let schema = "svcos.api.boot.timeline.v1";
+    ok(BootTimelineBody { schema, events })
 }
 
 async fn boot_phase(State(state): State<AppState>) -> Response {
@@ -94,17 +93,7 @@ async fn ramp(State(state): State<AppState>) -> ApiResult {
 async fn handoff(State(state): State<AppState>) -> Response {
     let t = state.telemetry();
     let p = state.pools();
-    json(json!({
-        "schema": "svcos.api.mining.handoff.v1",
-        "hw_agent_up": t.is_some(),
-        "stratum_agent_up": p.is_some(),
-        "shares_sent": t.as_ref().map(|t| t.shares_sent),
-        "shares_queued": t.as_ref().map(|t| t.shares_queued),
-        "pool_accepted": p.as_ref().map(|p| p.accepted),
-        "pool_rejected": p.as_ref().map(|p| p.rejected),
-        "pool_stale": p.as_ref().map(|p| p.stale),
-        "note": "hw-agent queues shares while stratum-agent is unreachable and hands them over when it is back",
-    }))
+    Json(HandoffBody::new(t.as_ref(), p.as_ref())).into_response()
 }
 
 const STAGES: [(&str, &str, &str); 5] = [
@@ -136,10 +125,14 @@ const STAGES: [(&str, &str, &str); 5] = [
 ];
 
 async fn pipeline_manifest() -> Response {
-    json(json!({
-        "schema": "svcos.api.mining.pipeline_manifest.v1",
-        "stages": STAGES.iter().map(|(id, owner, what)| json!({"stage": id, "owner": owner, "does": what})).collect::<Vec<_>>(),
-    }))
+    let stages = STAGES
+        .iter()
+        .map(|&(stage, owner, does)| PipelineStage { stage, owner, does });
+    Json(PipelineManifestBody {
+        schema: "svcos.api.mining.pipeline_manifest.v1",
+        stages: stages.collect(),
+    })
+    .into_response()
 }
 
 async fn pipeline_snapshot(State(state): State<AppState>) -> Response {
@@ -245,15 +238,36 @@ async fn troubleshoot_asic_comm(State(state): State<AppState>) -> ApiResult {
 
 async fn tuning_constraints(State(state): State<AppState>) -> Response {
     let c = state.config();
-    json(json!({
-        "schema": "svcos.api.tuning.constraints.v1",
-        "source": "the config validation rules of this build",
-        "frequency_mhz": {"min": FREQUENCY_MHZ.min, "max": FREQUENCY_MHZ.max, "target": c.hardware.target_frequency_mhz()},
-        "voltage_mv": {"min": VOLTAGE_MV.min, "max": VOLTAGE_MV.max, "current": c.hardware.voltage_mv},
-        "power_target_watt": {"min": 0.0, "current": c.hardware.power_target_watt, "zero_means": "no target"},
-        "temperature_c": {"target": c.thermal.target_temp_c, "hot": c.thermal.hot_temp_c, "dangerous": c.thermal.dangerous_temp_c},
-        "fan_percent": {"min": c.thermal.fan_min_percent, "max": c.thermal.fan_max_percent},
-    }))
+    let (hw, th) = (&c.hardware, &c.thermal);
+    Json(TuningConstraintsBody {
+        schema: "svcos.api.tuning.constraints.v1",
+        source: "the config validation rules of this build",
+        frequency_mhz: FrequencyRange {
+            min: FREQUENCY_MHZ.min,
+            max: FREQUENCY_MHZ.max,
+            target: hw.target_frequency_mhz(),
+        },
+        voltage_mv: VoltageRange {
+            min: VOLTAGE_MV.min,
+            max: VOLTAGE_MV.max,
+            current: hw.voltage_mv,
+        },
+        power_target_watt: PowerRange {
+            min: 0.0,
+            current: hw.power_target_watt,
+            zero_means: "no target",
+        },
+        temperature_c: TemperatureLimits {
+            target: th.target_temp_c,
+            hot: th.hot_temp_c,
+            dangerous: th.dangerous_temp_c,
+        },
+        fan_percent: FanRange {
+            min: th.fan_min_percent,
+            max: th.fan_max_percent,
+        },
+    })
+    .into_response()
 }
 
 async fn efficiency(State(state): State<AppState>) -> ApiResult {

@@ -35,6 +35,11 @@ pub fn json(value: Value) -> Response {
     Json(value).into_response()
 }
 
+/// 200 with a typed body (a `svcos_api_types` type, so its schema is derived).
+pub fn ok<T: serde::Serialize>(body: T) -> ApiResult {
+    Ok(Json(body).into_response())
+}
+
 /// The fallback for paths the registry does not mount.
 pub async fn not_found(uri: Uri) -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "no such route")

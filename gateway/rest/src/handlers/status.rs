@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use svcos_api_types::enum_word;
 use svcos_api_types::status::{ChainPresenceBody, ChipsBody, StatsBody, StatusBody};
+use svcos_api_types::thermal::{PostureBody, SupervisorBody};
 use svcos_common::chiphealth::{self, ChipCounts};
 use svcos_common::config::Config;
 use svcos_proto::hwagent::v1::{
@@ -21,7 +22,7 @@ use svcos_proto::hwagent::v1::{
 };
 use svcos_proto::stratum::v1::{GetPoolsResponse, PoolState};
 
-use super::{ApiResult, json, round};
+use super::{ApiResult, json, ok, round};
 use crate::envelope::ApiError;
 use crate::routing::Route;
 use crate::{AppState, route};
@@ -149,44 +150,12 @@ async fn chain_presence(State(state): State<AppState>) -> ApiResult {
 
 async fn thermal_posture(State(state): State<AppState>) -> ApiResult {
     let t = telemetry_or_503(&state)?;
-    let cfg = state.config();
-    let th = &cfg.thermal;
-    let posture = if t.temp_max_c >= th.dangerous_temp_c {
-        "dangerous"
-    } else if t.temp_max_c >= th.hot_temp_c {
-        "hot"
-    } else if t.temp_max_c > th.target_temp_c + 5.0 {
-        "warm"
-    } else {
-        "normal"
-    };
-    Ok(json(json!({
-        "schema": "svcos.api.thermal.posture.v1",
-        "posture": posture,
-        "temp_max_c": round(t.temp_max_c, 1),
-        "target_temp_c": th.target_temp_c,
-        "hot_temp_c": th.hot_temp_c,
-        "dangerous_temp_c": th.dangerous_temp_c,
-        "headroom_c": round(th.hot_temp_c - t.temp_max_c, 1),
-        "chains": t.chains.iter().map(|c| json!({"chain_id": c.chain_id, "temp_chip_c": round(c.temp_chip_c, 1), "temp_board_c": round(c.temp_board_c, 1)})).collect::<Vec<_>>(),
-    })))
+    ok(PostureBody::new(&t, &state.config().thermal))
 }
 
 async fn thermal_supervisor(State(state): State<AppState>) -> ApiResult {
     let t = telemetry_or_503(&state)?;
-    let cfg = state.config();
-    Ok(json(json!({
-        "schema": "svcos.api.thermal.supervisor.v1",
-        "mining_state": mining_state(&t),
-        "state_reason": t.state_reason,
-        "tripped": t.state() == MiningState::Overheat,
-        "fan_mode": enum_word(t.fan_mode().as_str_name(), "FAN_MODE_"),
-        "fan_min_percent": cfg.thermal.fan_min_percent,
-        "fan_max_percent": cfg.thermal.fan_max_percent,
-        "temp_target_c": round(t.temp_target_c, 1),
-        "limits": {"hot_temp_c": cfg.thermal.hot_temp_c, "dangerous_temp_c": cfg.thermal.dangerous_temp_c},
-        "fans": t.fans.iter().map(|f| json!({"fan_id": f.fan_id, "rpm": f.rpm, "pwm_percent": f.pwm_percent, "stalled": f.stalled})).collect::<Vec<_>>(),
-    })))
+    ok(SupervisorBody::new(&t, &state.config().thermal))
 }
 
 async fn home_status(State(state): State<AppState>) -> ApiResult {

@@ -4,23 +4,29 @@
 
 use std::fmt::Write as _;
 
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde_json::Value;
 use svcos_api_types::requests::{
     AutotunerActiveRequest, ImportJsonRequest, ProfileRequest, ProfitabilityRequest,
     SiliconActiveRequest, TargetStepRequest, TouScheduleRequest,
 };
-use svcos_common::timewin::{hhmm, parse_hhmm, parse_hhmm_end};
+use svcos_api_types::tuning::{
+    ChipHealthBody, DpsBody, ImportBody, PostProfilesBody, ProfileSavedBody, ProfilesBody,
+    ProfitInputs, ProfitabilityBody, RunStateBody, SavedStatusBody, SiliconBoardBody,
+    SiliconDeletedBody, SiliconListBody, SiliconReloadBody, SiliconReportBody, SiliconRow,
+    SiliconTableBody, TouScheduleBody, TunedProfilesBody,
+};
+use svcos_common::timewin::{parse_hhmm, parse_hhmm_end};
 use svcos_proto::tuner::v1 as pb;
 
-use super::{ApiResult, json, parse_body, round};
+use super::{ApiResult, json, ok, parse_body, round};
 use crate::envelope::ApiError;
 use crate::routing::Route;
 use crate::{AppState, planned, route};
-use svcos_api_types::enum_word;
 
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route<AppState>> {
@@ -72,62 +78,6 @@ fn field_error(field: &str, message: impl Into<String>) -> ApiError {
         .with("field", field)
 }
 
-fn mode_word(m: i32) -> String {
-    enum_word(
-        pb::TuneMode::try_from(m)
-            .unwrap_or(pb::TuneMode::Unspecified)
-            .as_str_name(),
-        "TUNE_MODE_",
-    )
-}
-
-fn chains_json(chains: &[pb::ChainPoint]) -> Value {
-    chains
-        .iter()
-        .map(|c| {
-            json!({
-                "chain_id": c.chain_id, "frequency_mhz": round(c.frequency_mhz, 2),
-                "chips": c.chips.iter().map(|t| json!({"chip": t.chip, "frequency_mhz": round(t.frequency_mhz, 2)})).collect::<Vec<_>>(),
-            })
-        })
-        .collect()
-}
-
-fn measured_json(m: Option<&pb::Measured>) -> Value {
-    let m = m.copied().unwrap_or_default();
-    json!({
-        "power_watt": round(m.power_watt, 1), "hashrate_ths": round(m.hashrate_ths, 3),
-        "efficiency_j_per_th": round(m.efficiency_j_per_th, 2), "hw_error_rate": round(m.hw_error_rate, 6),
-        "temp_max_c": round(m.temp_max_c, 1),
-    })
-}
-
-fn profile_json(p: &pb::Profile) -> Value {
-    json!({
-        "id": p.id, "mode": mode_word(p.mode), "target": p.target, "voltage_mv": p.voltage_mv,
-        "chains": chains_json(&p.chains), "measured": measured_json(p.measured.as_ref()),
-        "tuned_at_ms": p.tuned_at_ms, "board_serial": p.board_serial,
-    })
-}
-
-/// The tuner's full state (`svcos.api.autotuner.run_state.v1`).
-pub fn state_json(s: &pb::GetStateResponse) -> Value {
-    json!({
-        "schema": "svcos.api.autotuner.run_state.v1",
-        "state": s.state, "reason": s.reason, "since_ms": s.since_ms, "active": s.active,
-        "mode": mode_word(s.mode), "profile": s.profile, "resumed": s.resumed,
-        "board_serial": s.board_serial,
-        "power_target_watt": s.power_target_watt,
-        "configured_power_target_watt": s.configured_power_target_watt,
-        "hashrate_target_ths": s.hashrate_target_ths,
-        "dps_reduction_watt": s.dps_reduction_watt, "tou_window": s.tou_window,
-        "voltage_mv": s.voltage_mv, "chains": chains_json(&s.chains),
-        "measured": measured_json(s.measured.as_ref()),
-        "efficiency_j_per_th": round(s.efficiency_j_per_th, 2), "steps": s.steps,
-        "transitions": s.transitions.iter().map(|t| json!({"at_ms": t.at_ms, "from": t.from, "to": t.to, "reason": t.reason})).collect::<Vec<_>>(),
-    })
-}
-
 async fn get_state(state: &AppState) -> ApiResult<pb::GetStateResponse> {
     let mut t = state.peers.tuner.clone();
     Ok(t.get_state(pb::GetStateRequest {})
@@ -137,7 +87,7 @@ async fn get_state(state: &AppState) -> ApiResult<pb::GetStateResponse> {
 }
 
 fn changed(s: Option<pb::GetStateResponse>) -> Response {
-    json(state_json(&s.unwrap_or_default()))
+    Json(RunStateBody::from(&s.unwrap_or_default())).into_response()
 }
 
 async fn set_active(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
@@ -231,31 +181,17 @@ async fn list(state: &AppState) -> ApiResult<pb::ListProfilesResponse> {
 async fn saved_status(State(state): State<AppState>) -> ApiResult {
     let l = list(&state).await?;
     let s = get_state(&state).await?;
-    Ok(json(json!({
-        "schema": "svcos.api.autotuner.saved_status.v1",
-        "board_serial": l.board_serial, "saved": l.persisted, "tuned_profiles": l.tuned.len(),
-        "saved_profiles": l.saved.len(), "saved_at_ms": l.saved_at_ms,
-        "active_profile": l.active_profile, "state": s.state, "resumed": s.resumed,
-    })))
+    ok(SavedStatusBody::new(&l, &s))
 }
 
 async fn tuned_profiles(State(state): State<AppState>) -> ApiResult {
     let l = list(&state).await?;
-    Ok(json(json!({
-        "schema": "svcos.api.autotuner.tuned_profiles.v1",
-        "board_serial": l.board_serial, "active_profile": l.active_profile,
-        "profiles": l.tuned.iter().map(profile_json).collect::<Vec<_>>(),
-    })))
+    ok(TunedProfilesBody::from(&l))
 }
 
 async fn list_profiles(State(state): State<AppState>) -> ApiResult {
     let l = list(&state).await?;
-    Ok(json(json!({
-        "schema": "svcos.api.profiles.v1",
-        "board_serial": l.board_serial, "active_profile": l.active_profile,
-        "tuned": l.tuned.iter().map(profile_json).collect::<Vec<_>>(),
-        "saved": l.saved.iter().map(profile_json).collect::<Vec<_>>(),
-    })))
+    ok(ProfilesBody::from(&l))
 }
 
 async fn post_profiles(
@@ -272,10 +208,7 @@ async fn post_profiles(
                 .await
                 .map_err(grpc)?
                 .into_inner();
-            Ok(json(json!({
-                "schema": "svcos.api.profiles.saved.v1",
-                "profile": r.profile.as_ref().map(profile_json),
-            })))
+            ok(PostProfilesBody::Saved(ProfileSavedBody::from(&r)))
         }
         "apply" => {
             let r = t
@@ -283,7 +216,8 @@ async fn post_profiles(
                 .await
                 .map_err(grpc)?
                 .into_inner();
-            Ok(changed(r.state))
+            let state = RunStateBody::from(&r.state.unwrap_or_default());
+            ok(PostProfilesBody::Applied(Box::new(state)))
         }
         other => Err(field_error(
             "action",
@@ -333,9 +267,7 @@ async fn import_text(state: &AppState, document: String) -> ApiResult {
         .await
         .map_err(grpc)?
         .into_inner();
-    Ok(json(json!({
-        "schema": "svcos.api.profiles.import.v1", "boards": r.boards, "profiles": r.profiles,
-    })))
+    ok(ImportBody::from(&r))
 }
 
 async fn upload(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
@@ -372,13 +304,7 @@ async fn silicon_list(State(state): State<AppState>) -> ApiResult {
         .await
         .map_err(grpc)?
         .into_inner();
-    Ok(json(json!({
-        "schema": "svcos.api.profiles.silicon.v1",
-        "boards": r.boards.iter().map(|b| json!({
-            "id": b.board_serial, "board_serial": b.board_serial, "profiles": b.profiles,
-            "updated_at_ms": b.updated_at_ms, "current_board": b.current_board,
-        })).collect::<Vec<_>>(),
-    })))
+    ok(SiliconListBody::from(&r))
 }
 
 async fn silicon_table(State(state): State<AppState>) -> ApiResult {
@@ -399,22 +325,10 @@ async fn silicon_table(State(state): State<AppState>) -> ApiResult {
             .map_err(grpc)?
             .into_inner();
         for p in &r.profiles {
-            let m = p.measured.unwrap_or_default();
-            let trims: usize = p.chains.iter().map(|c| c.chips.len()).sum();
-            rows.push(json!({
-                "board_serial": b.board_serial, "profile": p.id, "mode": mode_word(p.mode), "target": p.target,
-                "voltage_mv": p.voltage_mv,
-                "mean_frequency_mhz": round(p.chains.iter().map(|c| c.frequency_mhz).sum::<f64>() / p.chains.len().max(1) as f64, 2),
-                "trimmed_chips": trims, "power_watt": round(m.power_watt, 1), "hashrate_ths": round(m.hashrate_ths, 3),
-                "efficiency_j_per_th": round(m.efficiency_j_per_th, 2), "tuned_at_ms": p.tuned_at_ms,
-            }));
+            rows.push(SiliconRow::new(&b.board_serial, p));
         }
     }
-    Ok(json(json!({
-        "schema": "svcos.api.profiles.silicon_table.v1",
-        "columns": ["board_serial", "profile", "mode", "target", "voltage_mv", "mean_frequency_mhz", "trimmed_chips", "power_watt", "hashrate_ths", "efficiency_j_per_th", "tuned_at_ms"],
-        "rows": rows,
-    })))
+    ok(SiliconTableBody::new(rows))
 }
 
 async fn silicon_get(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult {
@@ -424,11 +338,7 @@ async fn silicon_get(State(state): State<AppState>, Path(id): Path<String>) -> A
         .await
         .map_err(grpc)?
         .into_inner();
-    Ok(json(json!({
-        "schema": "svcos.api.profiles.silicon_board.v1",
-        "board_serial": r.board_serial, "updated_at_ms": r.updated_at_ms,
-        "profiles": r.profiles.iter().map(profile_json).collect::<Vec<_>>(),
-    })))
+    ok(SiliconBoardBody::from(&r))
 }
 
 async fn silicon_delete(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult {
@@ -438,9 +348,7 @@ async fn silicon_delete(State(state): State<AppState>, Path(id): Path<String>) -
     })
     .await
     .map_err(grpc)?;
-    Ok(json(
-        json!({"schema": "svcos.api.profiles.silicon_deleted.v1", "board_serial": id, "deleted": true}),
-    ))
+    ok(SiliconDeletedBody::new(id))
 }
 
 async fn silicon_active(
@@ -467,9 +375,7 @@ async fn silicon_reload(State(state): State<AppState>) -> ApiResult {
         .await
         .map_err(grpc)?
         .into_inner();
-    Ok(json(
-        json!({"schema": "svcos.api.profiles.silicon_reload.v1", "boards": r.boards}),
-    ))
+    ok(SiliconReloadBody::from(&r))
 }
 
 async fn health(state: &AppState) -> ApiResult<pb::GetChipHealthResponse> {
@@ -482,55 +388,13 @@ async fn health(state: &AppState) -> ApiResult<pb::GetChipHealthResponse> {
 
 async fn chip_health(State(state): State<AppState>) -> ApiResult {
     let h = health(&state).await?;
-    let count = |v: &str| h.chips.iter().filter(|c| c.verdict == v).count();
-    Ok(json(json!({
-        "schema": "svcos.api.autotuner.chip_health.v1",
-        "since_ms": h.window_start_ms,
-        "summary": {"ok": count("ok"), "weak": count("weak"), "dead": count("dead")},
-        "chips": h.chips.iter().map(|c| json!({
-            "chain_id": c.chain_id, "chip": c.chip, "frequency_mhz": round(c.frequency_mhz, 2),
-            "trim_mhz": round(c.trim_mhz, 2), "nonces": c.nonces, "hw_errors": c.hw_errors,
-            "hw_error_rate": round(c.hw_error_rate, 6), "temp_c": round(c.temp_c, 1), "alive": c.alive,
-            "verdict": c.verdict,
-        })).collect::<Vec<_>>(),
-    })))
+    ok(ChipHealthBody::from(&h))
 }
 
 async fn silicon_report(State(state): State<AppState>) -> ApiResult {
     let h = health(&state).await?;
     let l = list(&state).await?;
-    let mut chains: Vec<u32> = h.chips.iter().map(|c| c.chain_id).collect();
-    chains.dedup();
-    let per_chain: Vec<Value> = chains
-        .iter()
-        .map(|&id| {
-            let chips: Vec<&pb::ChipHealth> = h.chips.iter().filter(|c| c.chain_id == id).collect();
-            let n: u64 = chips.iter().map(|c| c.nonces).sum();
-            let e: u64 = chips.iter().map(|c| c.hw_errors).sum();
-            let mut worst: Vec<&&pb::ChipHealth> = chips.iter().filter(|c| c.hw_errors > 0).collect();
-            worst.sort_by(|a, b| b.hw_error_rate.total_cmp(&a.hw_error_rate));
-            json!({
-                "chain_id": id, "chips": chips.len(),
-                "weak": chips.iter().filter(|c| c.verdict == "weak").count(),
-                "dead": chips.iter().filter(|c| c.verdict == "dead").count(),
-                "trimmed": chips.iter().filter(|c| c.trim_mhz < 0.0).count(),
-                "hw_error_rate": if n + e > 0 { round(e as f64 / (n + e) as f64, 6) } else { 0.0 },
-                "worst_chips": worst.iter().take(5).map(|c| json!({"chip": c.chip, "hw_error_rate": round(c.hw_error_rate, 6), "trim_mhz": round(c.trim_mhz, 2)})).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    let best = l
-        .tuned
-        .iter()
-        .filter_map(|p| p.measured.as_ref().map(|m| (p, m.efficiency_j_per_th)))
-        .filter(|(_, e)| *e > 0.0)
-        .min_by(|a, b| a.1.total_cmp(&b.1));
-    Ok(json(json!({
-        "schema": "svcos.api.autotuner.silicon_report.v1",
-        "board_serial": l.board_serial, "since_ms": h.window_start_ms, "chains": per_chain,
-        "tuned_profiles": l.tuned.len(),
-        "best_efficiency": best.map(|(p, e)| json!({"profile": p.id, "efficiency_j_per_th": round(e, 2), "voltage_mv": p.voltage_mv})),
-    })))
+    ok(SiliconReportBody::new(&h, &l))
 }
 
 /// The tuner's history as CSV, header row first.
@@ -614,50 +478,30 @@ async fn profitability(
         .telemetry()
         .ok_or_else(|| ApiError::unavailable("hw-agent"))?;
     let ghs = t.hashrate.as_ref().map_or(0.0, |h| h.ghs_1m);
-    let hs = ghs * 1e9;
-    // Expected blocks a day: hashes a day over the hashes a block takes (difficulty x 2^32).
-    let btc_day =
-        hs * 86_400.0 / (b.network_difficulty * 4_294_967_296.0) * reward * (1.0 - fee / 100.0);
-    let revenue = btc_day * b.btc_price;
-    let kwh_day = t.power_watt * 24.0 / 1000.0;
-    let cost = kwh_day * price_kwh;
-    Ok(json(json!({
-        "schema": "svcos.api.autotuner.profitability.v1",
-        "hashrate_ths": round(ghs / 1000.0, 3), "power_watt": round(t.power_watt, 1),
-        "btc_per_day": btc_day, "revenue_per_day": round(revenue, 4),
-        "energy_kwh_per_day": round(kwh_day, 3), "cost_per_day": round(cost, 4),
-        "margin_per_day": round(revenue - cost, 4),
-        "break_even_price_per_kwh": if kwh_day > 0.0 { round(revenue / kwh_day, 5) } else { 0.0 },
-        "currency": config.tuner.currency,
-        "inputs": {"btc_price": b.btc_price, "network_difficulty": b.network_difficulty, "block_reward_btc": reward,
-                   "electricity_price_per_kwh": price_kwh, "pool_fee_percent": fee},
-        "source": "measured 1-minute hashrate and PSU power; prices and difficulty as given (no internet data)",
-    })))
+    let inputs = ProfitInputs {
+        btc_price: b.btc_price,
+        network_difficulty: b.network_difficulty,
+        block_reward_btc: reward,
+        electricity_price_per_kwh: price_kwh,
+        pool_fee_percent: fee,
+    };
+    let currency = config.tuner.currency.clone();
+    ok(ProfitabilityBody::new(ghs, t.power_watt, inputs, currency))
 }
 
 async fn dps(State(state): State<AppState>) -> ApiResult {
     let s = get_state(&state).await?;
     let c = state.config();
-    Ok(json(json!({
-        "schema": "svcos.api.power.dps.v1",
-        "enabled": c.tuner.dps_enabled, "step_watt": c.tuner.dps_step_watt,
-        "min_power_watt": c.tuner.dps_min_power_watt,
-        "reduction_watt": s.dps_reduction_watt,
-        "configured_power_target_watt": s.configured_power_target_watt,
-        "effective_power_target_watt": s.power_target_watt,
-        "tuner_state": s.state, "active": s.active && s.dps_reduction_watt > 0.0,
-    })))
-}
-
-/// `text`: the active window, the zone windows are read in and the next change (RFC 3339).
-fn tou_json(enabled: bool, windows: &[pb::TouWindow], [active, tz, next]: [&str; 3]) -> Value {
-    json!({
-        "schema": "svcos.api.tou.schedule.v1", "enabled": enabled, "timezone": tz,
-        "active_window": if active.is_empty() { Value::Null } else { json!(active) },
-        "next_change": if next.is_empty() { Value::Null } else { json!(next) },
-        "windows": windows.iter().map(|w| json!({
-            "start": hhmm(w.start_minute), "end": hhmm(w.end_minute), "power_target_watt": w.power_target_watt, "label": w.label,
-        })).collect::<Vec<_>>(),
+    ok(DpsBody {
+        schema: "svcos.api.power.dps.v1",
+        enabled: c.tuner.dps_enabled,
+        step_watt: c.tuner.dps_step_watt,
+        min_power_watt: c.tuner.dps_min_power_watt,
+        reduction_watt: s.dps_reduction_watt,
+        configured_power_target_watt: s.configured_power_target_watt,
+        effective_power_target_watt: s.power_target_watt,
+        active: s.active && s.dps_reduction_watt > 0.0,
+        tuner_state: s.state,
     })
 }
 
@@ -668,8 +512,7 @@ async fn tou_get(State(state): State<AppState>) -> ApiResult {
         .await
         .map_err(grpc)?
         .into_inner();
-    let text = [&*r.active_window, &r.timezone, &r.next_change];
-    Ok(json(tou_json(r.enabled, &r.windows, text)))
+    ok(TouScheduleBody::from(&r))
 }
 
 async fn tou_set(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
@@ -708,8 +551,7 @@ async fn tou_set(State(state): State<AppState>, headers: HeaderMap, body: Bytes)
         .await
         .map_err(grpc)?
         .into_inner();
-    let text = [&*r.active_window, &r.timezone, &r.next_change];
-    Ok(json(tou_json(r.enabled, &r.windows, text)))
+    ok(TouScheduleBody::from(&r))
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ pub mod history;
 pub mod mining;
 pub mod pools;
 pub mod requests;
+pub mod safety;
 #[cfg(feature = "schema")]
 pub mod schema;
 pub mod setup;

@@ -9,7 +9,7 @@ use schemars::{JsonSchema, Schema};
 use crate::requests as req;
 use crate::{
     auth, catalog, diagnostics as diag, firmware as fw, hardware as hw, history, mining, pools,
-    setup, status, thermal, tuning as tune,
+    safety, setup, status, thermal, tuning as tune,
 };
 
 /// A route's `200` schema: a `$ref` into the generator's definitions.
@@ -430,6 +430,11 @@ pub const RESPONSES: &[(&str, &str, SchemaOf)] = &[
         of::<catalog::CatalogBody>,
     ),
     ("GET", "/api/setup/status", of::<setup::SetupStatusBody>),
+    (
+        "GET",
+        "/api/safety/warnings",
+        of::<safety::SafetyWarningsBody>,
+    ),
     ("POST", "/api/setup/complete", of::<setup::SetupStepBody>),
     ("POST", "/api/setup/quiet-hours", of::<setup::SetupStepBody>),
     (

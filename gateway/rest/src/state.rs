@@ -255,6 +255,30 @@ impl Inner {
         })
     }
 
+    /// The client address the auth service rate-limits on: the TCP peer, or, for a request the
+    /// port-80 proxy forwarded (it carries the proxy's key, [`svcos_common::proxykey`]), the last
+    /// address in `X-Forwarded-For`. Any other peer, loopback included, cannot choose its address.
+    pub fn client_ip(
+        &self,
+        peer: std::net::SocketAddr,
+        headers: &axum::http::HeaderMap,
+    ) -> std::net::IpAddr {
+        let forwarded = headers
+            .get("x-forwarded-for")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.rsplit(',').next())
+            .and_then(|v| v.trim().parse::<std::net::IpAddr>().ok());
+        if let Some(ip) = forwarded
+            && headers
+                .get(svcos_common::proxykey::HEADER)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|key| self.proxy_key.verify(key))
+        {
+            return ip;
+        }
+        peer.ip()
+    }
+
     /// State files some service found damaged and moved aside (scanned at most every 10 s).
     pub fn recovered_state_files(&self) -> Vec<svcos_common::statefile::Recovered> {
         let now = self.clock.now_ms();

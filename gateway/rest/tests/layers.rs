@@ -9,9 +9,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// `src/` may hold at most this many lines. Issue 14 asks for 9 000; lower this number whenever
+/// `src/` may hold at most this many lines (issue 14: 9 000); lower this number whenever
 /// the gateway shrinks, never raise it.
-const MAX_SRC_LINES: usize = 9_520;
+const MAX_SRC_LINES: usize = 9_000;
 
 /// Modules that are one node of the graph however many files they span (their inside is
 /// their own business).
@@ -27,8 +27,6 @@ const KNOWN_GROUP_EDGES: &[&str] = &[
     "handlers::discovery -> handlers::firmware",
     "handlers::hardware -> handlers::discovery",
     "handlers::mining -> handlers::hardware",
-    "handlers::operations::setup -> handlers::auth",
-    "handlers::operations::setup -> handlers::config",
 ];
 
 fn src_dir() -> PathBuf {

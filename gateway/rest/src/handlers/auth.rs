@@ -1,7 +1,7 @@
 //! `/api/auth/*` and `/api/setup/status`: thin forwarding to the auth service, which alone holds
 //! the password hash and the session table.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -37,26 +37,6 @@ pub fn routes<T: 'static>(
         route!(POST "/api/auth/tokens", Bearer, U, Auth, Full, "Create a read-only API token (owner session only; shown once)", create_token),
         route!(DELETE "/api/auth/tokens/:id", Bearer, U, Auth, Full, "Revoke a read-only API token (owner session only)", revoke_token),
     ]
-}
-
-/// The client address the auth service rate-limits on: the TCP peer, or, for a request the
-/// port-80 proxy forwarded (it carries the proxy's key, [`svcos_common::proxykey`]), the last
-/// address in `X-Forwarded-For`. Any other peer, loopback included, cannot choose its address.
-pub fn client_ip(state: &AppState, peer: SocketAddr, headers: &HeaderMap) -> IpAddr {
-    let forwarded = headers
-        .get("x-forwarded-for")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.rsplit(',').next())
-        .and_then(|v| v.trim().parse::<IpAddr>().ok());
-    if let Some(ip) = forwarded
-        && headers
-            .get(svcos_common::proxykey::HEADER)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|key| state.proxy_key.verify(key))
-    {
-        return ip;
-    }
-    peer.ip()
 }
 
 fn auth_error(status: &tonic::Status) -> ApiError {
@@ -116,7 +96,7 @@ async fn create_session(
     let r = auth
         .create_session(CreateSessionRequest {
             password: b.password,
-            client_ip: client_ip(&state, peer, &headers).to_string(),
+            client_ip: state.client_ip(peer, &headers).to_string(),
             user_agent,
         })
         .await
@@ -165,7 +145,7 @@ async fn setup(
     let mut auth = state.peers.auth_hash.clone();
     auth.setup(SetupRequest {
         password: b.password,
-        client_ip: client_ip(&state, peer, &headers).to_string(),
+        client_ip: state.client_ip(peer, &headers).to_string(),
     })
     .await
     .map_err(|s| auth_error(&s))?;
@@ -236,7 +216,7 @@ async fn change_password(
             token,
             current_password: b.current_password,
             new_password: b.new_password,
-            client_ip: client_ip(&state, peer, &headers).to_string(),
+            client_ip: state.client_ip(peer, &headers).to_string(),
         })
         .await
         .map_err(|s| match s.code() {

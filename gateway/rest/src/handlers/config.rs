@@ -14,12 +14,12 @@ use sha2::{Digest, Sha256};
 use svcos_api_types::requests::{
     ConfigImportRequest, ConfigRestoreRequest, HostnameRequest, ModeRequest,
 };
+use svcos_api_types::safety::SafetyWarningsBody;
 use svcos_common::config::change::ImportMode;
 use svcos_common::config::{Config, ConfigError, Mode};
-use svcos_proto::hwagent::v1::MiningState;
 use svcos_proto::tuner::v1::ListAuditRequest;
 
-use super::{ApiResult, json, parse_body};
+use super::{ApiResult, json, ok, parse_body};
 use crate::config_write::*;
 use crate::envelope::{ApiError, ErrorCode};
 use crate::routing::Route;
@@ -283,84 +283,15 @@ async fn donation_info(State(state): State<AppState>) -> Response {
     }))
 }
 
-async fn safety_warnings(State(state): State<AppState>) -> Response {
-    json(safety_warnings_body(&state))
-}
-
-/// The current safety warnings (also what the setup wizard records as acknowledged).
-pub fn safety_warnings_body(state: &AppState) -> Value {
-    let config = state.config();
-    let mut warnings = Vec::new();
-    let mut warn = |id: &str, severity: &str, message: String| {
-        warnings.push(json!({"id": id, "severity": severity, "message": message}));
-    };
-    if config.system.mode == Mode::Hacker {
-        warn(
-            "hacker_mode",
-            "warning",
-            "Hacker mode is on: raw debug endpoints can damage hardware".into(),
-        );
-    }
-    if config.donation.enabled && config.donation.percent > 0.0 {
-        warn(
-            "donation_enabled",
-            "info",
-            format!("{} % of mining time is donated", config.donation.percent),
-        );
-    }
-    if config.thermal.fan_manual_percent > 0 {
-        warn(
-            "manual_fan",
-            "warning",
-            format!(
-                "fans are fixed at {} %: temperature is not regulated",
-                config.thermal.fan_manual_percent
-            ),
-        );
-    }
-    for r in state.recovered_state_files() {
-        warn(
-            "state_file_recovered",
-            "warning",
-            format!(
-                "{}'s {} was damaged: it was moved aside as {} and defaults were used",
-                r.service, r.file, r.aside
-            ),
-        );
-    }
-    match state.telemetry() {
-        None => warn(
-            "hw_agent_down",
-            "warning",
-            "no live telemetry: hw-agent is not reachable".into(),
-        ),
-        Some(t) => {
-            if t.state() == MiningState::Overheat || t.temp_max_c >= config.thermal.hot_temp_c {
-                warn(
-                    "overheat",
-                    "critical",
-                    format!(
-                        "chips at {:.1} C (limit {:.0} C)",
-                        t.temp_max_c, config.thermal.hot_temp_c
-                    ),
-                );
-            }
-            if t.fans.iter().any(|f| f.stalled) {
-                warn("fan_stalled", "critical", "a fan has stalled".into());
-            }
-            if t.psu.as_ref().is_some_and(|p| !p.fault.is_empty()) {
-                warn("psu_fault", "critical", "the PSU reports a fault".into());
-            }
-            if t.state() == MiningState::Fault {
-                warn("hardware_fault", "critical", t.state_reason.clone());
-            }
-        }
-    }
-    json!({
-        "schema": "svcos.api.safety.warnings.v1",
-        "count": warnings.len(),
-        "warnings": warnings,
-    })
+/// `GET /api/safety/warnings` (open).
+async fn safety_warnings(State(state): State<AppState>) -> ApiResult {
+    let telemetry = state.telemetry();
+    let recovered = state.recovered_state_files();
+    ok(SafetyWarningsBody::of(
+        &state.config(),
+        &recovered,
+        telemetry.as_ref(),
+    ))
 }
 
 async fn audit_log(State(state): State<AppState>) -> ApiResult {

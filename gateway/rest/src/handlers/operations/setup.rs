@@ -18,6 +18,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
+use svcos_api_types::safety::SafetyWarningsBody;
 use svcos_proto::auth::v1::SetupRequest;
 use svcos_setup::{Facts, Wizard, WizardError, WizardStore};
 use tonic::Code;
@@ -95,11 +96,9 @@ fn invalid(field: &str, message: impl Into<String>) -> ApiError {
 
 /// Ids of the warnings `/api/safety/warnings` shows now.
 fn current_warning_ids(state: &AppState) -> Vec<String> {
-    let body = crate::handlers::config::safety_warnings_body(state);
-    let warnings = body["warnings"].as_array().into_iter().flatten();
-    warnings
-        .filter_map(|w| w["id"].as_str().map(str::to_string))
-        .collect()
+    let telemetry = state.telemetry();
+    let recovered = state.recovered_state_files();
+    SafetyWarningsBody::of(&state.config(), &recovered, telemetry.as_ref()).ids()
 }
 
 fn store(state: &AppState) -> WizardStore {
@@ -202,7 +201,7 @@ async fn step3_password(
         .load()
         .require_safety()
         .map_err(wizard_error)?;
-    let client_ip = crate::handlers::auth::client_ip(&state, peer, &headers).to_string();
+    let client_ip = state.client_ip(peer, &headers).to_string();
     let mut auth = state.peers.auth_hash.clone();
     auth.setup(SetupRequest {
         password: b.password,

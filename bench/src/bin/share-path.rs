@@ -2,10 +2,29 @@
 //! → the first byte of the new block's job on every chain's UART in hw-sim; and a nonce written
 //! to a chain's UART by hw-sim → its `mining.submit` read at the pool's socket.
 //!
-//! Runs a `svcos sim` of its own with `SVCOS_SHARE_TRACE` set (hw-sim and the test pool then log
-//! events stamped with `CLOCK_MONOTONIC`, one clock for every process; see
-//! `svcos_common::trace`), a new block every `--block-interval-s`, for `--seconds`, then joins the
-//! events and prints p50/p99 against the targets. `--analyze FILE` only reads an existing trace.
+//! Runs a `svcos sim` of its own with `SVCOS_SHARE_TRACE` set (every process then logs events
+//! stamped with `CLOCK_MONOTONIC`, one clock for every process; see `svcos_common::trace`), a new
+//! block every `--block-interval-s`, for `--seconds`, then joins the events and prints p50/p99
+//! against the targets, and p50/p99 of every hop in between. `--analyze FILE` only reads an
+//! existing trace.
+//!
+//! Events (one line each; times in ns on the shared clock):
+//! - test pool: `notify PREV T` (clean notify in the socket buffer), `submit NONCE T` (read);
+//! - stratum-agent: `sa.notify PREV READ PARSED PUBLISHED` (line read by the connection task,
+//!   parsed by the agent, published to the job watch), `sa.stream PREV T` (taken by the
+//!   StreamJobs response stream), `sa.share NONCE RECEIVED ANSWERED` (SubmitShare handler),
+//!   `sa.queued NONCE T` (line queued for the connection task), `sa.wrote NONCE DEQUEUED
+//!   WRITTEN` (the connection task's write);
+//! - hw-agent: `hw.job PREV RECEIVED HANDED` (decoded from StreamJobs, commands sent to every
+//!   chain thread), `hw.frame CHAIN PREV TAKEN WRITE WRITTEN` (the chain thread took the job,
+//!   built the frame and called write, write returned), `hw.nonce CHAIN NONCE READ QUEUED`
+//!   (read from the UART, verified and queued as a share), `hw.dispatch NONCE T` (SubmitShare
+//!   call started);
+//! - hw-sim: `job CHAIN PREV FIRST DONE` (first byte of the frame read, frame's wire time over),
+//!   `nonce CHAIN NONCE T` (nonce response written).
+//!
+//! Jobs are joined by the previous-block hash (header byte order everywhere), shares by the nonce:
+//! each stage takes the latest event of that nonce no later than the stage after it.
 //!
 //! ```sh
 //! cargo build --release -p svcos
@@ -100,9 +119,10 @@ fn main() -> anyhow::Result<()> {
     analyze(&trace)
 }
 
+/// Every event of a trace file, by kind.
 #[derive(Default)]
 struct Trace {
-    /// prevhash → notify time.
+    /// (prevhash, notify time).
     notifies: Vec<(String, u64)>,
     /// (chain, prevhash) → (first byte read, frame complete).
     jobs: HashMap<(u32, String), (u64, u64)>,
@@ -111,10 +131,28 @@ struct Trace {
     nonces: HashMap<u32, Vec<u64>>,
     /// (nonce, read time) of each mining.submit.
     submits: Vec<(u32, u64)>,
+    /// prevhash → stratum-agent (read, parsed, published, taken by the stream).
+    sa_jobs: HashMap<String, [u64; 4]>,
+    /// prevhash → hw-agent (received, handed to the chains).
+    hw_jobs: HashMap<String, [u64; 2]>,
+    /// (chain, prevhash) → hw-agent chain thread (taken, write called, write returned).
+    hw_frames: HashMap<(u32, String), [u64; 3]>,
+    /// nonce → stamps of one firmware stage, every occurrence (nonces may repeat).
+    stages: HashMap<&'static str, HashMap<u32, Vec<u64>>>,
 }
 
-fn parse(path: &Path) -> anyhow::Result<Trace> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+/// The share path's firmware stages, pool end first: (event kind, field of its stamp).
+const SHARE_STAGES: [(&str, &str); 7] = [
+    ("sa.written", "mining.submit written to the pool socket"),
+    ("sa.dequeued", "connection task took the line"),
+    ("sa.queued", "agent checked it, line queued"),
+    ("sa.received", "SubmitShare decoded in stratum-agent"),
+    ("hw.dispatch", "SubmitShare call started"),
+    ("hw.queued", "verified, queued as a share"),
+    ("hw.read", "read from the UART by hw-agent"),
+];
+
+fn parse_text(text: &str) -> anyhow::Result<Trace> {
     let mut t = Trace::default();
     for line in text.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
@@ -128,13 +166,26 @@ fn parse(path: &Path) -> anyhow::Result<Trace> {
                 .and_then(|v| u32::from_str_radix(v, 16).ok())
                 .with_context(|| format!("field {i} of {line:?}"))
         };
+        let text_at = |i: usize| -> anyhow::Result<String> {
+            f.get(i)
+                .map(|v| v.to_string())
+                .with_context(|| format!("field {i} of {line:?}"))
+        };
+        let mut stage = |kind: &'static str, nonce: u32, at: u64| {
+            t.stages
+                .entry(kind)
+                .or_default()
+                .entry(nonce)
+                .or_default()
+                .push(at)
+        };
         match f.first().copied() {
-            Some("notify") => t.notifies.push((f[1].to_string(), num(2)?)),
+            Some("notify") => t.notifies.push((text_at(1)?, num(2)?)),
             Some("job") => {
                 let chain = num(1)? as u32;
                 t.chains.insert(chain);
                 t.jobs
-                    .entry((chain, f[2].to_string()))
+                    .entry((chain, text_at(2)?))
                     .or_insert((num(3)?, num(4)?));
             }
             Some("nonce") => t.nonces.entry(hex32(2)?).or_default().push(num(3)?),
@@ -143,10 +194,207 @@ fn parse(path: &Path) -> anyhow::Result<Trace> {
                     t.submits.push((n, num(2)?));
                 }
             }
+            Some("sa.notify") => {
+                let v = [num(2)?, num(3)?, num(4)?, 0];
+                t.sa_jobs.entry(text_at(1)?).or_insert(v);
+            }
+            Some("sa.stream") => {
+                if let Some(v) = t.sa_jobs.get_mut(&text_at(1)?)
+                    && v[3] == 0
+                {
+                    v[3] = num(2)?;
+                }
+            }
+            Some("hw.job") => {
+                let v = [num(2)?, num(3)?];
+                t.hw_jobs.entry(text_at(1)?).or_insert(v);
+            }
+            Some("hw.frame") => {
+                let v = [num(3)?, num(4)?, num(5)?];
+                t.hw_frames
+                    .entry((num(1)? as u32, text_at(2)?))
+                    .or_insert(v);
+            }
+            Some("sa.wrote") => {
+                let n = hex32(1)?;
+                stage("sa.dequeued", n, num(2)?);
+                stage("sa.written", n, num(3)?);
+            }
+            Some("sa.queued") => stage("sa.queued", hex32(1)?, num(2)?),
+            Some("sa.share") => stage("sa.received", hex32(1)?, num(2)?),
+            Some("hw.dispatch") => stage("hw.dispatch", hex32(1)?, num(2)?),
+            Some("hw.nonce") => {
+                let n = hex32(2)?;
+                stage("hw.read", n, num(3)?);
+                stage("hw.queued", n, num(4)?);
+            }
             _ => {}
         }
     }
     Ok(t)
+}
+
+fn parse(path: &Path) -> anyhow::Result<Trace> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+    parse_text(&text)
+}
+
+/// The latest stamp of `nonce` (or its byte-swapped form) no later than `before`.
+fn latest(by_nonce: Option<&HashMap<u32, Vec<u64>>>, nonce: u32, before: u64) -> Option<u64> {
+    let m = by_nonce?;
+    m.get(&nonce)
+        .or_else(|| m.get(&nonce.swap_bytes()))?
+        .iter()
+        .copied()
+        .filter(|t| *t <= before)
+        .max()
+}
+
+/// Named samples, printed in order.
+#[derive(Default)]
+struct Hops(Vec<(String, Samples)>);
+
+impl Hops {
+    fn push(&mut self, name: &str, from: u64, to: u64) {
+        if from == 0 || to < from {
+            return;
+        }
+        let d = Duration::from_nanos(to - from);
+        match self.0.iter_mut().find(|(n, _)| n == name) {
+            Some((_, s)) => s.push(d),
+            None => {
+                let mut s = Samples::default();
+                s.push(d);
+                self.0.push((name.to_string(), s));
+            }
+        }
+    }
+
+    fn print(&mut self, title: &str) {
+        if self.0.is_empty() {
+            return;
+        }
+        println!();
+        println!("{title}");
+        println!("| Hop | n | p50 | p99 | max |");
+        println!("|---|---|---|---|---|");
+        for (name, s) in &mut self.0 {
+            println!(
+                "| {name} | {} | {} | {} | {} |",
+                s.len(),
+                ms(s.percentile(50.0)),
+                ms(s.percentile(99.0)),
+                ms(s.percentile(100.0))
+            );
+        }
+    }
+}
+
+/// Per-hop breakdown of the job path: each notify whose every stage was stamped; hops that
+/// fan out to the chains count the slowest chain of that notify.
+fn job_hops(t: &Trace) -> Hops {
+    let mut hops = Hops::default();
+    for (prev, at) in &t.notifies {
+        let (Some(sa), Some(hw)) = (t.sa_jobs.get(prev), t.hw_jobs.get(prev)) else {
+            continue;
+        };
+        let mut frames = Vec::new();
+        for &chain in &t.chains {
+            let (Some(f), Some(sim)) = (
+                t.hw_frames.get(&(chain, prev.clone())),
+                t.jobs.get(&(chain, prev.clone())),
+            ) else {
+                continue;
+            };
+            frames.push((*f, *sim));
+        }
+        if frames.len() != t.chains.len() || frames.is_empty() {
+            continue;
+        }
+        let worst = |f: &dyn Fn(&([u64; 3], (u64, u64))) -> (u64, u64)| {
+            frames
+                .iter()
+                .map(f)
+                .filter(|(a, b)| b >= a)
+                .map(|(a, b)| b - a)
+                .max()
+                .unwrap_or(0)
+        };
+        let worst_hop = |hops: &mut Hops, name: &str, d: u64| hops.push(name, 1, 1 + d);
+        hops.push("pool socket → stratum-agent read the line", *at, sa[0]);
+        hops.push("read → parsed (channel to the agent task)", sa[0], sa[1]);
+        hops.push("parsed → published to the job watch", sa[1], sa[2]);
+        hops.push("published → taken by the StreamJobs stream", sa[2], sa[3]);
+        hops.push("stream → hw-agent decoded it (gRPC hop)", sa[3], hw[0]);
+        hops.push("decoded → handed to every chain thread", hw[0], hw[1]);
+        let handed = hw[1];
+        worst_hop(
+            &mut hops,
+            "handed → chain thread took it (slowest chain)",
+            worst(&|(f, _)| (handed, f[0])),
+        );
+        worst_hop(
+            &mut hops,
+            "took → frame built, write called (slowest chain)",
+            worst(&|(f, _)| (f[0], f[1])),
+        );
+        worst_hop(
+            &mut hops,
+            "write called → returned (slowest chain)",
+            worst(&|(f, _)| (f[1], f[2])),
+        );
+        worst_hop(
+            &mut hops,
+            "write returned → hw-sim read the first byte (slowest chain)",
+            worst(&|(f, sim)| (f[2], sim.0)),
+        );
+        worst_hop(
+            &mut hops,
+            "first byte → frame complete, wire time (slowest chain)",
+            worst(&|(_, sim)| (sim.0, sim.1)),
+        );
+        let done = frames.iter().map(|(_, sim)| sim.1).max().unwrap_or(0);
+        hops.push(
+            "notify → frame complete on every chain (whole path)",
+            *at,
+            done,
+        );
+    }
+    hops
+}
+
+/// Per-hop breakdown of the share path, walking back from each submit the pool read.
+fn share_hops(t: &Trace) -> Hops {
+    let mut hops = Hops::default();
+    for &(nonce, at) in &t.submits {
+        let mut times = vec![("pool read the mining.submit", at)];
+        let mut later = at;
+        for (kind, what) in SHARE_STAGES {
+            let Some(ts) = latest(t.stages.get(kind), nonce, later) else {
+                break;
+            };
+            times.push((what, ts));
+            later = ts;
+        }
+        let Some(w) = latest(Some(&t.nonces), nonce, later) else {
+            continue;
+        };
+        if times.len() != SHARE_STAGES.len() + 1 {
+            continue;
+        }
+        times.push(("hw-sim wrote the nonce on the UART", w));
+        times.reverse();
+        for pair in times.windows(2) {
+            let ((from, a), (to, b)) = (pair[0], pair[1]);
+            hops.push(&format!("{from} → {to}"), a, b);
+        }
+        hops.push(
+            "nonce on the UART → mining.submit at the pool (whole path)",
+            w,
+            at,
+        );
+    }
+    hops
 }
 
 fn ms(d: Duration) -> String {
@@ -249,5 +497,111 @@ fn analyze(path: &Path) -> anyhow::Result<()> {
             ms(s.percentile(99.0))
         );
     }
+    job_hops(&t).print(
+        "Per hop, clean notify → job frame on every chain (only notifies stamped at every hop):",
+    );
+    share_hops(&t).print(
+        "Per hop, nonce on the UART → mining.submit at the pool (only shares stamped at every hop):",
+    );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One block and one share through every stamp, 1 µs apart unless said otherwise.
+    const TRACE: &str = "\
+notify aa 1000
+sa.notify aa 2000 3000 4000
+sa.stream aa 5000
+hw.job aa 6000 7000
+hw.frame 0 aa 8000 9000 10000
+hw.frame 1 aa 8500 9500 12000
+job 0 aa 11000 20000
+job 1 aa 13000 22000
+nonce 1 0000002a 100000
+hw.nonce 1 0000002a 101000 102000
+hw.dispatch 0000002a 103000
+sa.share 0000002a 104000 104500
+sa.queued 0000002a 105000
+sa.wrote 0000002a 106000 107000
+submit 0000002a 108000
+nonce 1 0000002a 500000
+submit 0000002b 600000
+";
+
+    fn table(h: &mut Hops) -> Vec<(String, usize, u64)> {
+        h.0.iter_mut()
+            .map(|(n, s)| (n.clone(), s.len(), s.percentile(50.0).as_nanos() as u64))
+            .collect()
+    }
+
+    #[test]
+    fn the_job_path_splits_into_hops_with_the_slowest_chain_per_fan_out() {
+        let t = parse_text(TRACE).unwrap();
+        let hops = table(&mut job_hops(&t));
+        let want: [(&str, u64); 12] = [
+            ("pool socket → stratum-agent read the line", 1000),
+            ("read → parsed (channel to the agent task)", 1000),
+            ("parsed → published to the job watch", 1000),
+            ("published → taken by the StreamJobs stream", 1000),
+            ("stream → hw-agent decoded it (gRPC hop)", 1000),
+            ("decoded → handed to every chain thread", 1000),
+            ("handed → chain thread took it (slowest chain)", 1500),
+            ("took → frame built, write called (slowest chain)", 1000),
+            ("write called → returned (slowest chain)", 2500),
+            (
+                "write returned → hw-sim read the first byte (slowest chain)",
+                1000,
+            ),
+            (
+                "first byte → frame complete, wire time (slowest chain)",
+                9000,
+            ),
+            ("notify → frame complete on every chain (whole path)", 21000),
+        ];
+        assert_eq!(hops.len(), want.len());
+        for ((name, n, ns), (want_name, want_ns)) in hops.iter().zip(want) {
+            assert_eq!((name.as_str(), *n, *ns), (want_name, 1, want_ns));
+        }
+    }
+
+    #[test]
+    fn a_share_is_traced_back_stage_by_stage_and_later_repeats_are_ignored() {
+        let t = parse_text(TRACE).unwrap();
+        let hops = table(&mut share_hops(&t));
+        // The nonce written again at 500 µs comes after the submit it would otherwise match,
+        // and the submit of an unstamped nonce has no path.
+        assert_eq!(hops.len(), 9, "{hops:?}");
+        assert!(hops.iter().all(|(_, n, _)| *n == 1));
+        assert_eq!(
+            hops[0],
+            (
+                "hw-sim wrote the nonce on the UART → read from the UART by hw-agent".to_string(),
+                1,
+                1000
+            )
+        );
+        assert_eq!(hops[7].2, 1000, "written → pool read");
+        assert_eq!(
+            hops[8],
+            (
+                "nonce on the UART → mining.submit at the pool (whole path)".to_string(),
+                1,
+                8000
+            )
+        );
+    }
+
+    #[test]
+    fn a_share_with_a_missing_stage_is_left_out_and_byte_swapped_nonces_match() {
+        let text = "nonce 0 2a000000 10\nhw.nonce 0 0000002a 20 30\nsubmit 0000002a 99\n";
+        let t = parse_text(text).unwrap();
+        assert!(share_hops(&t).0.is_empty());
+        let m: HashMap<u32, Vec<u64>> = [(0x2a00_0000, vec![10, 50, 200])].into();
+        assert_eq!(latest(Some(&m), 0x2a, 100), Some(50));
+        assert_eq!(latest(Some(&m), 0x2a, 5), None);
+        assert_eq!(latest(None, 0x2a, 100), None);
+    }
 }

@@ -82,6 +82,12 @@ pub async fn follow_jobs(
                         _ = shutdown.wait() => return,
                     };
                     let Ok(Some(template)) = item else { break };
+                    // Share-path trace: the job decoded from the stream (clean ones only).
+                    let received_ns = if template.clean_jobs {
+                        svcos_common::trace::stamp()
+                    } else {
+                        0
+                    };
                     let (gen_now, invalidates) = book.admit(&template);
                     let job = match ActiveJob::from_template(
                         &template,
@@ -101,6 +107,16 @@ pub async fn follow_jobs(
                     }
                     for chain in chains.iter() {
                         chain.send(ChainCommand::Job(Arc::clone(&job)));
+                    }
+                    if received_ns != 0 {
+                        svcos_common::trace::record(
+                            "hw.job",
+                            format_args!(
+                                "{} {received_ns} {}",
+                                hex::encode(job.job.prev_hash),
+                                svcos_common::trace::mono_ns()
+                            ),
+                        );
                     }
                     status.send_modify(|s| {
                         s.epoch = Some(template.pool_epoch);
@@ -152,6 +168,17 @@ pub async fn submit_shares(
                 }
                 let mut c = client.clone();
                 probes.share_dispatched(share.read_at.elapsed());
+                if svcos_common::trace::enabled() {
+                    // Share-path trace: the SubmitShare call starts.
+                    svcos_common::trace::record(
+                        "hw.dispatch",
+                        format_args!(
+                            "{:08x} {}",
+                            share.request.nonce,
+                            svcos_common::trace::mono_ns()
+                        ),
+                    );
+                }
                 in_flight.push(async move {
                     let r = c.submit_share(share.request.clone()).await;
                     (share, r)

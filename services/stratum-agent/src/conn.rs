@@ -26,6 +26,9 @@ pub enum ConnEvent {
         line: Vec<u8>,
         /// When it was read (unix microseconds).
         at_us: i64,
+        /// When it was read on the share-path trace clock (`svcos_common::trace`); 0 when the
+        /// trace is off.
+        read_ns: u64,
     },
     /// Stratum V2: the Noise handshake finished (before `Connected`) or failed (before
     /// `Closed`).
@@ -115,18 +118,26 @@ pub fn spawn(
                             Ok(0) => break "pool closed the connection".to_string(),
                             Ok(_) if buf.len() > MAX_LINE => break "pool sent an overlong line".to_string(),
                             Ok(_) => {
+                                let read_ns = svcos_common::trace::stamp();
                                 let at_us = svcos_common::time::unix_us();
                                 let line = buf.trim_ascii_end().to_vec();
                                 buf.clear();
                                 if line.is_empty() { continue; }
-                                if events.send(ConnEvent::Line { conn, line, at_us }).await.is_err() { return; }
+                                if events.send(ConnEvent::Line { conn, line, at_us, read_ns }).await.is_err() { return; }
                             }
                             Err(e) => break format!("read: {e}"),
                         },
                         line = rx.recv() => match line {
                             Some(line) => {
+                                let dequeued_ns = svcos_common::trace::stamp();
                                 if let Err(e) = async { write.write_all(&line).await?; write.flush().await }.await {
                                     break format!("write: {e}");
+                                }
+                                if dequeued_ns != 0 && let Some(nonce) = submitted_nonce(&line) {
+                                    svcos_common::trace::record(
+                                        "sa.wrote",
+                                        format_args!("{nonce:08x} {dequeued_ns} {}", svcos_common::trace::mono_ns()),
+                                    );
                                 }
                             }
                             None => return,
@@ -143,10 +154,46 @@ pub fn spawn(
     }
 }
 
+/// The nonce of a Stratum V1 `mining.submit` line, for the share-path trace (which only parses
+/// lines it stamps, so nothing is parsed while the trace is off).
+fn submitted_nonce(line: &[u8]) -> Option<u32> {
+    let v: serde_json::Value = serde_json::from_slice(line).ok()?;
+    if v.get("method")?.as_str()? != "mining.submit" {
+        return None;
+    }
+    u32::from_str_radix(v.get("params")?.get(4)?.as_str()?, 16).ok()
+}
+
 async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(
     r: &mut R,
     buf: &mut Vec<u8>,
 ) -> std::io::Result<usize> {
     let mut limited = tokio::io::AsyncReadExt::take(r, MAX_LINE as u64 + 1);
     limited.read_until(b'\n', buf).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::submitted_nonce;
+
+    #[test]
+    fn the_trace_finds_the_nonce_of_a_submit_line_only() {
+        let submit = br#"{"id":7,"method":"mining.submit","params":["w","j1","00000001","6530a1b2","1a2b3c4d"]}"#;
+        assert_eq!(submitted_nonce(&submit[..]), Some(0x1a2b_3c4d));
+        let with_newline = [&submit[..], b"\n"].concat();
+        assert_eq!(submitted_nonce(&with_newline), Some(0x1a2b_3c4d));
+        for other in [
+            &br#"{"id":1,"method":"mining.subscribe","params":["svcos"]}"#[..],
+            br#"{"id":8,"method":"mining.submit","params":["w","j1"]}"#,
+            br#"{"id":9,"method":"mining.submit","params":["w","j1","00","6530a1b2","zz"]}"#,
+            b"not json",
+        ] {
+            assert_eq!(
+                submitted_nonce(other),
+                None,
+                "{}",
+                String::from_utf8_lossy(other)
+            );
+        }
+    }
 }

@@ -98,6 +98,17 @@ impl StratumService for StratumApi {
             seen = Some(p.clean_seq);
             let mut t = (*p.template).clone();
             t.clean_jobs = clean;
+            if clean && svcos_common::trace::enabled() {
+                // Share-path trace: the job leaves the watch for tonic's encoder.
+                svcos_common::trace::record(
+                    "sa.stream",
+                    format_args!(
+                        "{} {}",
+                        hex::encode(&t.prev_hash),
+                        svcos_common::trace::mono_ns()
+                    ),
+                );
+            }
             Some(Ok(t))
         });
         Ok(Response::new(Box::pin(stream)))
@@ -108,7 +119,18 @@ impl StratumService for StratumApi {
         r: Request<pb::SubmitShareRequest>,
     ) -> Result<Response<pb::SubmitShareResponse>, Status> {
         let req = r.into_inner();
+        let (nonce, received_ns) = (req.nonce, svcos_common::trace::stamp());
         let d = self.ask(|tx| Command::Submit(req, tx)).await?;
+        if received_ns != 0 {
+            // Share-path trace: the request decoded, and the agent's answer back.
+            svcos_common::trace::record(
+                "sa.share",
+                format_args!(
+                    "{nonce:08x} {received_ns} {}",
+                    svcos_common::trace::mono_ns()
+                ),
+            );
+        }
         Ok(Response::new(pb::SubmitShareResponse {
             disposition: d as i32,
         }))

@@ -181,7 +181,9 @@ impl Worker {
                         last = Some(Instant::now());
                     }
                     Response::Register(_) => {}
-                    Response::Nonce(n) => self.on_nonce(n, read_at, read_at_us),
+                    Response::Nonce(n) => {
+                        self.on_nonce(n, read_at, read_at_us);
+                    }
                 }
             }
         }

@@ -71,7 +71,9 @@ impl Worker {
             while let Some(r) = self.decoder.next_response() {
                 match r {
                     Response::Register(r) => out.push(r),
-                    Response::Nonce(n) => self.on_nonce(n, read_at, read_at_us),
+                    Response::Nonce(n) => {
+                        self.on_nonce(n, read_at, read_at_us);
+                    }
                 }
             }
             if let Some((address, register)) = stop_at

@@ -176,6 +176,7 @@ impl Worker {
         if invalidates {
             // The new work goes out now, ahead of anything else queued for this chain.
             self.clean_pending = self.job.as_ref().map(|j| j.generation);
+            self.clean_taken_ns = svcos_common::trace::stamp();
             self.next_frame_at = Instant::now();
             if self.feeding() {
                 self.send_frame();
@@ -235,6 +236,12 @@ impl Worker {
         let Some(port) = self.port.as_mut() else {
             return;
         };
+        // Share-path trace of a new block's first frame: built, then handed to the UART.
+        let write_ns = if self.clean_pending == Some(job.generation) && self.clean_taken_ns != 0 {
+            svcos_common::trace::mono_ns()
+        } else {
+            0
+        };
         match port.write_all(&out) {
             Ok(()) => {
                 self.frames_sent += 1;
@@ -243,6 +250,18 @@ impl Worker {
                     self.links
                         .probes
                         .clean_frame_written(job.generation, job.arrived.elapsed());
+                    if write_ns != 0 {
+                        svcos_common::trace::record(
+                            "hw.frame",
+                            format_args!(
+                                "{} {} {} {write_ns} {}",
+                                self.setup.chain_id,
+                                hex::encode(job.job.prev_hash),
+                                self.clean_taken_ns,
+                                svcos_common::trace::mono_ns()
+                            ),
+                        );
+                    }
                 }
                 // After the write, so the latency above never includes it.
                 jobtable::push(&self.frames, record);
@@ -289,15 +308,34 @@ impl Worker {
         self.empty_reads = 0;
         let read_at = Instant::now();
         let read_at_us = svcos_common::time::unix_us();
+        let read_ns = svcos_common::trace::stamp();
         self.decoder.push(&self.buf[..n]);
         while let Some(r) = self.decoder.next_response() {
-            if let Response::Nonce(nonce) = r {
-                self.on_nonce(nonce, read_at, read_at_us);
+            if let Response::Nonce(nonce) = r
+                && self.on_nonce(nonce, read_at, read_at_us)
+                && read_ns != 0
+            {
+                // Share-path trace: read from the UART, then validated and queued as a share.
+                svcos_common::trace::record(
+                    "hw.nonce",
+                    format_args!(
+                        "{} {:08x} {read_ns} {}",
+                        self.setup.chain_id,
+                        nonce.nonce,
+                        svcos_common::trace::mono_ns()
+                    ),
+                );
             }
         }
     }
 
-    pub(super) fn on_nonce(&mut self, n: bm::NonceResponse, read_at: Instant, read_at_us: i64) {
+    /// Verify and account one nonce; true when it went out as a share.
+    pub(super) fn on_nonce(
+        &mut self,
+        n: bm::NonceResponse,
+        read_at: Instant,
+        read_at_us: i64,
+    ) -> bool {
         let now_ms = self.now_ms();
         let chips = self.chips.len() as u32;
         let chip = bm::chip_index_for_nonce(n.nonce, chips).map(|c| c as usize);
@@ -323,7 +361,7 @@ impl Worker {
                     self.links.state_changed.notify_one();
                 }
                 let Some(work) = self.slots.get(usize::from(n.job_id)) else {
-                    return;
+                    return false;
                 };
                 if difficulty >= work.job.share_difficulty {
                     let share = PendingShare {
@@ -344,13 +382,16 @@ impl Worker {
                     };
                     if self.links.shares.try_send(share).is_err() {
                         self.links.shares_dropped.fetch_add(1, Ordering::Relaxed);
+                        return false;
                     }
+                    return true;
                 }
             }
             NonceVerdict::HwError => self.acct.record_hw_error(chip),
             NonceVerdict::Duplicate => self.acct.duplicates += 1,
             NonceVerdict::Stale | NonceVerdict::Unknown => self.acct.stale += 1,
         }
+        false
     }
 
     pub(super) fn housekeeping(&mut self) {
@@ -504,13 +545,16 @@ mod tests {
             version_bits: 0,
         };
         let at = Instant::now();
-        kit.worker.on_nonce(nonce(good, 5), at, 0);
+        assert!(kit.worker.on_nonce(nonce(good, 5), at, 0), "went out");
         let share = kit.shares.try_recv().expect("a share");
         assert_eq!((share.request.nonce, share.request.chain_id), (good, 1));
         assert_eq!(share.generation, 3);
-        kit.worker.on_nonce(nonce(good, 5), at, 0);
-        kit.worker.on_nonce(nonce(good, 6), at, 0);
-        kit.worker.on_nonce(nonce(bad, 5), at, 0);
+        for (n, job_id) in [(good, 5), (good, 6), (bad, 5)] {
+            assert!(
+                !kit.worker.on_nonce(nonce(n, job_id), at, 0),
+                "{n:x}/{job_id}"
+            );
+        }
         let a = &kit.worker.acct;
         assert_eq!((a.nonces, a.duplicates, a.stale, a.hw_errors), (1, 1, 1, 1));
         assert!(kit.shares.try_recv().is_err(), "only the first went out");

@@ -481,6 +481,9 @@ struct Worker {
     chip_version_mask: Option<u32>,
     /// Generation whose first frame still has to go out (latency probe).
     clean_pending: Option<u64>,
+    /// When this thread took the job of `clean_pending` from its commands, on the share-path
+    /// trace clock (`svcos_common::trace`); 0 with the trace off.
+    clean_taken_ns: u64,
     powered: bool,
     enabled: bool,
     freq_scale: f64,
@@ -528,6 +531,7 @@ impl Worker {
             next_frame_at: Instant::now(),
             chip_version_mask: None,
             clean_pending: None,
+            clean_taken_ns: 0,
             powered: true,
             enabled: true,
             freq_scale: 1.0,

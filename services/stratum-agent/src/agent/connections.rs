@@ -179,7 +179,12 @@ impl Agent {
                 }
                 self.publish_sv2(conn, None);
             }
-            ConnEvent::Line { conn, line, at_us } => self.on_line(conn, &line, at_us),
+            ConnEvent::Line {
+                conn,
+                line,
+                at_us,
+                read_ns,
+            } => self.on_line(conn, &line, at_us, read_ns),
             ConnEvent::Sv2Handshake {
                 conn,
                 ok,
@@ -247,7 +252,9 @@ impl Agent {
         }
     }
 
-    pub(super) fn on_line(&mut self, conn: ConnId, line: &[u8], at_us: i64) {
+    /// `read_ns` is when the connection task read the line on the share-path trace clock (0
+    /// with the trace off).
+    pub(super) fn on_line(&mut self, conn: ConnId, line: &[u8], at_us: i64, read_ns: u64) {
         let msg = match parse_line(line) {
             Ok(m) => m,
             Err(e) => {
@@ -266,7 +273,24 @@ impl Agent {
         };
         let events = session.handle(msg);
         for ev in events {
+            // Share-path trace: a clean notify read by the connection task, parsed here, and
+            // published to the job stream's readers.
+            let clean_prev = match &ev {
+                SessionEvent::Job(n) if read_ns != 0 && n.clean_jobs => Some(n.prev_hash),
+                _ => None,
+            };
+            let parsed_ns = clean_prev.map_or(0, |_| svcos_common::trace::mono_ns());
             self.on_session_event(conn, uid, ev, at_us);
+            if let Some(prev) = clean_prev {
+                svcos_common::trace::record(
+                    "sa.notify",
+                    format_args!(
+                        "{} {read_ns} {parsed_ns} {}",
+                        hex::encode(prev),
+                        svcos_common::trace::mono_ns()
+                    ),
+                );
+            }
             if !self.conns.contains_key(&conn) {
                 return;
             }

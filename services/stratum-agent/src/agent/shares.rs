@@ -155,6 +155,13 @@ impl Agent {
         if !sent {
             return false;
         }
+        if svcos_common::trace::enabled() {
+            // Share-path trace: queued for the connection task, which writes it.
+            svcos_common::trace::record(
+                "sa.queued",
+                format_args!("{:08x} {}", share.nonce, svcos_common::trace::mono_ns()),
+            );
+        }
         let uid = c.uid;
         self.next_ticket += 1;
         if self.tickets.len() >= crate::v1::session::MAX_PENDING {

@@ -24,7 +24,9 @@
 //!   `nonce CHAIN NONCE T` (nonce response written).
 //!
 //! Jobs are joined by the previous-block hash (header byte order everywhere), shares by the nonce:
-//! each stage takes the latest event of that nonce no later than the stage after it.
+//! each stage takes the latest event of that nonce no later than 1 ms after the stage after it
+//! (a writer stamps after its `write`, its reader may run first); a hop that comes out negative
+//! that way counts as 0.
 //!
 //! ```sh
 //! cargo build --release -p svcos
@@ -250,16 +252,25 @@ fn latest(by_nonce: Option<&HashMap<u32, Vec<u64>>>, nonce: u32, before: u64) ->
         .max()
 }
 
+/// How far a stage's stamp may lie after the next stage's when shares are walked back: a writer
+/// stamps after its `write` returned, and the reader in another process (hw-agent's chain
+/// thread is real-time) may have run before that stamp. A nonce value repeats only across jobs,
+/// seconds apart, so 1 ms cannot join the wrong share.
+const CROSS_PROCESS_SLACK_NS: u64 = 1_000_000;
+
 /// Named samples, printed in order.
 #[derive(Default)]
 struct Hops(Vec<(String, Samples)>);
 
 impl Hops {
+    /// A hop from `from` to `to`. Across processes a hop can come out negative: the writer
+    /// stamps after its `write` returned and the reader may have run before that stamp, so such
+    /// a hop counts as 0. A 0 stamp means the event was not traced.
     fn push(&mut self, name: &str, from: u64, to: u64) {
-        if from == 0 || to < from {
+        if from == 0 || to == 0 {
             return;
         }
-        let d = Duration::from_nanos(to - from);
+        let d = Duration::from_nanos(to.saturating_sub(from));
         match self.0.iter_mut().find(|(n, _)| n == name) {
             Some((_, s)) => s.push(d),
             None => {
@@ -353,6 +364,12 @@ fn job_hops(t: &Trace) -> Hops {
             "first byte → frame complete, wire time (slowest chain)",
             worst(&|(_, sim)| (sim.0, sim.1)),
         );
+        let written = frames.iter().map(|(f, _)| f[2]).max().unwrap_or(0);
+        hops.push(
+            "notify → write returned on every chain (the firmware's part)",
+            *at,
+            written,
+        );
         let done = frames.iter().map(|(_, sim)| sim.1).max().unwrap_or(0);
         hops.push(
             "notify → frame complete on every chain (whole path)",
@@ -370,24 +387,30 @@ fn share_hops(t: &Trace) -> Hops {
         let mut times = vec![("pool read the mining.submit", at)];
         let mut later = at;
         for (kind, what) in SHARE_STAGES {
-            let Some(ts) = latest(t.stages.get(kind), nonce, later) else {
+            let Some(ts) = latest(t.stages.get(kind), nonce, later + CROSS_PROCESS_SLACK_NS) else {
                 break;
             };
             times.push((what, ts));
             later = ts;
         }
-        let Some(w) = latest(Some(&t.nonces), nonce, later) else {
+        let Some(w) = latest(Some(&t.nonces), nonce, later + CROSS_PROCESS_SLACK_NS) else {
             continue;
         };
         if times.len() != SHARE_STAGES.len() + 1 {
             continue;
         }
+        let (read, written) = (later, times[1].1);
         times.push(("hw-sim wrote the nonce on the UART", w));
         times.reverse();
         for pair in times.windows(2) {
             let ((from, a), (to, b)) = (pair[0], pair[1]);
             hops.push(&format!("{from} → {to}"), a, b);
         }
+        hops.push(
+            "hw-agent read it → mining.submit written (the firmware's part)",
+            read,
+            written,
+        );
         hops.push(
             "nonce on the UART → mining.submit at the pool (whole path)",
             w,
@@ -527,8 +550,8 @@ sa.share 0000002a 104000 104500
 sa.queued 0000002a 105000
 sa.wrote 0000002a 106000 107000
 submit 0000002a 108000
-nonce 1 0000002a 500000
-submit 0000002b 600000
+nonce 1 0000002a 5000000
+submit 0000002b 6000000
 ";
 
     fn table(h: &mut Hops) -> Vec<(String, usize, u64)> {
@@ -541,7 +564,7 @@ submit 0000002b 600000
     fn the_job_path_splits_into_hops_with_the_slowest_chain_per_fan_out() {
         let t = parse_text(TRACE).unwrap();
         let hops = table(&mut job_hops(&t));
-        let want: [(&str, u64); 12] = [
+        let want: [(&str, u64); 13] = [
             ("pool socket → stratum-agent read the line", 1000),
             ("read → parsed (channel to the agent task)", 1000),
             ("parsed → published to the job watch", 1000),
@@ -559,6 +582,10 @@ submit 0000002b 600000
                 "first byte → frame complete, wire time (slowest chain)",
                 9000,
             ),
+            (
+                "notify → write returned on every chain (the firmware's part)",
+                11000,
+            ),
             ("notify → frame complete on every chain (whole path)", 21000),
         ];
         assert_eq!(hops.len(), want.len());
@@ -571,9 +598,9 @@ submit 0000002b 600000
     fn a_share_is_traced_back_stage_by_stage_and_later_repeats_are_ignored() {
         let t = parse_text(TRACE).unwrap();
         let hops = table(&mut share_hops(&t));
-        // The nonce written again at 500 µs comes after the submit it would otherwise match,
+        // The nonce written again 5 ms later comes after the submit it would otherwise match,
         // and the submit of an unstamped nonce has no path.
-        assert_eq!(hops.len(), 9, "{hops:?}");
+        assert_eq!(hops.len(), 10, "{hops:?}");
         assert!(hops.iter().all(|(_, n, _)| *n == 1));
         assert_eq!(
             hops[0],
@@ -587,11 +614,28 @@ submit 0000002b 600000
         assert_eq!(
             hops[8],
             (
+                "hw-agent read it → mining.submit written (the firmware's part)".to_string(),
+                1,
+                6000
+            )
+        );
+        assert_eq!(
+            hops[9],
+            (
                 "nonce on the UART → mining.submit at the pool (whole path)".to_string(),
                 1,
                 8000
             )
         );
+    }
+
+    #[test]
+    fn a_reader_ahead_of_the_writers_stamp_counts_as_zero_and_untraced_stamps_are_skipped() {
+        let mut h = Hops::default();
+        h.push("hop", 2000, 1500);
+        h.push("hop", 0, 1500);
+        h.push("hop", 1000, 0);
+        assert_eq!(table(&mut h), vec![("hop".to_string(), 1, 0)]);
     }
 
     #[test]

@@ -301,6 +301,10 @@ impl Hops {
     }
 }
 
+/// One chain's stamps of one block: hw-agent's (taken, write called, write returned) and
+/// hw-sim's (first byte read, frame complete).
+type ChainStamps = ([u64; 3], (u64, u64));
+
 /// Per-hop breakdown of the job path: each notify whose every stage was stamped; hops that
 /// fan out to the chains count the slowest chain of that notify.
 fn job_hops(t: &Trace) -> Hops {
@@ -322,7 +326,7 @@ fn job_hops(t: &Trace) -> Hops {
         if frames.len() != t.chains.len() || frames.is_empty() {
             continue;
         }
-        let worst = |f: &dyn Fn(&([u64; 3], (u64, u64))) -> (u64, u64)| {
+        let worst = |f: &dyn Fn(&ChainStamps) -> (u64, u64)| {
             frames
                 .iter()
                 .map(f)

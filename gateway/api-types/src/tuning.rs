@@ -802,18 +802,18 @@ pub struct ProfitabilityBody {
     pub hashrate_ths: f64,
     /// Measured PSU power, W (1 decimal).
     pub power_watt: f64,
-    /// Expected BTC a day after the pool fee.
-    pub btc_per_day: f64,
-    /// Revenue a day (4 decimals).
-    pub revenue_per_day: f64,
+    /// Expected BTC a day after the pool fee; `null` when the inputs given make it overflow.
+    pub btc_per_day: Option<f64>,
+    /// Revenue a day (4 decimals); `null` when the inputs given make it overflow.
+    pub revenue_per_day: Option<f64>,
     /// Energy a day, kWh (3 decimals).
     pub energy_kwh_per_day: f64,
-    /// Electricity cost a day (4 decimals).
-    pub cost_per_day: f64,
-    /// Revenue minus cost a day (4 decimals).
-    pub margin_per_day: f64,
-    /// The electricity price at which the margin is zero (5 decimals).
-    pub break_even_price_per_kwh: f64,
+    /// Electricity cost a day (4 decimals); `null` when the inputs given make it overflow.
+    pub cost_per_day: Option<f64>,
+    /// Revenue minus cost a day (4 decimals); `null` when the inputs given make it overflow.
+    pub margin_per_day: Option<f64>,
+    /// The electricity price at which the margin is zero (5 decimals); `null` when the inputs given make it overflow.
+    pub break_even_price_per_kwh: Option<f64>,
     /// The configured currency.
     pub currency: String,
     /// The prices used.
@@ -837,21 +837,26 @@ impl ProfitabilityBody {
             schema: "svcos.api.autotuner.profitability.v1",
             hashrate_ths: round(ghs / 1000.0, 3),
             power_watt: round(power_watt, 1),
-            btc_per_day: btc_day,
-            revenue_per_day: round(revenue, 4),
+            btc_per_day: finite(btc_day),
+            revenue_per_day: finite(round(revenue, 4)),
             energy_kwh_per_day: round(kwh_day, 3),
-            cost_per_day: round(cost, 4),
-            margin_per_day: round(revenue - cost, 4),
-            break_even_price_per_kwh: if kwh_day > 0.0 {
+            cost_per_day: finite(round(cost, 4)),
+            margin_per_day: finite(round(revenue - cost, 4)),
+            break_even_price_per_kwh: finite(if kwh_day > 0.0 {
                 round(revenue / kwh_day, 5)
             } else {
                 0.0
-            },
+            }),
             currency,
             inputs,
             source: "measured 1-minute hashrate and PSU power; prices and difficulty as given (no internet data)",
         }
     }
+}
+
+/// `x` if it is a number JSON can carry (extreme prices or a subnormal difficulty overflow).
+fn finite(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
 }
 
 /// `GET /api/power/dps` (`svcos.api.power.dps.v1`).
@@ -950,5 +955,41 @@ impl From<&pb::SetTouScheduleResponse> for TouScheduleBody {
             &r.windows,
             [&r.active_window, &r.timezone, &r.next_change],
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs(btc_price: f64, network_difficulty: f64) -> ProfitInputs {
+        ProfitInputs {
+            btc_price,
+            network_difficulty,
+            block_reward_btc: 3.125,
+            electricity_price_per_kwh: 0.1,
+            pool_fee_percent: 0.0,
+        }
+    }
+
+    #[test]
+    fn an_estimate_that_overflows_is_null_not_a_number_json_cannot_carry() {
+        let body =
+            ProfitabilityBody::new(10_000.0, 1300.0, inputs(1.27e16, 2.2e-309), "USD".into());
+        assert_eq!(body.revenue_per_day, None);
+        assert_eq!(body.margin_per_day, None);
+        assert_eq!(body.break_even_price_per_kwh, None);
+        let text = serde_json::to_value(&body).unwrap();
+        assert!(text["revenue_per_day"].is_null(), "{text}");
+        assert_eq!(text["energy_kwh_per_day"], 31.2);
+    }
+
+    #[test]
+    fn ordinary_inputs_give_every_number() {
+        let body =
+            ProfitabilityBody::new(13_400.0, 1320.0, inputs(100_000.0, 1.0e14), "USD".into());
+        assert!(body.btc_per_day.is_some_and(|b| b > 0.0));
+        assert_eq!(body.cost_per_day, Some(3.168));
+        assert!(body.margin_per_day.is_some());
     }
 }

@@ -293,6 +293,17 @@ pub struct Fan {
     pub stalled: bool,
 }
 
+impl From<&svcos_proto::hwagent::v1::FanTelemetry> for Fan {
+    fn from(f: &svcos_proto::hwagent::v1::FanTelemetry) -> Self {
+        Fan {
+            fan_id: f.fan_id,
+            rpm: f.rpm,
+            pwm_percent: f.pwm_percent,
+            stalled: f.stalled,
+        }
+    }
+}
+
 /// The power supply.
 #[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -356,17 +367,7 @@ impl StatusBody {
             sources: Sources::of(telemetry.is_some(), pools.is_some()),
             mining: telemetry.map(Mining::from),
             chains: telemetry.map(|t| t.chains.iter().map(Chain::from).collect()),
-            fans: telemetry.map(|t| {
-                t.fans
-                    .iter()
-                    .map(|f| Fan {
-                        fan_id: f.fan_id,
-                        rpm: f.rpm,
-                        pwm_percent: f.pwm_percent,
-                        stalled: f.stalled,
-                    })
-                    .collect()
-            }),
+            fans: telemetry.map(|t| t.fans.iter().map(Fan::from).collect()),
             psu: telemetry.and_then(|t| t.psu.as_ref()).map(|p| Psu {
                 model: p.model.clone(),
                 enabled: p.enabled,

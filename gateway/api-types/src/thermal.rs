@@ -127,16 +127,7 @@ impl SupervisorBody {
                 hot_temp_c: th.hot_temp_c,
                 dangerous_temp_c: th.dangerous_temp_c,
             },
-            fans: t
-                .fans
-                .iter()
-                .map(|f| Fan {
-                    fan_id: f.fan_id,
-                    rpm: f.rpm,
-                    pwm_percent: f.pwm_percent,
-                    stalled: f.stalled,
-                })
-                .collect(),
+            fans: t.fans.iter().map(Fan::from).collect(),
         }
     }
 }

@@ -3,7 +3,8 @@
 Checks: no 5xx (operations marked `x-svc-support: planned` may answer 501, always with the
 envelope), every non-2xx body is the error envelope {error, detail?, code?, suggestion?}, and
 every 2xx body of an operation marked `x-svc-response-schema: derived` conforms to its 200 schema
-(derived from the gateway's response types, svcos-api-types).
+(derived from the gateway's response types, svcos-api-types), and one marked `media` comes in a
+media type its 200 lists (its JSON alternative, if any, conforming too).
 
 Operations that would change the shared stack under test (restarts, sleep, config and pool
 writes, logging the session out, outbound pool tests, fan changes) are not fuzzed here; their
@@ -69,6 +70,13 @@ DERIVED = {
     if op.get("x-svc-response-schema") == "derived"
 }
 
+MEDIA = {
+    (method.upper(), path): set(op["responses"]["200"]["content"])
+    for path, item in DOC["paths"].items()
+    for method, op in item.items()
+    if op.get("x-svc-response-schema") == "media"
+}
+
 PLANNED = {
     (method.upper(), path)
     for path, item in DOC["paths"].items()
@@ -115,6 +123,11 @@ def test_no_5xx_and_every_error_is_the_envelope(case, sim, token):
         assert_envelope(resp)
     elif key in DERIVED:
         case.validate_response(resp, checks=[response_schema_conformance])
+    elif key in MEDIA and resp.status_code == 200:
+        sent = header(resp, "content-type")
+        assert sent in MEDIA[key], (key, sent, MEDIA[key])
+        if sent.startswith("application/json"):
+            case.validate_response(resp, checks=[response_schema_conformance])
 
 
 def test_derived_response_schemas_hold_on_a_mining_sim(sim, token):

@@ -574,3 +574,68 @@ pub struct VoltageAppliedBody {
     /// The voltage set, mV.
     pub applied_mv: f64,
 }
+
+/// A service a restart action restarted: the supervisor's view of it afterwards, or only its
+/// name when the supervisor's answer carried no service.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(untagged)]
+pub enum Restarted {
+    /// The supervisor's view after the restart.
+    Service(Service),
+    /// Only the name (the supervisor answered without the service).
+    Named {
+        /// Service name.
+        name: String,
+    },
+}
+
+impl Restarted {
+    /// From the supervisor's `RestartResponse.service` for the service `name`.
+    pub fn new(name: &str, service: Option<&ServiceInfo>) -> Self {
+        service.map_or_else(
+            || Restarted::Named { name: name.into() },
+            |s| Restarted::Service(Service::from(s)),
+        )
+    }
+}
+
+/// `POST /api/action/reboot` and `/api/system/restart` (`svcos.api.action.v1`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct RebootBody {
+    /// `svcos.api.action.v1`.
+    pub schema: &'static str,
+    /// Always `reboot`.
+    pub action: &'static str,
+    /// Every supervised service but the supervisor and the gateway, in boot order.
+    pub restarted: Vec<Restarted>,
+    /// The gateway restarts itself shortly after this answer.
+    pub gateway_restart_scheduled: bool,
+}
+
+/// `POST /api/action/restart` (`svcos.api.action.v1`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct RestartBody {
+    /// `svcos.api.action.v1`.
+    pub schema: &'static str,
+    /// Always `restart`.
+    pub action: &'static str,
+    /// The named service, or stratum-agent then hw-agent.
+    pub restarted: Vec<Restarted>,
+}
+
+/// `POST /api/fan` (`svcos.api.fan.v1`): the settings sent to hw-agent.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct FanBody {
+    /// `svcos.api.fan.v1`.
+    pub schema: &'static str,
+    /// `auto` or `manual`.
+    pub mode: String,
+    /// Manual duty, percent (0 in auto mode).
+    pub pwm_percent: u32,
+    /// Auto mode's target, °C (0: the current target is kept).
+    pub target_temp_c: f64,
+}

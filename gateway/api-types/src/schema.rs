@@ -589,6 +589,11 @@ pub const RESPONSES: &[(&str, &str, SchemaOf)] = &[
         "/api/tuning/constraints",
         of::<mining::TuningConstraintsBody>,
     ),
+    // typed-rest: actions.
+    ("POST", "/api/action/reboot", of::<hw::RebootBody>),
+    ("POST", "/api/system/restart", of::<hw::RebootBody>),
+    ("POST", "/api/action/restart", of::<hw::RestartBody>),
+    ("POST", "/api/fan", of::<hw::FanBody>),
 ];
 
 /// `(method, path, schema)` of every write whose JSON body the handler parses into a type of

@@ -15,7 +15,6 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
 use svcos_common::ServiceName;
 use svcos_proto::hwagent::v1::{
     FanMode, GetInventoryRequest, GetInventoryResponse, GetTelemetryRequest, LedMode,
@@ -24,7 +23,7 @@ use svcos_proto::hwagent::v1::{
 use svcos_proto::supervisor::v1::{ListServicesRequest, ServiceInfo, ServiceRequest};
 use svcos_proto::tuner::v1::GetStateRequest;
 
-use super::{ApiResult, json, parse_body};
+use super::{ApiResult, ok, parse_body};
 use crate::envelope::ApiError;
 use crate::routing::Route;
 use crate::{AppState, route};
@@ -191,16 +190,14 @@ async fn led_status(State(state): State<AppState>) -> ApiResult {
     Ok(Json(LedBody::of(t.led_mode().as_str_name())).into_response())
 }
 
-async fn supervisor_restart(state: &AppState, name: &str) -> ApiResult<Value> {
+async fn supervisor_restart(state: &AppState, name: &str) -> ApiResult<Restarted> {
     let mut sup = state.peers.supervisor.clone();
     let r = sup
         .restart(ServiceRequest { name: name.into() })
         .await
         .map_err(|s| ApiError::from_grpc("supervisor", &s))?
         .into_inner();
-    Ok(r.service
-        .as_ref()
-        .map_or_else(|| json!({"name": name}), |s| json!(Service::from(s))))
+    Ok(Restarted::new(name, r.service.as_ref()))
 }
 
 async fn reboot(State(state): State<AppState>) -> ApiResult {
@@ -228,12 +225,12 @@ async fn reboot(State(state): State<AppState>) -> ApiResult {
                 .await;
         });
     }
-    Ok(json(json!({
-        "schema": "svcos.api.action.v1",
-        "action": "reboot",
-        "restarted": restarted,
-        "gateway_restart_scheduled": restart_self,
-    })))
+    ok(RebootBody {
+        schema: "svcos.api.action.v1",
+        action: "reboot",
+        restarted,
+        gateway_restart_scheduled: restart_self,
+    })
 }
 
 async fn restart(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
@@ -256,9 +253,11 @@ async fn restart(State(state): State<AppState>, headers: HeaderMap, body: Bytes)
     for name in &names {
         restarted.push(supervisor_restart(&state, name).await?);
     }
-    Ok(json(
-        json!({"schema": "svcos.api.action.v1", "action": "restart", "restarted": restarted}),
-    ))
+    ok(RestartBody {
+        schema: "svcos.api.action.v1",
+        action: "restart",
+        restarted,
+    })
 }
 
 async fn set_sleep(state: &AppState, sleep: bool) -> ApiResult {
@@ -316,9 +315,12 @@ async fn set_fan(State(state): State<AppState>, headers: HeaderMap, body: Bytes)
     })
     .await
     .map_err(|s| ApiError::from_grpc("hw-agent", &s))?;
-    Ok(json(
-        json!({"schema": "svcos.api.fan.v1", "mode": b.mode, "pwm_percent": pwm, "target_temp_c": target}),
-    ))
+    ok(FanBody {
+        schema: "svcos.api.fan.v1",
+        mode: b.mode,
+        pwm_percent: pwm,
+        target_temp_c: target,
+    })
 }
 
 async fn cooling_modes(State(state): State<AppState>) -> Response {

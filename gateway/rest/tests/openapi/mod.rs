@@ -7,7 +7,10 @@
 //! registering file) and the gateway's own `x-svc-support`, `x-svc-required-mode`,
 //! `x-svc-pinned`. A route listed in `svcos_api_types::schema::RESPONSES` has its `200` body
 //! schema derived from the type the handler serialises (`x-svc-response-schema: derived`, the
-//! types' schemas under `components/schemas`); the others say `not-derived`. Likewise a write
+//! types' schemas under `components/schemas`); a route in [`MEDIA`], whose answer is not such a
+//! JSON document (CSV, Prometheus text, an archive, a peer's document passed through, JSON-RPC),
+//! has each media type it really sends with that body's schema (`x-svc-response-schema: media`);
+//! the others say `not-derived`. Likewise a write
 //! listed in `svcos_api_types::schema::REQUESTS` has its JSON body's schema derived from the
 //! type its handler parses the body into (`x-svc-request-schema: derived`); [`NO_BODY`],
 //! [`OTHER_BODY`] and [`UNTYPED_BODY`] account for every other write. The miner does not
@@ -19,7 +22,9 @@ use std::collections::BTreeMap;
 
 use axum::http::Method;
 use serde_json::{Map, Value, json};
-use svcos_api_types::schema::{REQUESTS, RESPONSES, SchemaGenerator, generator, request_generator};
+use svcos_api_types::schema::{
+    REQUESTS, RESPONSES, SchemaGenerator, SchemaOf, generator, request_generator,
+};
 
 use svcos_gateway::envelope::ErrorCode;
 use svcos_gateway::registry::metas;
@@ -261,6 +266,155 @@ pub const UNTYPED_BODY: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// What one media type of a [`MEDIA`] route's `200` carries.
+pub enum Shape {
+    /// Text (a string in that media type).
+    Text,
+    /// Bytes (an archive).
+    Binary,
+    /// A JSON document a peer writes and the gateway passes through unread; its `schema` tag.
+    Document(&'static str),
+    /// A JSON-RPC 2.0 response (the MCP server's, `svcos-mcp`).
+    JsonRpc,
+    /// A type of `svcos_api_types` (the JSON alternative of a route that also answers text).
+    Typed(SchemaOf),
+}
+
+/// One media type of a [`MEDIA`] route and what it carries.
+pub type MediaBody = (&'static str, Shape);
+
+/// Routes whose `200` body is not one JSON document of a `svcos_api_types` type:
+/// `(method, path, [(media type as the handler sends it, body)], why)`. Marked
+/// `x-svc-response-schema: media`; the gateway's tests/http.rs checks the Content-Type each
+/// handler sends against this table.
+pub const MEDIA: &[(&str, &str, &[MediaBody], &str)] = &[
+    (
+        "GET",
+        "/metrics",
+        &[("text/plain; version=0.0.4; charset=utf-8", Shape::Text)],
+        "Prometheus text exposition",
+    ),
+    (
+        "GET",
+        "/api/metrics/rolling.csv",
+        &[("text/csv; charset=utf-8", Shape::Text)],
+        "CSV, header row first",
+    ),
+    (
+        "GET",
+        "/api/autotuner/telemetry/csv",
+        &[("text/csv; charset=utf-8", Shape::Text)],
+        "CSV download, header row first",
+    ),
+    (
+        "GET",
+        "/api/config/export",
+        &[("application/toml", Shape::Text)],
+        "the config file (TOML) as a download",
+    ),
+    (
+        "GET",
+        "/api/log/backup",
+        &[("application/gzip", Shape::Binary)],
+        "a tar.gz archive download",
+    ),
+    (
+        "GET",
+        "/api/profile/download",
+        &[("application/json", Shape::Document("svcos.tuner.export.v1"))],
+        "the tuner's export document, passed through as a download",
+    ),
+    (
+        "POST",
+        "/api/autotuner/fleet-profile/export",
+        &[("application/json", Shape::Document("svcos.tuner.export.v1"))],
+        "the tuner's export document, passed through",
+    ),
+    (
+        "POST",
+        "/mcp",
+        &[("application/json", Shape::JsonRpc)],
+        "the MCP server's JSON-RPC 2.0 answer",
+    ),
+    (
+        "GET",
+        "/api/diagnostics/board-health/report",
+        &[
+            ("text/markdown; charset=utf-8", Shape::Text),
+            (
+                "application/json",
+                Shape::Typed(|g| g.subschema_for::<svcos_api_types::diagnostics::ResultBody>()),
+            ),
+        ],
+        "Markdown, or the result as JSON with ?format=json",
+    ),
+    (
+        "GET",
+        "/api/diagnostics/chip-health/report",
+        &[
+            ("text/markdown; charset=utf-8", Shape::Text),
+            (
+                "application/json",
+                Shape::Typed(|g| g.subschema_for::<svcos_api_types::diagnostics::ResultBody>()),
+            ),
+        ],
+        "Markdown, or the result as JSON with ?format=json",
+    ),
+    (
+        "GET",
+        "/api/diagnostics/hashreport/report",
+        &[
+            ("text/markdown; charset=utf-8", Shape::Text),
+            (
+                "application/json",
+                Shape::Typed(|g| g.subschema_for::<svcos_api_types::diagnostics::ResultBody>()),
+            ),
+        ],
+        "Markdown, or the result as JSON with ?format=json",
+    ),
+];
+
+/// The schema of one [`MEDIA`] body.
+fn media_schema(media: &str, shape: &Shape, schemas: &mut SchemaGenerator) -> Value {
+    let essence = media.split(';').next().unwrap_or(media).trim();
+    match shape {
+        Shape::Text => json!({"type": "string", "contentMediaType": essence}),
+        Shape::Binary => {
+            json!({"type": "string", "format": "binary", "contentMediaType": essence})
+        }
+        Shape::Document(tag) => json!({
+            "type": "object",
+            "description": "A peer's own document, passed through unread by the gateway.",
+            "required": ["schema"],
+            "properties": {"schema": {"const": tag}},
+        }),
+        Shape::JsonRpc => json!({
+            "type": "object",
+            "description": "A JSON-RPC 2.0 response: `result` or `error` (a request that is a notification gets 202 and no body).",
+            "required": ["jsonrpc", "id"],
+            "properties": {
+                "jsonrpc": {"const": "2.0"},
+                "id": {"type": ["string", "integer", "null"]},
+                "result": {"type": "object"},
+                "error": {
+                    "type": "object",
+                    "required": ["code", "message"],
+                    "properties": {"code": {"type": "integer"}, "message": {"type": "string"}, "data": {}},
+                },
+            },
+            "oneOf": [{"required": ["result"]}, {"required": ["error"]}],
+        }),
+        Shape::Typed(schema_of) => schema_of(schemas).to_value(),
+    }
+}
+
+/// The `200` of a route: a derived type, the [`MEDIA`] table's media types, or neither.
+enum Success {
+    Derived(Value),
+    Media(Map<String, Value>),
+    NotDerived,
+}
+
 /// Whether an operation is a write (a method that may carry a body).
 pub fn is_write(meta: &RouteMeta) -> bool {
     meta.method == Method::POST || meta.method == Method::PUT || meta.method == Method::PATCH
@@ -293,7 +447,7 @@ fn operation_id(meta: &RouteMeta) -> String {
     id
 }
 
-fn operation(meta: &RouteMeta, body: Body, response: Option<Value>) -> Value {
+fn operation(meta: &RouteMeta, body: Body, response: Success) -> Value {
     let error = json!({
         "description": "Error envelope.",
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ApiErrorBody"}}},
@@ -336,24 +490,25 @@ fn operation(meta: &RouteMeta, body: Body, response: Option<Value>) -> Value {
         op.insert("requestBody".into(), request_body);
         op.insert("x-svc-request-schema".into(), kind.into());
     }
-    let derived = response.is_some();
-    let success = match response {
-        Some(schema) => json!({
-            "description": "Success.",
-            "content": {"application/json": {"schema": schema}},
-        }),
-        None => {
-            json!({"description": "Success. The body shape is not derived; see docs/API-SHAPES.md."})
-        }
+    let (success, kind) = match response {
+        Success::Derived(schema) => (
+            json!({"description": "Success.", "content": {"application/json": {"schema": schema}}}),
+            "derived",
+        ),
+        Success::Media(content) => (
+            json!({"description": "Success; see the media types.", "content": content}),
+            "media",
+        ),
+        Success::NotDerived => (
+            json!({"description": "Success. The body shape is not derived; see docs/API-SHAPES.md."}),
+            "not-derived",
+        ),
     };
     op.insert(
         "responses".into(),
         json!({"200": success, "4XX": error.clone(), "5XX": error}),
     );
-    op.insert(
-        "x-svc-response-schema".into(),
-        if derived { "derived" } else { "not-derived" }.into(),
-    );
+    op.insert("x-svc-response-schema".into(), kind.into());
     op.insert("x-svc-source".into(), meta.source.into());
     op.insert("x-svc-support".into(), meta.support.as_str().into());
     op.insert(
@@ -404,21 +559,41 @@ pub fn document() -> Value {
             RESPONSES.iter().map(|r| (r.0, r.1)).collect::<Vec<_>>(),
         ),
         ("REQUESTS", REQUESTS.iter().map(|r| (r.0, r.1)).collect()),
+        ("MEDIA", MEDIA.iter().map(|r| (r.0, r.1)).collect()),
     ] {
         for (method, path) in rows {
             assert!(
                 metas()
                     .iter()
                     .any(|m| m.method.as_str() == method && m.path == path),
-                "svcos_api_types::schema::{table} names {method} {path}, which the registry does not mount"
+                "{table} names {method} {path}, which the registry does not mount"
             );
         }
     }
     for meta in metas() {
-        let response = RESPONSES
+        let typed = RESPONSES
             .iter()
-            .find(|(method, path, _)| meta.method.as_str() == *method && meta.path == *path)
-            .map(|(_, _, schema_of)| schema_of(&mut schemas).to_value());
+            .find(|(method, path, _)| meta.method.as_str() == *method && meta.path == *path);
+        let media = MEDIA
+            .iter()
+            .find(|(method, path, ..)| meta.method.as_str() == *method && meta.path == *path);
+        let response = match (typed, media) {
+            (Some(_), Some(_)) => panic!(
+                "{} {} is both in RESPONSES and in MEDIA",
+                meta.method, meta.path
+            ),
+            (Some((.., schema_of)), None) => Success::Derived(schema_of(&mut schemas).to_value()),
+            (None, Some((_, _, bodies, _))) => Success::Media(
+                bodies
+                    .iter()
+                    .map(|(m, shape)| {
+                        let schema = media_schema(m, shape, &mut schemas);
+                        (m.to_string(), json!({"schema": schema}))
+                    })
+                    .collect(),
+            ),
+            (None, None) => Success::NotDerived,
+        };
         let body = body_of(meta, &mut requests);
         paths.entry(meta.axum_path()).or_default().insert(
             meta.method.as_str().to_ascii_lowercase(),
@@ -442,7 +617,7 @@ pub fn document() -> Value {
         "info": {
             "title": "svcOS miner local API",
             "version": svcos_gateway::handlers::discovery::API_CONTRACT_VERSION,
-            "description": "Generated from the gateway's route registry. Every non-2xx answer is the ApiErrorBody envelope. Operations with x-svc-response-schema: derived describe their 200 body with a schema derived from the type the gateway serialises. Operations with x-svc-support: planned answer 501 until their feature lands.",
+            "description": "Generated from the gateway's route registry. Every non-2xx answer is the ApiErrorBody envelope. Operations with x-svc-response-schema: derived describe their 200 body with a schema derived from the type the gateway serialises; those with media list each media type they answer (text, CSV, archives, passed-through documents, JSON-RPC). Operations with x-svc-support: planned answer 501 until their feature lands.",
         },
         "paths": paths,
         "components": {

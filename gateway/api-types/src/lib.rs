@@ -32,6 +32,9 @@ pub mod status;
 pub mod thermal;
 pub mod tuning;
 
+/// The API contract version (`api_contract_version`), shared by the discovery and identity views.
+pub const API_CONTRACT_VERSION: &str = "svcos.api.v1";
+
 /// An enum value's proto name without its prefix, lowercased
 /// (`MINING_STATE_NO_WORK` → `no_work`): the API's spelling of every peer enum.
 pub fn enum_word(name: &str, prefix: &str) -> String {

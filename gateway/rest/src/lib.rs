@@ -32,6 +32,7 @@ pub mod mqtt_control;
 pub mod registry;
 pub mod routing;
 pub mod state;
+pub mod supervisor;
 
 use std::ffi::OsString;
 use std::net::SocketAddr;

@@ -13,9 +13,7 @@ use serde_json::{Value, json};
 use super::json;
 use crate::routing::{Route, RouteMeta, Support};
 use crate::{AppState, route};
-
-/// The API contract version (`api_contract_version`).
-pub const API_CONTRACT_VERSION: &str = "svcos.api.v1";
+use svcos_api_types::API_CONTRACT_VERSION;
 
 /// The five surfaces of the declared compatibility surface.
 pub const SURFACES: [(&str, &str); 5] = [
@@ -227,7 +225,7 @@ async fn dashboard_health(State(state): State<AppState>) -> Response {
 async fn update_metadata(State(state): State<AppState>) -> Response {
     // Open route: the running version and which update paths exist, nothing about the unit's
     // slots, model string or files.
-    let status = crate::handlers::firmware::fetch_status(&state).await.ok();
+    let status = crate::supervisor::update_status(&state).await.ok();
     let supported = status.as_ref().is_some_and(|s| s.slot_manager_reachable);
     json(json!({
         "schema": "svcos.api.update.metadata.v1",
@@ -247,7 +245,7 @@ async fn update_metadata(State(state): State<AppState>) -> Response {
 
 async fn capabilities(State(state): State<AppState>) -> Response {
     let config = state.config();
-    let update = crate::handlers::firmware::fetch_status(&state).await.ok();
+    let update = crate::supervisor::update_status(&state).await.ok();
     let supported = |path: &str| {
         state
             .routes()

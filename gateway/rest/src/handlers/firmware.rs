@@ -117,17 +117,8 @@ fn client(state: &AppState, timeout: Duration) -> UpdateServiceClient<tonic::tra
     ))
 }
 
-/// The supervisor's update status (for discovery routes too).
-pub async fn fetch_status(state: &AppState) -> ApiResult<pb::UpdateStatus> {
-    client(state, STATUS_TIMEOUT)
-        .get_update_status(pb::GetUpdateStatusRequest {})
-        .await
-        .map(|r| r.into_inner())
-        .map_err(|s| ApiError::from_grpc("supervisor", &s))
-}
-
 async fn status(State(state): State<AppState>) -> ApiResult {
-    let s = fetch_status(&state).await?;
+    let s = crate::supervisor::update_status(&state).await?;
     let receiving = state
         .group_state(Uploads::default)
         .snapshot()

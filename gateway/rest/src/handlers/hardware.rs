@@ -20,12 +20,13 @@ use svcos_proto::hwagent::v1::{
     FanMode, GetInventoryRequest, GetInventoryResponse, GetTelemetryRequest, LedMode,
     SetFanRequest, SetFrequencyRequest, SetLedRequest, SetSleepRequest, SetVoltageRequest,
 };
-use svcos_proto::supervisor::v1::{ListServicesRequest, ServiceInfo, ServiceRequest};
+use svcos_proto::supervisor::v1::ServiceRequest;
 use svcos_proto::tuner::v1::GetStateRequest;
 
 use super::{ApiResult, ok, parse_body};
 use crate::envelope::ApiError;
 use crate::routing::Route;
+use crate::supervisor::supervised_services;
 use crate::{AppState, route};
 use svcos_api_types::enum_word;
 use svcos_api_types::hardware::*;
@@ -79,7 +80,7 @@ async fn system_info(State(state): State<AppState>) -> Response {
         config.system.hostname.clone(),
         config.system.mode.as_str(),
         env!("CARGO_PKG_VERSION"),
-        super::discovery::API_CONTRACT_VERSION,
+        svcos_api_types::API_CONTRACT_VERSION,
         inv.as_ref(),
         t.as_ref(),
         (state.clock.now_ms() - state.started_ms).max(0) / 1000,
@@ -98,18 +99,6 @@ async fn system_asic(State(state): State<AppState>) -> ApiResult {
         config.hardware.voltage_mv,
     ))
     .into_response())
-}
-
-/// Every supervised service as the supervisor reports it (one call, no caching: lifecycle views
-/// must show the current pids).
-pub(crate) async fn supervised_services(state: &AppState) -> ApiResult<Vec<ServiceInfo>> {
-    let mut sup = state.peers.supervisor.clone();
-    Ok(sup
-        .list_services(ListServicesRequest {})
-        .await
-        .map_err(|s| ApiError::from_grpc("supervisor", &s))?
-        .into_inner()
-        .services)
 }
 
 async fn system_health(State(state): State<AppState>) -> Response {

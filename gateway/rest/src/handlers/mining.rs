@@ -51,7 +51,7 @@ fn telemetry(state: &AppState) -> ApiResult<Telemetry> {
 }
 
 async fn boot_timeline(State(state): State<AppState>) -> ApiResult {
-    let services = super::hardware::supervised_services(&state).await?;
+    let services = crate::supervisor::supervised_services(&state).await?;
     let now = state.clock.now_ms();
     let mut events: Vec<BootEvent> = services
         .iter()

@@ -616,7 +616,7 @@ pub fn document() -> Value {
         "openapi": "3.1.0",
         "info": {
             "title": "svcOS miner local API",
-            "version": svcos_gateway::handlers::discovery::API_CONTRACT_VERSION,
+            "version": svcos_api_types::API_CONTRACT_VERSION,
             "description": "Generated from the gateway's route registry. Every non-2xx answer is the ApiErrorBody envelope. Operations with x-svc-response-schema: derived describe their 200 body with a schema derived from the type the gateway serialises; those with media list each media type they answer (text, CSV, archives, passed-through documents, JSON-RPC). Operations with x-svc-support: planned answer 501 until their feature lands.",
         },
         "paths": paths,

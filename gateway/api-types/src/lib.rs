@@ -17,10 +17,12 @@
 
 pub mod auth;
 pub mod catalog;
+pub mod config;
 pub mod diagnostics;
 pub mod firmware;
 pub mod hardware;
 pub mod history;
+pub mod integrations;
 pub mod mining;
 pub mod pools;
 pub mod requests;

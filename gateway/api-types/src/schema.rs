@@ -8,8 +8,8 @@ use schemars::{JsonSchema, Schema};
 
 use crate::requests as req;
 use crate::{
-    auth, catalog, diagnostics as diag, firmware as fw, hardware as hw, history, mining, pools,
-    safety, setup, status, thermal, tuning as tune,
+    auth, catalog, config as cfg, diagnostics as diag, firmware as fw, hardware as hw, history,
+    integrations as integ, mining, pools, safety, setup, status, thermal, tuning as tune,
 };
 
 /// A route's `200` schema: a `$ref` into the generator's definitions.
@@ -594,6 +594,85 @@ pub const RESPONSES: &[(&str, &str, SchemaOf)] = &[
     ("POST", "/api/system/restart", of::<hw::RebootBody>),
     ("POST", "/api/action/restart", of::<hw::RestartBody>),
     ("POST", "/api/fan", of::<hw::FanBody>),
+    ("GET", "/api/config", of::<cfg::ConfigBody>),
+    ("POST", "/api/config", of::<cfg::ConfigWriteBody>),
+    (
+        "GET",
+        "/api/config/backup/manifest",
+        of::<cfg::BackupManifestBody>,
+    ),
+    ("GET", "/api/config/donation", of::<cfg::DonationBody>),
+    ("POST", "/api/config/donation", of::<cfg::ConfigWriteBody>),
+    ("POST", "/api/config/import", of::<cfg::ConfigWriteBody>),
+    ("POST", "/api/config/restore", of::<cfg::ConfigWriteBody>),
+    (
+        "POST",
+        "/api/config/restore/undo",
+        of::<cfg::ConfigWriteBody>,
+    ),
+    ("GET", "/api/donation/info", of::<cfg::DonationInfoBody>),
+    ("GET", "/api/audit-log", of::<cfg::AuditBody>),
+    ("GET", "/api/history/audit", of::<cfg::AuditBody>),
+    ("POST", "/api/network/hostname", of::<cfg::ConfigWriteBody>),
+    ("POST", "/api/setup/step4-mode", of::<cfg::ConfigWriteBody>),
+    ("POST", "/api/pools", of::<cfg::ConfigWriteBody>),
+    ("POST", "/api/setup/step5-pool", of::<cfg::ConfigWriteBody>),
+    ("POST", "/api/pools/test", of::<pools::PoolTestBody>),
+    ("POST", "/api/setup/test-pool", of::<pools::PoolTestBody>),
+    (
+        "GET",
+        "/api/pools/failover_policy",
+        of::<pools::FailoverPolicyBody>,
+    ),
+    (
+        "GET",
+        "/api/stratum/protocol",
+        of::<pools::StratumProtocolBody>,
+    ),
+    ("GET", "/api/pool/sv2/status", of::<pools::Sv2StatusBody>),
+    (
+        "GET",
+        "/api/pool/sv2/handshake",
+        of::<pools::Sv2HandshakeBody>,
+    ),
+    (
+        "GET",
+        "/api/pool/sv2/messages",
+        of::<pools::Sv2MessagesBody>,
+    ),
+    (
+        "GET",
+        "/api/config/power-calibration",
+        of::<cfg::PowerCalibrationBody>,
+    ),
+    (
+        "POST",
+        "/api/config/power-calibration",
+        of::<cfg::PowerCalibrationBody>,
+    ),
+    (
+        "GET",
+        "/api/config/psu-override",
+        of::<cfg::PsuOverrideBody>,
+    ),
+    (
+        "POST",
+        "/api/config/psu-override",
+        of::<cfg::PsuOverrideBody>,
+    ),
+    ("GET", "/api/config/shared", of::<cfg::SharedBody>),
+    ("POST", "/api/config/shared", of::<cfg::SharedBody>),
+    ("GET", "/api/config/mqtt", of::<integ::MqttConfigBody>),
+    ("POST", "/api/config/mqtt", of::<cfg::ConfigWriteBody>),
+    ("POST", "/api/config/mqtt/test", of::<integ::MqttTestBody>),
+    ("GET", "/api/mqtt/status", of::<integ::MqttStatusBody>),
+    ("GET", "/api/config/webhook", of::<integ::WebhookConfigBody>),
+    ("POST", "/api/config/webhook", of::<cfg::ConfigWriteBody>),
+    (
+        "POST",
+        "/api/config/webhook/test",
+        of::<integ::WebhookTestBody>,
+    ),
 ];
 
 /// `(method, path, schema)` of every write whose JSON body the handler parses into a type of
@@ -731,6 +810,40 @@ pub const REQUESTS: &[(&str, &str, SchemaOf)] = &[
         "POST",
         "/api/config/webhook/test",
         of::<req::WebhookTestRequest>,
+    ),
+    ("POST", "/api/config", of::<cfg::ConfigPatchRequest>),
+    (
+        "POST",
+        "/api/config/donation",
+        of::<cfg::DonationPatchRequest>,
+    ),
+    ("POST", "/api/pools", of::<pools::PoolListRequest>),
+    (
+        "POST",
+        "/api/setup/step5-pool",
+        of::<pools::PoolListRequest>,
+    ),
+    (
+        "POST",
+        "/api/config/power-calibration",
+        of::<cfg::CalibrationPatchRequest>,
+    ),
+    (
+        "POST",
+        "/api/config/psu-override",
+        of::<cfg::PsuOverridePatchRequest>,
+    ),
+    ("POST", "/api/config/shared", of::<cfg::SharedPatchRequest>),
+    ("POST", "/api/config/mqtt", of::<integ::MqttPatchRequest>),
+    (
+        "POST",
+        "/api/config/mqtt/test",
+        of::<integ::MqttPatchRequest>,
+    ),
+    (
+        "POST",
+        "/api/config/webhook",
+        of::<integ::WebhookPatchRequest>,
     ),
 ];
 

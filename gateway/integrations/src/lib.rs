@@ -25,7 +25,6 @@ pub mod webhook;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::Value;
 use svcos_common::Shutdown;
 use svcos_common::config::{Config, MqttConfig, WebhookConfig};
 use svcos_common::time::Clock;
@@ -187,13 +186,17 @@ impl Integrations {
     }
 
     /// Connect to a broker with `cfg`, publish one test message, report every step.
-    pub async fn test_mqtt(&self, cfg: &MqttConfig) -> Value {
+    pub async fn test_mqtt(&self, cfg: &MqttConfig) -> svcos_api_types::integrations::MqttTestBody {
         let hostname = self.settings.borrow().hostname.clone();
         mqtt::test(cfg, &hostname, self.clock.now_ms()).await
     }
 
     /// Send a signed `test` event to each target now (no queue, one attempt).
-    pub async fn test_webhook(&self, targets: &[webhook::Target], timeout: Duration) -> Value {
+    pub async fn test_webhook(
+        &self,
+        targets: &[webhook::Target],
+        timeout: Duration,
+    ) -> svcos_api_types::integrations::WebhookTestBody {
         let hostname = self.settings.borrow().hostname.clone();
         let event = Event::new(
             "test",

@@ -14,8 +14,8 @@ use rumqttc::{
     AsyncClient, ConnectReturnCode, ConnectionError, Event as MqttEvent, EventLoop, LastWill,
     MqttOptions, Outgoing, Packet, QoS,
 };
-use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::json;
+use svcos_api_types::integrations::{MqttTestBody, MqttTestStep};
 use svcos_common::Shutdown;
 use svcos_common::config::MqttConfig;
 use svcos_common::ipc::Backoff;
@@ -43,34 +43,7 @@ const STOP_GRACE: Duration = Duration::from_secs(2);
 /// Firmware version for the discovery device block.
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// `/api/mqtt/status` members.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct MqttStatus {
-    /// `[mqtt].enabled` as applied.
-    pub enabled: bool,
-    /// A broker session is up (CONNACK received, not lost since).
-    pub connected: bool,
-    /// `host:port` of the configured broker.
-    pub broker: Option<String>,
-    /// The client id in use.
-    pub client_id: Option<String>,
-    /// `<topic_prefix>/<node id>`.
-    pub base_topic: Option<String>,
-    /// Why the last attempt or session failed (never contains the password).
-    pub last_error: Option<String>,
-    /// When that happened, Unix ms.
-    pub last_error_at_ms: Option<i64>,
-    /// Since when the current session is up, Unix ms.
-    pub connected_since_ms: Option<i64>,
-    /// Successful connections since the gateway started.
-    pub connects: u64,
-    /// PUBLISH packets written to the broker since the gateway started.
-    pub messages_published: u64,
-    /// Messages not sent because the session was down or the buffer full.
-    pub messages_dropped: u64,
-    /// When the last PUBLISH was written, Unix ms.
-    pub last_publish_ms: Option<i64>,
-}
+pub use svcos_api_types::integrations::MqttStatus;
 
 /// What the publisher task needs.
 pub struct Ctx {
@@ -504,42 +477,32 @@ async fn session(ctx: &mut Ctx, settings: &Arc<Settings>) -> End {
     }
 }
 
-fn step(name: &str, started: Instant, result: Result<(), String>) -> Value {
-    json!({
-        "name": name,
-        "ok": result.is_ok(),
-        "elapsed_ms": started.elapsed().as_millis() as u64,
-        "error": result.err(),
-    })
+fn step(name: &'static str, started: Instant, result: Result<(), String>) -> MqttTestStep {
+    MqttTestStep {
+        name,
+        ok: result.is_ok(),
+        elapsed_ms: started.elapsed().as_millis() as u64,
+        error: result.err(),
+    }
 }
 
 /// The connection test: resolve, TCP connect, MQTT CONNECT with the given credentials,
 /// a QoS 1 publish to `<base>/test` acknowledged by the broker, clean disconnect. Stops at the
 /// first failing step. Uses its own client id (`<client id>-test`) so that the live session is
 /// not displaced.
-pub async fn test(cfg: &MqttConfig, hostname: &str, now_ms: i64) -> Value {
+pub async fn test(cfg: &MqttConfig, hostname: &str, now_ms: i64) -> MqttTestBody {
     let topics = Topics::new(cfg, hostname);
     let client_id = format!("{}-test", payload::client_id(cfg, &topics));
     let broker = format!("{}:{}", cfg.host, cfg.port);
     let deadline = Duration::from_secs(CONNECT_TIMEOUT_S);
     let mut steps = Vec::new();
-    let report = |steps: Vec<Value>| {
-        let error = steps.iter().find(|s| s["ok"] == false).map(|s| {
-            format!(
-                "{}: {}",
-                s["name"].as_str().unwrap_or(""),
-                s["error"].as_str().unwrap_or("")
-            )
-        });
-        json!({
-            "schema": "svcos.api.mqtt_test.v1",
-            "ok": error.is_none(),
-            "broker": broker,
-            "client_id": client_id,
-            "topic": topics.test,
-            "error": error,
-            "steps": steps,
-        })
+    let report = |steps: Vec<MqttTestStep>| {
+        MqttTestBody::of(
+            broker.clone(),
+            client_id.clone(),
+            topics.test.clone(),
+            steps,
+        )
     };
 
     let t = Instant::now();

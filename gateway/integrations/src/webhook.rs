@@ -22,9 +22,10 @@ use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use serde::Serialize;
-use serde_json::{Value, json};
+#[cfg(test)]
+use serde_json::json;
 use sha2::Sha256;
+use svcos_api_types::integrations::{WebhookTestBody, WebhookTestResult};
 use svcos_common::Shutdown;
 use svcos_common::config::{WebhookConfig, WebhookHook, event_matches};
 use svcos_common::ipc::Backoff;
@@ -83,17 +84,8 @@ impl std::fmt::Debug for Target {
 }
 
 /// The result of one attempt.
-#[derive(Debug, Clone, Serialize)]
-pub struct Outcome {
-    /// The receiver answered 2xx.
-    pub ok: bool,
-    /// The HTTP status, when a response came.
-    pub status_code: Option<u16>,
-    /// From sending the request to the response head (or the failure).
-    pub latency_ms: u64,
-    /// Why it failed.
-    pub error: Option<String>,
-}
+pub use svcos_api_types::integrations::DeliveryOutcome as Outcome;
+pub use svcos_api_types::integrations::{HookStatus, LastDelivery};
 
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
@@ -176,24 +168,6 @@ pub async fn deliver(
     }
 }
 
-/// The last delivery of a hook.
-#[derive(Debug, Clone, Serialize)]
-pub struct LastDelivery {
-    /// Event name.
-    pub event: String,
-    /// Event id.
-    pub event_id: String,
-    /// When the attempt finished, Unix ms.
-    pub at_ms: i64,
-    /// Attempt number (1 = first).
-    pub attempt: u32,
-    /// Whether another attempt is scheduled.
-    pub will_retry: bool,
-    /// The attempt's outcome.
-    #[serde(flatten)]
-    pub outcome: Outcome,
-}
-
 #[derive(Debug, Clone, Default)]
 struct Counters {
     delivered: u64,
@@ -202,29 +176,6 @@ struct Counters {
     dropped: u64,
     queued: usize,
     last: Option<LastDelivery>,
-}
-
-/// One hook as `GET /api/config/webhook` reports it.
-#[derive(Debug, Clone, Serialize)]
-pub struct HookStatus {
-    /// Position in `[webhook].hooks`.
-    pub index: usize,
-    /// Receiver URL.
-    pub url: String,
-    /// Hook enabled (and the section enabled).
-    pub active: bool,
-    /// Events given up on after the last attempt failed.
-    pub failed: u64,
-    /// Events the receiver accepted (2xx).
-    pub delivered: u64,
-    /// Attempts after a failed one.
-    pub retries: u64,
-    /// Events dropped because the queue was full.
-    pub dropped: u64,
-    /// Events waiting now.
-    pub queued: usize,
-    /// The latest attempt.
-    pub last_delivery: Option<LastDelivery>,
 }
 
 /// Per-URL counters shared by the workers and the API.
@@ -461,26 +412,20 @@ pub async fn test(
     event: &Event,
     timeout: Duration,
     clock: &dyn Clock,
-) -> Value {
+) -> WebhookTestBody {
     let mut results = Vec::new();
     for t in targets {
         let o = deliver(http, t, event, 1, timeout, clock).await;
-        results.push(json!({
-            "url": t.url,
-            "signed": !t.secret.is_empty(),
-            "ok": o.ok,
-            "status_code": o.status_code,
-            "latency_ms": o.latency_ms,
-            "error": o.error,
-        }));
+        results.push(WebhookTestResult {
+            url: t.url.clone(),
+            signed: !t.secret.is_empty(),
+            ok: o.ok,
+            status_code: o.status_code,
+            latency_ms: o.latency_ms,
+            error: o.error,
+        });
     }
-    json!({
-        "schema": "svcos.api.webhook_test.v1",
-        "ok": !results.is_empty() && results.iter().all(|r| r["ok"] == true),
-        "event": event.event,
-        "event_id": event.id,
-        "results": results,
-    })
+    WebhookTestBody::of(event.event, event.id.clone(), results)
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 //! restarts, secret masking, the pool-list parser) belongs to the config types
 //! (`svcos_common::config::{change, secrets}`), re-exported here for the route groups.
 
-use serde_json::{Value, json};
+use serde_json::Value;
+use svcos_api_types::config::{ConfigWriteBody, Reloaded, RestartRequired};
 pub use svcos_common::config::change::{
     Effects, MAX_POOLS, REQUIRED_SECTIONS, changed_keys, config_from_json, key_effect,
     locate_bad_field, merge, parse_pool_list,
@@ -73,7 +74,7 @@ impl ApplyError {
 }
 
 /// Validate, save atomically, swap, reload owners; returns the write report.
-pub async fn apply(state: &AppState, new: Config) -> Result<Value, ApplyError> {
+pub async fn apply(state: &AppState, new: Config) -> Result<ConfigWriteBody, ApplyError> {
     apply_with(state, new, Previous::Leave).await
 }
 
@@ -100,7 +101,7 @@ pub async fn apply_with(
     state: &AppState,
     new: Config,
     previous: Previous,
-) -> Result<Value, ApplyError> {
+) -> Result<ConfigWriteBody, ApplyError> {
     let _write = state.config_write.lock().await;
     new.validate().map_err(ApplyError::Invalid)?;
     let old = state.config();
@@ -151,31 +152,36 @@ pub async fn apply_with(
             s.reload_config(StratumReload {}).await.map(|_| ()),
         ));
     }
-    Ok(json!({
-        "schema": "svcos.api.config.write.v1",
-        "saved": true,
-        "changed": effects.changed,
-        "applied_live": effects.applied_live,
-        "restart_required": effects.restart_required.iter()
-            .map(|(key, service)| json!({"key": key, "service": service}))
-            .collect::<Vec<_>>(),
-        "reloaded": reloaded,
-    }))
+    Ok(ConfigWriteBody {
+        schema: "svcos.api.config.write.v1",
+        saved: true,
+        changed: effects.changed,
+        applied_live: effects.applied_live,
+        restart_required: effects
+            .restart_required
+            .into_iter()
+            .map(|(key, service)| RestartRequired { key, service })
+            .collect(),
+        reloaded,
+        undo: None,
+    })
 }
 
-pub fn reload_result(service: &str, r: Result<(), tonic::Status>) -> Value {
-    match r {
-        Ok(()) => json!({"service": service, "ok": true}),
-        Err(s) => {
-            tracing::warn!(peer = service, code = ?s.code(), "ReloadConfig failed; the service reads the file when it starts");
-            json!({"service": service, "ok": false, "error": s.message()})
-        }
+pub fn reload_result(service: &'static str, r: Result<(), tonic::Status>) -> Reloaded {
+    let error = r.err().map(|s| {
+        tracing::warn!(peer = service, code = ?s.code(), "ReloadConfig failed; the service reads the file when it starts");
+        s.message().to_string()
+    });
+    Reloaded {
+        service,
+        ok: error.is_none(),
+        error,
     }
 }
 
 /// Merge a JSON patch over the current config, validate and apply it (400
 /// `config_validation` naming the field on a bad value).
-pub async fn patch_config(state: &AppState, patch: Value) -> Result<Value, ApiError> {
+pub async fn patch_write(state: &AppState, patch: Value) -> Result<ConfigWriteBody, ApiError> {
     let old = state.config();
     let mut merged = serde_json::to_value(&*old).unwrap_or(Value::Null);
     merge(&mut merged, &patch);
@@ -185,4 +191,10 @@ pub async fn patch_config(state: &AppState, patch: Value) -> Result<Value, ApiEr
     apply(state, new)
         .await
         .map_err(|e| e.into_api(ErrorCode::ConfigValidation, None))
+}
+
+/// [`patch_write`] with the report as JSON, for views that splice it into an untyped body.
+pub async fn patch_config(state: &AppState, patch: Value) -> Result<Value, ApiError> {
+    let report = patch_write(state, patch).await?;
+    Ok(serde_json::to_value(report).unwrap_or(Value::Null))
 }

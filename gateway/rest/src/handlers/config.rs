@@ -11,6 +11,11 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use svcos_api_types::config::{
+    AuditBody, AuditEntry, BackupFile, BackupManifestBody, ConfigBody, ConfigPatchRequest,
+    ConfigWriteBody, DonationBody, DonationInfoBody, DonationPatchRequest, DonationRunning,
+    UndoInfo,
+};
 use svcos_api_types::requests::{
     ConfigImportRequest, ConfigRestoreRequest, HostnameRequest, ModeRequest,
 };
@@ -19,7 +24,7 @@ use svcos_common::config::change::ImportMode;
 use svcos_common::config::{Config, ConfigError, Mode};
 use svcos_proto::tuner::v1::ListAuditRequest;
 
-use super::{ApiResult, json, ok, parse_body};
+use super::{ApiResult, ok, parse_body};
 use crate::config_write::*;
 use crate::envelope::{ApiError, ErrorCode};
 use crate::routing::Route;
@@ -46,13 +51,13 @@ pub fn routes() -> Vec<Route<AppState>> {
     ]
 }
 
-async fn get_config(State(state): State<AppState>) -> Response {
+async fn get_config(State(state): State<AppState>) -> ApiResult {
     let config = state.config();
-    json(json!({
-        "schema": "svcos.api.config.v1",
-        "config": masked(&config),
-        "secret_mask": SECRET_MASK,
-    }))
+    ok(ConfigBody {
+        schema: "svcos.api.config.v1",
+        config: masked(&config),
+        secret_mask: SECRET_MASK,
+    })
 }
 
 /// Merge a JSON patch over the current config and apply it.
@@ -68,11 +73,11 @@ async fn patch_and_apply(state: &AppState, patch: Value, invalid: ErrorCode) -> 
     let report = apply(state, new)
         .await
         .map_err(|e| e.into_api(invalid, None))?;
-    Ok(json(report))
+    ok(report)
 }
 
 async fn post_config(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let patch: Value = parse_body(&headers, &body)?;
+    let ConfigPatchRequest(patch) = parse_body(&headers, &body)?;
     // Accept both the GET shape ({"config": {...}}) and a bare partial config.
     let patch = match patch.get("config") {
         Some(inner) if patch.as_object().is_some_and(|o| o.len() == 1) => inner.clone(),
@@ -143,18 +148,15 @@ async fn import(State(state): State<AppState>, headers: HeaderMap, body: Bytes) 
 }
 
 async fn write_with_undo(state: &AppState, new: Config, previous: Previous) -> ApiResult {
-    let mut report = apply_with(state, new, previous)
+    let mut report: ConfigWriteBody = apply_with(state, new, previous)
         .await
         .map_err(|e| e.into_api(ErrorCode::ConfigValidation, None))?;
-    report["undo"] = undo_info(state);
-    Ok(json(report))
+    report.undo = Some(undo_info(state));
+    ok(report)
 }
 
-fn undo_info(state: &AppState) -> Value {
-    json!({
-        "available": previous_path(state).exists(),
-        "route": "POST /api/config/restore/undo",
-    })
+fn undo_info(state: &AppState) -> UndoInfo {
+    UndoInfo::of(previous_path(state).exists())
 }
 
 /// A restore is a whole backup: replace semantics, the same validator as every other write.
@@ -195,56 +197,57 @@ async fn undo(State(state): State<AppState>) -> ApiResult {
 async fn backup_manifest(State(state): State<AppState>) -> ApiResult {
     let path = &state.layout.config_path;
     let file = match std::fs::read(path) {
-        Ok(bytes) => {
-            let modified = std::fs::metadata(path)
+        Ok(bytes) => BackupFile {
+            name: "config.toml",
+            present: true,
+            bytes: Some(bytes.len() as u64),
+            sha256: Some(hex::encode(Sha256::digest(&bytes))),
+            modified_unix: std::fs::metadata(path)
                 .and_then(|m| m.modified())
                 .ok()
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map(|d| d.as_secs());
-            json!({
-                "name": "config.toml",
-                "present": true,
-                "bytes": bytes.len(),
-                "sha256": hex::encode(Sha256::digest(&bytes)),
-                "modified_unix": modified,
-            })
-        }
-        Err(_) => {
-            json!({"name": "config.toml", "present": false, "note": "no file yet: the defaults are in use"})
-        }
+                .map(|d| d.as_secs()),
+            note: None,
+        },
+        Err(_) => BackupFile {
+            name: "config.toml",
+            present: false,
+            bytes: None,
+            sha256: None,
+            modified_unix: None,
+            note: Some("no file yet: the defaults are in use"),
+        },
     };
-    Ok(json(json!({
-        "schema": "svcos.api.config.backup_manifest.v1",
-        "files": [file],
-        "contains_secrets": ["pools[].password", "mqtt.password", "webhook.hooks[].secret"],
-        "excluded": ["the auth record (password hash and sessions) is never exported"],
-        "export": "GET /api/config/export",
-        "restore": "POST /api/config/restore with {\"toml\": \"<exported text>\"} (validated first; the replaced config is kept)",
-        "import": "POST /api/config/import with {\"toml\": \"...\"} merges over the current config; \"mode\": \"replace\" replaces it",
-        "undo": undo_info(&state),
-    })))
+    ok(BackupManifestBody {
+        schema: "svcos.api.config.backup_manifest.v1",
+        files: vec![file],
+        contains_secrets: vec![
+            "pools[].password",
+            "mqtt.password",
+            "webhook.hooks[].secret",
+        ],
+        excluded: vec!["the auth record (password hash and sessions) is never exported"],
+        export: "GET /api/config/export",
+        restore: "POST /api/config/restore with {\"toml\": \"<exported text>\"} (validated first; the replaced config is kept)",
+        import: "POST /api/config/import with {\"toml\": \"...\"} merges over the current config; \"mode\": \"replace\" replaces it",
+        undo: undo_info(&state),
+    })
 }
 
-async fn get_donation(State(state): State<AppState>) -> Response {
+async fn get_donation(State(state): State<AppState>) -> ApiResult {
     let config = state.config();
     let mut s = state.peers.stratum.clone();
-    let live = s
+    let running = s
         .get_donation(svcos_proto::stratum::v1::GetDonationRequest {})
         .await
         .ok()
-        .map(|r| {
-            let r = r.into_inner();
-            json!({
-                "enabled": r.enabled, "percent": r.percent, "active_now": r.active_now,
-                "mined_s_current_cycle": r.mined_s_current_cycle, "mined_s_total": r.mined_s_total,
-            })
-        });
-    json(json!({
-        "schema": "svcos.api.config.donation.v1",
-        "config": config.donation,
-        "running": live,
-        "note": "saved changes take effect after stratum-agent restarts",
-    }))
+        .map(|r| DonationRunning::from(&r.into_inner()));
+    ok(DonationBody {
+        schema: "svcos.api.config.donation.v1",
+        config: config.donation.clone(),
+        running,
+        note: "saved changes take effect after stratum-agent restarts",
+    })
 }
 
 async fn post_donation(
@@ -252,7 +255,7 @@ async fn post_donation(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult {
-    let patch: Value = parse_body(&headers, &body)?;
+    let DonationPatchRequest(patch) = parse_body(&headers, &body)?;
     patch_and_apply(
         &state,
         json!({ "donation": patch }),
@@ -268,19 +271,19 @@ donation time is actually routed there, that shares were accepted, or any payout
 Donation is optional, off by default, 0-5 % of Stratum V1 mining time per cycle, and never \
 guarantees a fraction of hashrate, shares, payouts or wall time.";
 
-async fn donation_info(State(state): State<AppState>) -> Response {
+async fn donation_info(State(state): State<AppState>) -> ApiResult {
     let d = state.config().donation.clone();
-    json(json!({
-        "schema": "svcos.api.donation.info.v1",
-        "enabled": d.enabled,
-        "percent": d.percent,
-        "cycle_s": d.cycle_s,
-        "pool_url": d.pool_url,
-        "payout_address": d.payout_address,
-        "explorer_url": d.explorer_url,
-        "trust_model": DONATION_TRUST_MODEL,
-        "changes_take_effect": "after a daemon restart",
-    }))
+    ok(DonationInfoBody {
+        schema: "svcos.api.donation.info.v1",
+        enabled: d.enabled,
+        percent: d.percent,
+        cycle_s: d.cycle_s,
+        pool_url: d.pool_url,
+        payout_address: d.payout_address,
+        explorer_url: d.explorer_url,
+        trust_model: DONATION_TRUST_MODEL,
+        changes_take_effect: "after a daemon restart",
+    })
 }
 
 /// `GET /api/safety/warnings` (open).
@@ -302,20 +305,16 @@ async fn audit_log(State(state): State<AppState>) -> ApiResult {
         .list_audit(ListAuditRequest { limit: 0 })
         .await
         .map_err(|s| ApiError::from_grpc("tuner", &s))?;
-    let entries: Vec<Value> = r
-        .into_inner()
-        .entries
-        .into_iter()
-        .map(|e| {
-            json!({"timestamp_ms": e.timestamp_ms, "method": e.method, "path": e.path,
-                   "status": e.status, "session_id": (!e.session_id.is_empty()).then_some(e.session_id)})
-        })
-        .collect();
-    Ok(json(json!({
-        "schema": "svcos.api.audit.v1",
-        "scope": "writes through the API, kept across restarts (newest last, at most 256 here)",
-        "entries": entries,
-    })))
+    ok(AuditBody {
+        schema: "svcos.api.audit.v1",
+        scope: "writes through the API, kept across restarts (newest last, at most 256 here)",
+        entries: r
+            .into_inner()
+            .entries
+            .into_iter()
+            .map(AuditEntry::from)
+            .collect(),
+    })
 }
 
 async fn set_hostname(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {

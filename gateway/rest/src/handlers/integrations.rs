@@ -7,14 +7,17 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::Response;
 use serde_json::{Value, json};
+use svcos_api_types::integrations::{
+    MqttConfigBody, MqttPatchRequest, MqttStatusBody, MqttTopics, WebhookConfigBody,
+    WebhookPatchRequest, WebhookSignature,
+};
 use svcos_api_types::requests::WebhookTestRequest;
 use svcos_common::config::{Config, ConfigError, EVENT_NAMES, check_webhook_url};
 use svcos_integrations::payload::{self, Topics};
 use svcos_integrations::webhook::Target;
 
-use super::{ApiResult, json, parse_body};
+use super::{ApiResult, ok, parse_body};
 use crate::config_write::{
     SECRET_MASK, apply, config_from_json, mask_secrets, merge, unmask_secrets, validation_error,
 };
@@ -63,44 +66,45 @@ async fn apply_patch(state: &AppState, patch: Value) -> ApiResult {
     let report = apply(state, new)
         .await
         .map_err(|e| e.into_api(ErrorCode::ConfigValidation, None))?;
-    Ok(json(report))
+    ok(report)
 }
 
-fn topics_json(config: &Config) -> Value {
+fn topics(config: &Config) -> MqttTopics {
     let t = Topics::new(&config.mqtt, &config.system.hostname);
-    json!({
-        "base": t.base,
-        "availability": t.availability,
-        "state": t.state,
-        "event": t.event,
-        "test": t.test,
-        "discovery": t.discovery("<object_id>"),
-        "commands": svcos_integrations::commands::Entity::ALL
+    MqttTopics {
+        discovery: t.discovery("<object_id>"),
+        commands: svcos_integrations::commands::Entity::ALL
             .iter()
-            .map(|e| (e.object().to_string(), Value::String(t.command(*e))))
-            .collect::<serde_json::Map<_, _>>(),
-        "command_result": t.command_result(),
-    })
+            .map(|e| (e.object().to_string(), t.command(*e)))
+            .collect(),
+        command_result: t.command_result(),
+        base: t.base,
+        availability: t.availability,
+        state: t.state,
+        event: t.event,
+        test: t.test,
+    }
 }
 
-async fn get_mqtt(State(state): State<AppState>) -> Response {
+async fn get_mqtt(State(state): State<AppState>) -> ApiResult {
     let config = state.config();
     let mut section = json!({ "mqtt": config.mqtt });
     mask_secrets(&mut section);
-    let topics = Topics::new(&config.mqtt, &config.system.hostname);
-    json(json!({
-        "schema": "svcos.api.config.mqtt.v1",
-        "config": section["mqtt"],
-        "password_set": !config.mqtt.password.is_empty(),
-        "secret_mask": SECRET_MASK,
-        "client_id": payload::client_id(&config.mqtt, &topics),
-        "topics": topics_json(&config),
-        "status": state.integrations.mqtt_status(),
-    }))
+    let t = Topics::new(&config.mqtt, &config.system.hostname);
+    ok(MqttConfigBody {
+        schema: "svcos.api.config.mqtt.v1",
+        config: section["mqtt"].take(),
+        password_set: !config.mqtt.password.is_empty(),
+        secret_mask: SECRET_MASK,
+        client_id: payload::client_id(&config.mqtt, &t),
+        topics: topics(&config),
+        status: state.integrations.mqtt_status(),
+    })
 }
 
 async fn post_mqtt(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let mut patch = section_body(parse_body(&headers, &body)?, "mqtt")?;
+    let MqttPatchRequest(body) = parse_body(&headers, &body)?;
+    let mut patch = section_body(body, "mqtt")?;
     // Sending back what GET showed keeps the stored password.
     if patch.get("password").and_then(Value::as_str) == Some(SECRET_MASK) {
         patch.remove("password");
@@ -110,7 +114,8 @@ async fn post_mqtt(State(state): State<AppState>, headers: HeaderMap, body: Byte
 }
 
 async fn test_mqtt(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let mut patch = section_body(parse_body(&headers, &body)?, "mqtt")?;
+    let MqttPatchRequest(body) = parse_body(&headers, &body)?;
+    let mut patch = section_body(body, "mqtt")?;
     let saved = state.config();
     // The stored password goes only to the stored broker (and user): a test against another
     // host must bring its own credentials.
@@ -139,18 +144,17 @@ async fn test_mqtt(State(state): State<AppState>, headers: HeaderMap, body: Byte
     let candidate = config_from_json(&merged, &patch)
         .and_then(|c| c.validate().map(|()| c))
         .map_err(|e| validation_error(ErrorCode::ConfigValidation, &e))?;
-    Ok(json(state.integrations.test_mqtt(&candidate.mqtt).await))
+    ok(state.integrations.test_mqtt(&candidate.mqtt).await)
 }
 
-async fn mqtt_status(State(state): State<AppState>) -> Response {
-    let mut v = serde_json::to_value(state.integrations.mqtt_status()).unwrap_or(Value::Null);
-    if let Some(o) = v.as_object_mut() {
-        o.insert("schema".into(), "svcos.api.mqtt.status.v1".into());
-    }
-    json(v)
+async fn mqtt_status(State(state): State<AppState>) -> ApiResult {
+    ok(MqttStatusBody {
+        schema: "svcos.api.mqtt.status.v1",
+        status: state.integrations.mqtt_status(),
+    })
 }
 
-async fn get_webhook(State(state): State<AppState>) -> Response {
+async fn get_webhook(State(state): State<AppState>) -> ApiResult {
     let config = state.config();
     let mut section = json!({ "webhook": config.webhook });
     mask_secrets(&mut section);
@@ -160,25 +164,26 @@ async fn get_webhook(State(state): State<AppState>) -> Response {
             h["secret_set"] = Value::Bool(!stored.secret.is_empty());
         }
     }
-    json(json!({
-        "schema": "svcos.api.config.webhook.v1",
-        "config": cfg,
-        "secret_mask": SECRET_MASK,
-        "events_available": EVENT_NAMES,
-        "signature": {
-            "header": "X-Svcos-Signature",
-            "format": "sha256=<hex HMAC-SHA256(secret, raw request body)>",
-            "timestamp_header": "X-Svcos-Timestamp",
-            "timestamp_in_body": "sent_at",
-            "delivery_header": "X-Svcos-Delivery",
-            "event_header": "X-Svcos-Event",
+    ok(WebhookConfigBody {
+        schema: "svcos.api.config.webhook.v1",
+        config: cfg,
+        secret_mask: SECRET_MASK,
+        events_available: EVENT_NAMES.to_vec(),
+        signature: WebhookSignature {
+            header: "X-Svcos-Signature",
+            format: "sha256=<hex HMAC-SHA256(secret, raw request body)>",
+            timestamp_header: "X-Svcos-Timestamp",
+            timestamp_in_body: "sent_at",
+            delivery_header: "X-Svcos-Delivery",
+            event_header: "X-Svcos-Event",
         },
-        "hooks": state.integrations.webhook_status(),
-    }))
+        hooks: state.integrations.webhook_status(),
+    })
 }
 
 async fn post_webhook(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let mut patch = section_body(parse_body(&headers, &body)?, "webhook")?;
+    let WebhookPatchRequest(body) = parse_body(&headers, &body)?;
+    let mut patch = section_body(body, "webhook")?;
     if let Some(hooks) = patch.get_mut("hooks").and_then(Value::as_array_mut) {
         for h in hooks.iter_mut().filter_map(Value::as_object_mut) {
             // Read-only member of the GET shape.
@@ -249,7 +254,5 @@ async fn test_webhook(State(state): State<AppState>, headers: HeaderMap, body: B
         }
     };
     let timeout = Duration::from_millis(u64::from(config.webhook.timeout_ms));
-    Ok(json(
-        state.integrations.test_webhook(&targets, timeout).await,
-    ))
+    ok(state.integrations.test_webhook(&targets, timeout).await)
 }

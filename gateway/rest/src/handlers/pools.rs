@@ -6,14 +6,18 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
-use svcos_api_types::pools::{ConfiguredPool, PoolsBody};
+use serde_json::Value;
+use svcos_api_types::pools::PoolListRequest;
+use svcos_api_types::pools::{
+    ActiveProtocol, ConfiguredPool, FailoverPolicyBody, PoolSwitch, PoolTestBody, PoolsBody,
+    StratumProtocol, StratumProtocolBody, Sv2HandshakeBody, Sv2MessagesBody, Sv2StatusBody,
+};
 use svcos_api_types::requests::PoolTestRequest;
 use svcos_api_types::status::Pool;
 use svcos_common::config::{ConfigError, PoolConfig};
 use svcos_proto::stratum::v1::{GetSv2StatusRequest, GetSv2StatusResponse, TestPoolRequest};
 
-use super::{ApiResult, json, parse_body};
+use super::{ApiResult, ok, parse_body};
 use crate::config_write::{SECRET_MASK, apply, parse_pool_list, unmask_pools, validation_error};
 use crate::envelope::{ApiError, ErrorCode};
 use crate::routing::Route;
@@ -67,7 +71,7 @@ async fn get_pools(State(state): State<AppState>) -> Response {
 }
 
 async fn post_pools(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let body: Value = parse_body(&headers, &body)?;
+    let PoolListRequest(body) = parse_body(&headers, &body)?;
     let mut pools =
         parse_pool_list(&body).map_err(|e| validation_error(ErrorCode::PoolValidation, &e))?;
     let old = state.config();
@@ -80,7 +84,7 @@ async fn post_pools(State(state): State<AppState>, headers: HeaderMap, body: Byt
             Some(ErrorCode::PoolConfigWriteFailed),
         )
     })?;
-    Ok(json(report))
+    ok(report)
 }
 
 async fn test_pool(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
@@ -112,52 +116,57 @@ async fn test_pool(State(state): State<AppState>, headers: HeaderMap, body: Byte
         .await
         .map_err(|s| ApiError::from_grpc("stratum-agent", &s))?
         .into_inner();
-    Ok(json(json!({
-        "schema": "svcos.api.pool_test.v1",
-        "ok": r.ok,
-        "error": r.error,
-        "steps": r.steps.iter().map(|s| json!({"name": s.name, "ok": s.ok, "elapsed_ms": s.elapsed_ms, "error": s.error})).collect::<Vec<_>>(),
-    })))
+    ok(PoolTestBody::from(&r))
 }
 
-async fn failover_policy(State(state): State<AppState>) -> Response {
+async fn failover_policy(State(state): State<AppState>) -> ApiResult {
     let config = state.config();
     let mut order: Vec<usize> = (0..config.pools.len()).collect();
     order.sort_by_key(|&i| (config.pools[i].priority, i));
     let split = config.pools.iter().any(|p| p.quota > 0);
     let live = state.pools();
-    json(json!({
-        "schema": "svcos.api.failover_policy.v1",
-        "strategy": if split { "quota" } else { "failover" },
-        "order": order,
-        "failback_hysteresis_s": config.stratum.failback_hysteresis_s,
-        "silent_timeout_s": config.stratum.silent_timeout_s,
-        "connect_timeout_s": config.stratum.connect_timeout_s,
-        "active_index": live.as_ref().map(|l| l.active_index),
-        "recent_switches": live.as_ref().map(|l| l.switches.iter().map(|s| json!({
-            "timestamp_ms": s.timestamp_ms, "from_index": s.from_index, "to_index": s.to_index, "reason": s.reason,
-        })).collect::<Vec<_>>()),
-    }))
+    ok(FailoverPolicyBody {
+        schema: "svcos.api.failover_policy.v1",
+        strategy: if split { "quota" } else { "failover" },
+        order,
+        failback_hysteresis_s: config.stratum.failback_hysteresis_s,
+        silent_timeout_s: config.stratum.silent_timeout_s,
+        connect_timeout_s: config.stratum.connect_timeout_s,
+        active_index: live.as_ref().map(|l| l.active_index),
+        recent_switches: live
+            .as_ref()
+            .map(|l| l.switches.iter().map(PoolSwitch::from).collect()),
+    })
 }
 
-async fn stratum_protocol(State(state): State<AppState>) -> Response {
+async fn stratum_protocol(State(state): State<AppState>) -> ApiResult {
     let config = state.config();
     let live = state.pools();
     let active = live.as_ref().and_then(|l| {
-        l.pools
-            .iter()
-            .find(|p| p.active)
-            .map(|p| json!({"index": p.index, "protocol": p.protocol, "version_rolling": p.version_rolling, "version_mask": format!("{:08x}", p.version_mask)}))
+        l.pools.iter().find(|p| p.active).map(|p| ActiveProtocol {
+            index: p.index,
+            protocol: p.protocol.clone(),
+            version_rolling: p.version_rolling,
+            version_mask: format!("{:08x}", p.version_mask),
+        })
     });
-    json(json!({
-        "schema": "svcos.api.stratum_protocol.v1",
-        "protocols": [
-            {"name": "stratum-v1", "enabled": true},
-            {"name": "stratum-v2", "enabled": config.stratum.sv2_enabled, "gate": "[stratum].sv2_enabled"},
+    ok(StratumProtocolBody {
+        schema: "svcos.api.stratum_protocol.v1",
+        protocols: vec![
+            StratumProtocol {
+                name: "stratum-v1",
+                enabled: true,
+                gate: None,
+            },
+            StratumProtocol {
+                name: "stratum-v2",
+                enabled: config.stratum.sv2_enabled,
+                gate: Some("[stratum].sv2_enabled"),
+            },
         ],
-        "version_rolling": config.stratum.version_rolling,
-        "active": active,
-    }))
+        version_rolling: config.stratum.version_rolling,
+        active,
+    })
 }
 
 async fn sv2(state: &AppState) -> ApiResult<GetSv2StatusResponse> {
@@ -168,56 +177,14 @@ async fn sv2(state: &AppState) -> ApiResult<GetSv2StatusResponse> {
         .into_inner())
 }
 
-/// The SV2 channel as the status and handshake views show it (null before a channel opens).
-fn sv2_channel(r: &GetSv2StatusResponse) -> serde_json::Value {
-    if r.channel_type.is_empty() {
-        return serde_json::Value::Null;
-    }
-    json!({
-        "id": r.channel_id, "type": r.channel_type, "open": r.channel_open,
-        "target": r.target, "difficulty": r.difficulty,
-        "extranonce_prefix": r.extranonce_prefix, "extranonce_size": r.extranonce_size,
-        "group_channel_id": r.group_channel_id, "version_mask": format!("{:08x}", r.version_mask),
-    })
-}
-
 async fn sv2_status(State(state): State<AppState>) -> ApiResult {
-    let r = sv2(&state).await?;
-    Ok(json(json!({
-        "schema": "svcos.api.sv2.status.v1",
-        "enabled": r.enabled, "state": r.state, "endpoint": r.endpoint,
-        "pool_index": (r.pool_index >= 0).then_some(r.pool_index), "active": r.active,
-        "handshake": r.handshake,
-        "protocol_version": (r.protocol_version > 0).then_some(r.protocol_version),
-        "setup_flags": r.setup_flags,
-        "channel": sv2_channel(&r),
-        "jobs_received": r.jobs_received,
-        "shares": {"accepted": r.shares_accepted, "rejected": r.shares_rejected},
-        "last_error": r.last_error,
-    })))
+    ok(Sv2StatusBody::from(&sv2(&state).await?))
 }
 
 async fn sv2_handshake(State(state): State<AppState>) -> ApiResult {
-    let r = sv2(&state).await?;
-    Ok(json(json!({
-        "schema": "svcos.api.sv2.handshake.v1",
-        "enabled": r.enabled, "endpoint": r.endpoint,
-        "pattern": "Noise_NX_Secp256k1+EllSwift_ChaChaPoly_SHA256",
-        "state": r.handshake, "detail": r.handshake_detail,
-        "completed_at_ms": (r.handshake_at_ms > 0).then_some(r.handshake_at_ms),
-        "authority_pubkey": r.authority_pubkey, "authority_fingerprint": r.authority_fingerprint,
-        "protocol_version": (r.protocol_version > 0).then_some(r.protocol_version),
-        "setup_flags": r.setup_flags,
-    })))
+    ok(Sv2HandshakeBody::from(&sv2(&state).await?))
 }
 
 async fn sv2_messages(State(state): State<AppState>) -> ApiResult {
-    let r = sv2(&state).await?;
-    Ok(json(json!({
-        "schema": "svcos.api.sv2.messages.v1",
-        "enabled": r.enabled, "endpoint": r.endpoint,
-        "messages": r.messages.iter().map(|m| json!({
-            "timestamp_ms": m.timestamp_ms, "direction": m.direction, "message_type": m.message_type, "summary": m.summary,
-        })).collect::<Vec<_>>(),
-    })))
+    ok(Sv2MessagesBody::from(&sv2(&state).await?))
 }

@@ -150,42 +150,6 @@ pub const OTHER_BODY: &[(&str, &str, &str, &str)] = &[
 pub const UNTYPED_BODY: &[(&str, &str, &str)] = &[
     (
         "POST",
-        "/api/config",
-        "a merge patch of the config (or {\"config\": patch})",
-    ),
-    (
-        "POST",
-        "/api/config/donation",
-        "a merge patch of [donation]",
-    ),
-    (
-        "POST",
-        "/api/config/mqtt",
-        "a merge patch of [mqtt], echoed masks kept",
-    ),
-    (
-        "POST",
-        "/api/config/mqtt/test",
-        "a merge patch of [mqtt] to test",
-    ),
-    ("POST", "/api/config/webhook", "a merge patch of [webhook]"),
-    (
-        "POST",
-        "/api/config/power-calibration",
-        "a merge patch of the calibration section",
-    ),
-    (
-        "POST",
-        "/api/config/psu-override",
-        "a merge patch of the PSU override",
-    ),
-    (
-        "POST",
-        "/api/config/shared",
-        "a merge patch of the shared-circuit section",
-    ),
-    (
-        "POST",
         "/api/solar/config",
         "a merge patch of [energy.solar]",
     ),
@@ -198,16 +162,6 @@ pub const UNTYPED_BODY: &[(&str, &str, &str)] = &[
         "POST",
         "/api/home/night-mode",
         "a merge patch of night mode",
-    ),
-    (
-        "POST",
-        "/api/pools",
-        "the pool list, checked member by member with pool_validation errors",
-    ),
-    (
-        "POST",
-        "/api/setup/step5-pool",
-        "the pool list, checked member by member with pool_validation errors",
     ),
     (
         "POST",

@@ -2,21 +2,27 @@
 //! views of typed config sections, written through the one config write path
 //! ([`crate::config_write::apply`]: validate, atomic save, in-memory swap, owner reload).
 
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use svcos_common::config::Config;
 use svcos_common::config::shared::{
     self, SHARED_MEMBERS, SharedError, apply_shared, shared_fingerprint, shared_of,
 };
 
-use crate::config_write::{apply, patch_config, validation_error};
+use crate::config_write::{apply, patch_write, validation_error};
 use crate::envelope::{ApiError, ErrorCode};
-use crate::handlers::{ApiResult, json, parse_body, round};
+use crate::handlers::{ApiResult, ok, parse_body, round};
 use crate::routing::Route;
 use crate::{AppState, route};
+use svcos_api_types::config::{
+    CalibrationBounds, CalibrationPatchRequest, ConfigWriteBody, PowerCalibrationBody,
+    PsuOverrideBody, PsuOverrideBounds, PsuOverridePatchRequest, SharedBody, SharedMember,
+    SharedPatchRequest,
+};
 
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route<AppState>> {
@@ -42,25 +48,28 @@ fn only_members(body: &Value, section: &str, allowed: &[&str]) -> ApiResult<Map<
     Ok(m.clone())
 }
 
-fn calibration_body(state: &AppState, report: Option<Value>) -> Value {
+fn calibration_body(state: &AppState, write: Option<ConfigWriteBody>) -> PowerCalibrationBody {
     let config = state.config();
     let p = &config.power;
     // hw-agent calibrates at the source and reports both readings.
     let t = state.telemetry();
-    json!({
-        "schema": "svcos.api.config.power_calibration.v1",
-        "factor": p.calibration_factor,
-        "offset_watt": p.calibration_offset_watt,
-        "formula": "reported_watt = raw_watt x factor + offset_watt",
-        "bounds": {"factor": [0.5, 1.5], "offset_watt": [-500.0, 500.0]},
-        "raw_power_watt": t.as_ref().map(|t| round(t.power_raw_watt, 1)),
-        "reported_power_watt": t.as_ref().map(|t| round(t.power_watt, 1)),
-        "write": report,
-    })
+    PowerCalibrationBody {
+        schema: "svcos.api.config.power_calibration.v1",
+        factor: p.calibration_factor,
+        offset_watt: p.calibration_offset_watt,
+        formula: "reported_watt = raw_watt x factor + offset_watt",
+        bounds: CalibrationBounds {
+            factor: [0.5, 1.5],
+            offset_watt: [-500.0, 500.0],
+        },
+        raw_power_watt: t.as_ref().map(|t| round(t.power_raw_watt, 1)),
+        reported_power_watt: t.as_ref().map(|t| round(t.power_watt, 1)),
+        write,
+    }
 }
 
 async fn get_calibration(State(state): State<AppState>) -> Response {
-    json(calibration_body(&state, None))
+    Json(calibration_body(&state, None)).into_response()
 }
 
 async fn post_calibration(
@@ -68,7 +77,7 @@ async fn post_calibration(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult {
-    let b: Value = parse_body(&headers, &body)?;
+    let CalibrationPatchRequest(b) = parse_body(&headers, &body)?;
     let m = only_members(&b, "power", &["factor", "offset_watt", "reset"])?;
     let mut patch = Map::new();
     if m.get("reset").and_then(Value::as_bool) == Some(true) {
@@ -87,26 +96,34 @@ async fn post_calibration(
                 .code(ErrorCode::ConfigValidation),
         );
     }
-    let report = patch_config(&state, json!({"power": patch})).await?;
-    Ok(json(calibration_body(&state, Some(report))))
+    let report = patch_write(&state, json!({"power": patch})).await?;
+    ok(calibration_body(&state, Some(report)))
 }
 
-fn psu_body(state: &AppState, report: Option<Value>) -> Value {
+fn psu_body(state: &AppState, write: Option<ConfigWriteBody>) -> PsuOverrideBody {
     let config = state.config();
     let t = state.telemetry();
-    json!({
-        "schema": "svcos.api.config.psu_override.v1",
-        "override": config.power.psu_override,
-        "bounds": {"max_watt": [100.0, 5000.0], "voltage_v": [8.0, 24.0], "model_max_chars": 64},
-        "detected_model": t.as_ref().and_then(|t| t.psu.as_ref()).map(|p| p.model.clone()),
-        "effective_psu_limit_watt": config.power.psu_override.enabled.then_some(config.power.psu_override.max_watt),
-        "note": "when enabled, max_watt is a hard limit: hw-agent clamps every power target to it",
-        "write": report,
-    })
+    let o = &config.power.psu_override;
+    PsuOverrideBody {
+        schema: "svcos.api.config.psu_override.v1",
+        psu_override: o.clone(),
+        bounds: PsuOverrideBounds {
+            max_watt: [100.0, 5000.0],
+            voltage_v: [8.0, 24.0],
+            model_max_chars: 64,
+        },
+        detected_model: t
+            .as_ref()
+            .and_then(|t| t.psu.as_ref())
+            .map(|p| p.model.clone()),
+        effective_psu_limit_watt: o.enabled.then_some(o.max_watt),
+        note: "when enabled, max_watt is a hard limit: hw-agent clamps every power target to it",
+        write,
+    }
 }
 
 async fn get_psu_override(State(state): State<AppState>) -> Response {
-    json(psu_body(&state, None))
+    Json(psu_body(&state, None)).into_response()
 }
 
 async fn post_psu_override(
@@ -114,7 +131,7 @@ async fn post_psu_override(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult {
-    let b: Value = parse_body(&headers, &body)?;
+    let PsuOverridePatchRequest(b) = parse_body(&headers, &body)?;
     let m = only_members(
         &b,
         "power.psu_override",
@@ -126,27 +143,30 @@ async fn post_psu_override(
             "voltage_max_v",
         ],
     )?;
-    let report = patch_config(&state, json!({"power": {"psu_override": m}})).await?;
-    Ok(json(psu_body(&state, Some(report))))
+    let report = patch_write(&state, json!({"power": {"psu_override": m}})).await?;
+    ok(psu_body(&state, Some(report)))
 }
 
-fn shared_body(config: &Config, report: Option<Value>) -> Value {
-    json!({
-        "schema": "svcos.api.config.shared.v1",
-        "shared": shared_of(config),
-        "members": SHARED_MEMBERS.iter().map(|(k, path)| json!({"name": k, "config": path})).collect::<Vec<_>>(),
-        "fingerprint": shared_fingerprint(config),
-        "secret_mask": crate::config_write::SECRET_MASK,
-        "write": report,
-    })
+fn shared_body(config: &Config, write: Option<ConfigWriteBody>) -> SharedBody {
+    SharedBody {
+        schema: "svcos.api.config.shared.v1",
+        shared: shared_of(config),
+        members: SHARED_MEMBERS
+            .iter()
+            .map(|&(name, config)| SharedMember { name, config })
+            .collect(),
+        fingerprint: shared_fingerprint(config),
+        secret_mask: crate::config_write::SECRET_MASK,
+        write,
+    }
 }
 
 async fn get_shared(State(state): State<AppState>) -> Response {
-    json(shared_body(&state.config(), None))
+    Json(shared_body(&state.config(), None)).into_response()
 }
 
 async fn post_shared(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let b: Value = parse_body(&headers, &body)?;
+    let SharedPatchRequest(b) = parse_body(&headers, &body)?;
     // Accept the GET shape back ({"shared": {...}}) as well as the bare subset.
     let b = match b.get("shared") {
         Some(inner) => inner.clone(),
@@ -171,5 +191,5 @@ async fn post_shared(State(state): State<AppState>, headers: HeaderMap, body: By
             Some(ErrorCode::PoolConfigWriteFailed),
         )
     })?;
-    Ok(json(shared_body(&state.config(), Some(report))))
+    ok(shared_body(&state.config(), Some(report)))
 }

@@ -8,8 +8,9 @@ use schemars::{JsonSchema, Schema};
 
 use crate::requests as req;
 use crate::{
-    auth, catalog, config as cfg, diagnostics as diag, firmware as fw, hardware as hw, history,
-    integrations as integ, mining, pools, safety, setup, status, thermal, tuning as tune,
+    auth, catalog, config as cfg, diagnostics as diag, discovery as disc, firmware as fw,
+    hardware as hw, health, history, integrations as integ, mining, pools, safety, setup, status,
+    thermal, tuning as tune,
 };
 
 /// A route's `200` schema: a `$ref` into the generator's definitions.
@@ -672,6 +673,48 @@ pub const RESPONSES: &[(&str, &str, SchemaOf)] = &[
         "POST",
         "/api/config/webhook/test",
         of::<integ::WebhookTestBody>,
+    // typed-rest: discovery.
+    ("GET", "/api/index", of::<disc::IndexBody>),
+    (
+        "GET",
+        "/api/compatibility/manifest",
+        of::<disc::ManifestBody>,
+    ),
+    (
+        "GET",
+        "/api/system/api-compatibility/manifest",
+        of::<disc::ManifestBody>,
+    ),
+    ("GET", "/api/dashboard/version", of::<disc::VersionBody>),
+    (
+        "GET",
+        "/api/dashboard/health",
+        of::<disc::DashboardHealthBody>,
+    ),
+    (
+        "GET",
+        "/api/system/update/metadata",
+        of::<disc::UpdateMetadataBody>,
+    ),
+    ("GET", "/api/v1/capabilities", of::<disc::CapabilitiesBody>),
+    (
+        "GET",
+        "/api/system/update_capability",
+        of::<disc::UpdateCapabilityBody>,
+    ),
+    ("GET", "/api/network/info", of::<disc::NetworkInfoBody>),
+    ("GET", "/api/profiles/presets", of::<disc::PresetsBody>),
+    (
+        "GET",
+        "/api/competitive/readiness",
+        of::<disc::ReadinessBody>,
+    ),
+    // typed-rest: status.
+    ("GET", "/api/chips/health", of::<health::ChipsHealthBody>),
+    (
+        "GET",
+        "/api/diagnostics/chain",
+        of::<health::ChainDiagnosticsBody>,
     ),
 ];
 

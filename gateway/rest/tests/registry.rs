@@ -235,6 +235,15 @@ fn openapi_document_is_generated_from_the_registry_and_committed() {
                         assert_eq!(schema["type"], "string", "{method} {p} {media}");
                     }
                 }
+            } else if op["x-svc-support"] == "planned" {
+                // Answers 501 before doing anything: no success body to describe.
+                assert_eq!(op["x-svc-response-schema"], "planned", "{method} {p}");
+                assert!(op["responses"]["200"].is_null(), "{method} {p}");
+                assert_eq!(
+                    op["responses"]["501"]["content"]["application/json"]["schema"]["$ref"],
+                    "#/components/schemas/ApiErrorBody",
+                    "{method} {p}"
+                );
             } else {
                 assert_eq!(op["x-svc-response-schema"], "not-derived", "{method} {p}");
                 assert!(ok.is_null(), "{method} {p}");

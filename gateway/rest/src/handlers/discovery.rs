@@ -7,10 +7,9 @@
 
 use axum::extract::State;
 use axum::http::Method;
-use axum::response::Response;
-use serde_json::{Value, json};
+use svcos_api_types::discovery::*;
 
-use super::json;
+use super::{ApiResult, ok};
 use crate::routing::{Route, RouteMeta, Support};
 use crate::{AppState, route};
 use svcos_api_types::API_CONTRACT_VERSION;
@@ -138,250 +137,221 @@ pub fn routes() -> Vec<Route<AppState>> {
 }
 
 /// The declared routes with support grade and `mutates`, from the registry.
-pub fn declared_routes(metas: &[RouteMeta]) -> Vec<Value> {
+pub fn declared_routes(metas: &[RouteMeta]) -> Vec<DeclaredRoute> {
     DECLARED
         .iter()
-        .map(|(surface, method, path)| {
+        .map(|&(surface, method, path)| {
             let meta = metas
                 .iter()
-                .find(|m| m.method.as_str() == *method && m.path == *path);
-            let support = meta.map_or(Support::Full, |m| m.support);
-            json!({
-                "method": method,
-                "path": path,
-                "surface": surface,
-                "support": support.as_str(),
-                "mutates": *method != Method::GET.as_str(),
-                "auth": meta.map_or("bearer", |m| m.auth.as_str()),
-            })
+                .find(|m| m.method.as_str() == method && m.path == path);
+            DeclaredRoute {
+                method,
+                path,
+                surface,
+                support: meta.map_or(Support::Full, |m| m.support).as_str(),
+                mutates: method != Method::GET.as_str(),
+                auth: meta.map_or("bearer", |m| m.auth.as_str()),
+            }
         })
         .collect()
 }
 
-fn surfaces() -> Vec<Value> {
+fn surfaces() -> Vec<Surface> {
     SURFACES
         .iter()
-        .map(|(id, description)| {
-            let routes = DECLARED.iter().filter(|d| d.0 == *id).count();
-            json!({"id": id, "description": description, "declared_routes": routes})
+        .map(|&(id, description)| Surface {
+            id,
+            description,
+            declared_routes: DECLARED.iter().filter(|d| d.0 == id).count(),
         })
         .collect()
 }
 
-async fn index(State(state): State<AppState>) -> Response {
+async fn index(State(state): State<AppState>) -> ApiResult {
     let metas = &state.routes().metas;
     let routes = declared_routes(metas);
-    json(json!({
-        "schema": "svcos.api.index.v1",
-        "api_contract_version": API_CONTRACT_VERSION,
-        "route_count": routes.len(),
-        "surface_count": SURFACES.len(),
-        "surfaces": surfaces(),
-        "routes": routes,
-        "mounted_operations": metas.len(),
-    }))
+    ok(IndexBody {
+        schema: "svcos.api.index.v1",
+        api_contract_version: API_CONTRACT_VERSION,
+        route_count: routes.len(),
+        surface_count: SURFACES.len(),
+        surfaces: surfaces(),
+        routes,
+        mounted_operations: metas.len(),
+    })
 }
 
-async fn manifest(State(state): State<AppState>) -> Response {
+async fn manifest(State(state): State<AppState>) -> ApiResult {
     let metas = &state.routes().metas;
     let mut by_support = std::collections::BTreeMap::<&str, usize>::new();
     for m in metas {
         *by_support.entry(m.support.as_str()).or_default() += 1;
     }
-    json(json!({
-        "schema": "svcos.api.compatibility_manifest.v1",
-        "api_contract_version": API_CONTRACT_VERSION,
-        "surfaces": surfaces(),
-        "declared_routes": declared_routes(metas),
-        "mounted_operations": metas.len(),
-        "mounted_by_support": by_support,
-        "error_envelope": {"members": ["error", "detail", "code", "suggestion"], "codes": crate::envelope::ErrorCode::ALL.map(|c| c.as_str())},
-    }))
+    ok(ManifestBody {
+        schema: "svcos.api.compatibility_manifest.v1",
+        api_contract_version: API_CONTRACT_VERSION,
+        surfaces: surfaces(),
+        declared_routes: declared_routes(metas),
+        mounted_operations: metas.len(),
+        mounted_by_support: by_support,
+        error_envelope: EnvelopeDescription {
+            members: ["error", "detail", "code", "suggestion"],
+            codes: crate::envelope::ErrorCode::ALL.map(|c| c.as_str()).to_vec(),
+        },
+    })
 }
 
-async fn version() -> Response {
-    json(json!({
-        "schema": "svcos.api.version.v1",
-        "firmware": "svcOS",
-        "version": env!("CARGO_PKG_VERSION"),
-        "api_contract_version": API_CONTRACT_VERSION,
-        "build_profile": if cfg!(debug_assertions) { "debug" } else { "release" },
-    }))
+async fn version() -> ApiResult {
+    ok(VersionBody {
+        schema: "svcos.api.version.v1",
+        firmware: "svcOS",
+        version: env!("CARGO_PKG_VERSION"),
+        api_contract_version: API_CONTRACT_VERSION,
+        build_profile: if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+    })
 }
 
-async fn dashboard_health(State(state): State<AppState>) -> Response {
-    let hw = state.telemetry().is_some();
-    let stratum = state.pools().is_some();
-    json(json!({
-        "schema": "svcos.api.dashboard.health.v1",
-        "gateway": "up",
-        "hw_agent": if hw { "up" } else { "down" },
-        "stratum_agent": if stratum { "up" } else { "down" },
-        "auth_revocation_stream": if state.sessions.is_live() { "up" } else { "down" },
-        "degraded": !(hw && stratum),
-    }))
+async fn dashboard_health(State(state): State<AppState>) -> ApiResult {
+    ok(DashboardHealthBody::new(
+        state.telemetry().is_some(),
+        state.pools().is_some(),
+        state.sessions.is_live(),
+    ))
 }
 
-async fn update_metadata(State(state): State<AppState>) -> Response {
+async fn update_metadata(State(state): State<AppState>) -> ApiResult {
     // Open route: the running version and which update paths exist, nothing about the unit's
     // slots, model string or files.
     let status = crate::supervisor::update_status(&state).await.ok();
-    let supported = status.as_ref().is_some_and(|s| s.slot_manager_reachable);
-    json(json!({
-        "schema": "svcos.api.update.metadata.v1",
-        "firmware": "svcOS",
-        "current_version": status
+    ok(UpdateMetadataBody {
+        schema: "svcos.api.update.metadata.v1",
+        firmware: "svcOS",
+        current_version: status
             .as_ref()
-            .map_or(env!("CARGO_PKG_VERSION").to_string(), |s| s.running_version.clone()),
-        "api_contract_version": API_CONTRACT_VERSION,
-        "update_source": "local upload only; the firmware never contacts an update server",
-        "update_supported": supported,
-        "bundle_format": "RAUC bundle (.raucb), CMS-signed; verified against the unit's keyring",
-        "max_bundle_bytes": crate::routing::MAX_BUNDLE_BYTES,
-        "upload_paths": crate::routing::UPLOAD_PATHS,
-        "status_path": "/api/v1/firmware/update/status",
-    }))
+            .map_or(env!("CARGO_PKG_VERSION").to_string(), |s| {
+                s.running_version.clone()
+            }),
+        api_contract_version: API_CONTRACT_VERSION,
+        update_source: "local upload only; the firmware never contacts an update server",
+        update_supported: status.as_ref().is_some_and(|s| s.slot_manager_reachable),
+        bundle_format: "RAUC bundle (.raucb), CMS-signed; verified against the unit's keyring",
+        max_bundle_bytes: crate::routing::MAX_BUNDLE_BYTES,
+        upload_paths: crate::routing::UPLOAD_PATHS.to_vec(),
+        status_path: "/api/v1/firmware/update/status",
+    })
 }
 
-async fn capabilities(State(state): State<AppState>) -> Response {
+/// Whether `path` is mounted and implemented.
+fn implemented(state: &AppState, path: &str) -> bool {
+    state
+        .routes()
+        .metas
+        .iter()
+        .any(|m| m.path == path && m.support != Support::Planned)
+}
+
+async fn capabilities(State(state): State<AppState>) -> ApiResult {
     let config = state.config();
     let update = crate::supervisor::update_status(&state).await.ok();
-    let supported = |path: &str| {
-        state
-            .routes()
-            .metas
-            .iter()
-            .any(|m| m.path == path && m.support != Support::Planned)
-    };
-    json(json!({
-        "schema": "svcos.api.v1.capabilities.v1",
-        "firmware": "svcOS",
-        "version": env!("CARGO_PKG_VERSION"),
-        "api_contract_version": API_CONTRACT_VERSION,
-        "running_version": update.as_ref().map(|u| u.running_version.clone()),
-        "update": update.as_ref().map(|u| json!({
-            "slot_manager_reachable": u.slot_manager_reachable,
-            "booted_slot": u.booted_slot,
-            "primary_slot": u.primary_slot,
-            "compatible": u.compatible,
-            "slots": u.slots.iter().map(|s| json!({
-                "name": s.name, "bootname": s.bootname, "state": s.state,
-                "boot_status": s.boot_status, "version": s.version,
-            })).collect::<Vec<_>>(),
-            "paths": {
-                "upload": crate::routing::UPLOAD_PATHS,
-                "status": "/api/v1/firmware/update/status",
-                "restore_to_stock": "/api/system/restore-to-stock",
-                "restore_preflight": "/api/system/restore-to-stock/preflight-checks",
-            },
-            "rollback": "automatic: a new slot that is not healthy in time, or crash-loops, is marked bad and the previous slot boots",
-        })),
-        "capabilities": {
-            "firmware_update": supported("/api/v1/firmware/update"),
-            "system_upgrade": supported("/api/v1/system/upgrade"),
-            "stratum_v1": true,
-            "stratum_v2": config.stratum.sv2_enabled,
-            "websocket": true,
-            "websocket_tickets": config.api.websocket_tickets,
-            "metrics": true,
-            "metrics_require_auth": config.api.metrics_require_auth,
-            "legacy_tcp_api": config.legacy.enabled,
-            "modes": ["home", "standard", "hacker"],
-            "mcp": supported("/mcp"),
+    let supported = |path: &str| implemented(&state, path);
+    ok(CapabilitiesBody {
+        schema: "svcos.api.v1.capabilities.v1",
+        firmware: "svcOS",
+        version: env!("CARGO_PKG_VERSION"),
+        api_contract_version: API_CONTRACT_VERSION,
+        running_version: update.as_ref().map(|u| u.running_version.clone()),
+        update: update
+            .as_ref()
+            .map(|u| CapabilityUpdate::new(u, crate::routing::UPLOAD_PATHS.to_vec())),
+        capabilities: Capabilities {
+            firmware_update: supported("/api/v1/firmware/update"),
+            system_upgrade: supported("/api/v1/system/upgrade"),
+            stratum_v1: true,
+            stratum_v2: config.stratum.sv2_enabled,
+            websocket: true,
+            websocket_tickets: config.api.websocket_tickets,
+            metrics: true,
+            metrics_require_auth: config.api.metrics_require_auth,
+            legacy_tcp_api: config.legacy.enabled,
+            modes: ["home", "standard", "hacker"],
+            mcp: supported("/mcp"),
         },
-    }))
+    })
 }
 
-async fn update_capability(State(state): State<AppState>) -> Response {
-    let supported = |path: &str| {
-        state
-            .routes()
-            .metas
-            .iter()
-            .any(|m| m.path == path && m.support != Support::Planned)
-    };
+async fn update_capability(State(state): State<AppState>) -> ApiResult {
     let methods: Vec<&str> = [
         ("/api/system/upgrade", "local upload"),
         ("/api/v1/firmware/update", "v1 alias"),
     ]
     .iter()
-    .filter(|(p, _)| supported(p))
+    .filter(|(p, _)| implemented(&state, p))
     .map(|(_, m)| *m)
     .collect();
-    json(json!({
-        "schema": "svcos.api.update_capability.v1",
-        "supported": !methods.is_empty(),
-        "methods": methods,
-        "remote_update_server": false,
-        "reason": if methods.is_empty() { "firmware update is not part of this build" } else { "" },
-    }))
+    ok(UpdateCapabilityBody::new(methods))
 }
 
-async fn network_info(State(state): State<AppState>) -> Response {
+async fn network_info(State(state): State<AppState>) -> ApiResult {
     let c = state.config();
-    json(json!({
-        "schema": "svcos.api.network.info.v1",
-        "hostname": c.system.hostname,
-        "mdns_name": format!("{}.local", c.system.hostname),
-        "endpoints": [
-            {"name": "rest", "bind": c.api.bind.to_string(), "port": c.api.port},
-            {"name": "websocket", "bind": c.api.bind.to_string(), "port": c.api.port, "path": "/ws"},
-            {"name": "dashboard", "bind": c.api.bind.to_string(), "port": c.api.http_port},
-            {"name": "legacy-miner-tcp", "bind": c.legacy.bind.to_string(), "port": c.legacy.port, "enabled": c.legacy.enabled},
+    let endpoint = |name, bind: std::net::IpAddr, port| Endpoint {
+        name,
+        bind: bind.to_string(),
+        port,
+        path: None,
+        enabled: None,
+    };
+    ok(NetworkInfoBody {
+        schema: "svcos.api.network.info.v1",
+        hostname: c.system.hostname.clone(),
+        mdns_name: format!("{}.local", c.system.hostname),
+        endpoints: vec![
+            endpoint("rest", c.api.bind, c.api.port),
+            Endpoint {
+                path: Some("/ws"),
+                ..endpoint("websocket", c.api.bind, c.api.port)
+            },
+            endpoint("dashboard", c.api.bind, c.api.http_port),
+            Endpoint {
+                enabled: Some(c.legacy.enabled),
+                ..endpoint("legacy-miner-tcp", c.legacy.bind, c.legacy.port)
+            },
         ],
-        "note": "interface addresses and routes are not reported by this build",
-    }))
+        note: "interface addresses and routes are not reported by this build",
+    })
 }
 
-async fn board_presets(State(state): State<AppState>) -> Response {
+async fn board_presets(State(state): State<AppState>) -> ApiResult {
     use svcos_common::config::Board;
     let active = state.config().hardware.board;
-    let presets: Vec<Value> = [
+    let presets = [
         (Board::S9, "s9"),
         (Board::S19, "s19"),
         (Board::Bitaxe, "bitaxe"),
     ]
     .into_iter()
     .map(|(b, id)| {
-        let (chains, chips, chip, mhz, model) = b.preset();
-        json!({"id": id, "model": model, "chains": chains, "chips_per_chain": chips,
-                   "chip_model": chip, "default_frequency_mhz": mhz, "active": b == active})
+        let (chains, chips_per_chain, chip_model, default_frequency_mhz, model) = b.preset();
+        Preset {
+            id,
+            model,
+            chains,
+            chips_per_chain,
+            chip_model,
+            default_frequency_mhz,
+            active: b == active,
+        }
     })
     .collect();
-    json(json!({"schema": "svcos.api.profiles.presets.v1", "presets": presets}))
-}
-
-/// The static claims contract of the spec, member for member.
-pub fn readiness_contract() -> Value {
-    json!({
-        "schema": "svcos.api.competitive_readiness.v1",
-        "contract": "static",
-        "reports": "defaults of this firmware, not the live state of this unit",
-        "license_required": false,
-        "license_server_required": false,
-        "activation_required": false,
-        "mandatory_fee": false,
-        "fee_route": "transparent_donation",
-        "donation": {
-            "default_enabled": false,
-            "default_percent": 0.0,
-            "disable_supported": true,
-            "pool_visible": true,
-            "donation_off_test_status": "not_run",
-            "current_state_source": "not_read_by_static_contract",
-        },
-        "home_miner_safe": false,
-        "home_miner_safe_status": "partial",
-        "write_surfaces": [
-            {"surface": "svc-rest", "audit_status": "partial"},
-            {"surface": "third-party-compat-rest", "audit_status": "partial"},
-            {"surface": "v1-firmware-aliases", "audit_status": "partial"},
-            {"surface": "legacy-miner-tcp", "audit_status": "partial"},
-        ],
-        "offline_behavior": "local_first",
+    ok(PresetsBody {
+        schema: "svcos.api.profiles.presets.v1",
+        presets,
     })
 }
 
-async fn readiness() -> Response {
-    json(readiness_contract())
+async fn readiness() -> ApiResult {
+    ok(ReadinessBody::contract())
 }

@@ -13,13 +13,11 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use svcos_api_types::enum_word;
+use svcos_api_types::health::{ChainDiagnosticsBody, ChipsHealthBody};
 use svcos_api_types::status::{ChainPresenceBody, ChipsBody, StatsBody, StatusBody};
 use svcos_api_types::thermal::{PostureBody, SupervisorBody};
-use svcos_common::chiphealth::{self, ChipCounts};
 use svcos_common::config::Config;
-use svcos_proto::hwagent::v1::{
-    ChainState, ChainTelemetry, GetTelemetryRequest, MiningState, Telemetry,
-};
+use svcos_proto::hwagent::v1::{GetTelemetryRequest, MiningState, Telemetry};
 use svcos_proto::stratum::v1::{GetPoolsResponse, PoolState};
 
 use super::{ApiResult, json, ok, round};
@@ -89,52 +87,7 @@ async fn chips(State(state): State<AppState>) -> ApiResult {
 }
 
 async fn chips_health(State(state): State<AppState>) -> ApiResult {
-    let t = full_telemetry(&state).await?;
-    Ok(json(chips_health_view(&t)))
-}
-
-/// The `/api/chips/health` body: every chip judged by the one rule
-/// (`svcos_common::chiphealth`) over hw-agent's lifetime counters.
-pub fn chips_health_view(t: &Telemetry) -> Value {
-    let mut counts = std::collections::BTreeMap::from([("ok", 0u32), ("weak", 0), ("dead", 0)]);
-    let chains: Vec<Value> = t
-        .chains
-        .iter()
-        .map(|c| {
-            let judged = chiphealth::judge_chain(c.nonces, &chip_counts(c));
-            let chips: Vec<Value> = c
-                .chips
-                .iter()
-                .zip(judged)
-                .map(|(chip, j)| {
-                    let verdict = j.verdict.as_str();
-                    *counts.entry(verdict).or_default() += 1;
-                    json!({"index": chip.index, "verdict": verdict, "nonces": chip.nonces,
-                        "hw_errors": chip.hw_errors,
-                        "expected_nonces": round(j.expected_nonces, 1), "evidence": j.reasons})
-                })
-                .collect();
-            json!({"chain_id": c.chain_id, "chips": chips})
-        })
-        .collect();
-    json!({
-        "schema": "svcos.api.chips.health.v1",
-        "rule": chiphealth::RULE,
-        "summary": counts,
-        "chains": chains,
-    })
-}
-
-fn chip_counts(c: &ChainTelemetry) -> Vec<ChipCounts> {
-    c.chips
-        .iter()
-        .map(|chip| ChipCounts {
-            answering: chip.alive,
-            nonces: chip.nonces,
-            hw_errors: chip.hw_errors,
-            frequency_mhz: chip.frequency_mhz,
-        })
-        .collect()
+    ok(ChipsHealthBody::new(&full_telemetry(&state).await?))
 }
 
 fn telemetry_or_503(state: &AppState) -> ApiResult<Telemetry> {
@@ -184,32 +137,7 @@ async fn home_status(State(state): State<AppState>) -> ApiResult {
 }
 
 async fn diagnostics_chain(State(state): State<AppState>) -> ApiResult {
-    let t = telemetry_or_503(&state)?;
-    Ok(json(json!({
-        "schema": "svcos.api.diagnostics.chain.v1",
-        "chains": t.chains.iter().map(|c| {
-            let mut findings = Vec::new();
-            if c.chips_detected < c.chips_expected {
-                findings.push(format!("{} of {} chips answer", c.chips_detected, c.chips_expected));
-            }
-            if matches!(c.state(), ChainState::Fault | ChainState::Missing) {
-                findings.push(format!("chain is {}", enum_word(c.state().as_str_name(), "CHAIN_STATE_")));
-            }
-            let expected = c.hashrate.as_ref().map_or(0.0, |h| h.ghs_expected);
-            let actual = c.hashrate.as_ref().map_or(0.0, |h| h.ghs_1m);
-            if expected > 0.0 && actual < expected * 0.8 && c.state() == ChainState::Mining {
-                findings.push(format!("hashrate {:.0} GH/s is below 80 % of the expected {:.0} GH/s", actual, expected));
-            }
-            json!({
-                "chain_id": c.chain_id,
-                "state": enum_word(c.state().as_str_name(), "CHAIN_STATE_"),
-                "healthy": findings.is_empty(),
-                "findings": findings,
-                "hw_errors": c.hw_errors,
-                "nonces": c.nonces,
-            })
-        }).collect::<Vec<_>>(),
-    })))
+    ok(ChainDiagnosticsBody::new(&telemetry_or_503(&state)?))
 }
 
 /// Prometheus text exposition of the snapshots (format 0.0.4).

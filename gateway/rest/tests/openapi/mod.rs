@@ -10,7 +10,8 @@
 //! types' schemas under `components/schemas`); a route in [`MEDIA`], whose answer is not such a
 //! JSON document (CSV, Prometheus text, an archive, a peer's document passed through, JSON-RPC),
 //! has each media type it really sends with that body's schema (`x-svc-response-schema: media`);
-//! the others say `not-derived`. Likewise a write
+//! a planned operation has no `200`, only its `501` envelope (`planned`); the others say
+//! `not-derived`. Likewise a write
 //! listed in `svcos_api_types::schema::REQUESTS` has its JSON body's schema derived from the
 //! type its handler parses the body into (`x-svc-request-schema: derived`); [`NO_BODY`],
 //! [`OTHER_BODY`] and [`UNTYPED_BODY`] account for every other write. The miner does not
@@ -28,7 +29,7 @@ use svcos_api_types::schema::{
 
 use svcos_gateway::envelope::ErrorCode;
 use svcos_gateway::registry::metas;
-use svcos_gateway::routing::{AuthClass, RouteMeta};
+use svcos_gateway::routing::{AuthClass, RouteMeta, Support};
 
 /// The ApiErrorBody schema.
 pub fn error_schema() -> Value {
@@ -366,6 +367,8 @@ fn media_schema(media: &str, shape: &Shape, schemas: &mut SchemaGenerator) -> Va
 enum Success {
     Derived(Value),
     Media(Map<String, Value>),
+    /// A planned operation: it answers 501 with the envelope and never a `200`.
+    Planned,
     NotDerived,
 }
 
@@ -453,15 +456,21 @@ fn operation(meta: &RouteMeta, body: Body, response: Success) -> Value {
             json!({"description": "Success; see the media types.", "content": content}),
             "media",
         ),
+        Success::Planned => (
+            json!({"description": "Not implemented yet: 501 with the envelope."}),
+            "planned",
+        ),
         Success::NotDerived => (
             json!({"description": "Success. The body shape is not derived; see docs/API-SHAPES.md."}),
             "not-derived",
         ),
     };
-    op.insert(
-        "responses".into(),
-        json!({"200": success, "4XX": error.clone(), "5XX": error}),
-    );
+    let responses = if kind == "planned" {
+        json!({"501": error.clone(), "4XX": error.clone(), "5XX": error})
+    } else {
+        json!({"200": success, "4XX": error.clone(), "5XX": error})
+    };
+    op.insert("responses".into(), responses);
     op.insert("x-svc-response-schema".into(), kind.into());
     op.insert("x-svc-source".into(), meta.source.into());
     op.insert("x-svc-support".into(), meta.support.as_str().into());
@@ -546,6 +555,7 @@ pub fn document() -> Value {
                     })
                     .collect(),
             ),
+            (None, None) if meta.support == Support::Planned => Success::Planned,
             (None, None) => Success::NotDerived,
         };
         let body = body_of(meta, &mut requests);

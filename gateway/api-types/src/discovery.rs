@@ -1,0 +1,532 @@
+//! Discovery: `/api/index`, the compatibility manifests, versions, capabilities, update
+//! metadata, network info, board presets and the static claims contract.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use svcos_proto::supervisor::v1 as pb;
+
+/// One declared route of the compatibility surface.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct DeclaredRoute {
+    /// HTTP method.
+    pub method: &'static str,
+    /// Path as mounted (`:name` for a parameter).
+    pub path: &'static str,
+    /// The surface it belongs to.
+    pub surface: &'static str,
+    /// full, partial or planned.
+    pub support: &'static str,
+    /// Whether it changes state (every method but GET).
+    pub mutates: bool,
+    /// open, bearer or metrics.
+    pub auth: &'static str,
+}
+
+/// One surface of the declared compatibility surface.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Surface {
+    /// Surface id (`svc-rest`, `websocket`, ...).
+    pub id: &'static str,
+    /// What it is.
+    pub description: &'static str,
+    /// How many declared routes it has.
+    pub declared_routes: usize,
+}
+
+/// `GET /api/index` (`svcos.api.index.v1`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct IndexBody {
+    /// `svcos.api.index.v1`.
+    pub schema: &'static str,
+    /// The API contract version.
+    pub api_contract_version: &'static str,
+    /// Number of declared routes.
+    pub route_count: usize,
+    /// Number of surfaces.
+    pub surface_count: usize,
+    /// The surfaces.
+    pub surfaces: Vec<Surface>,
+    /// The declared routes.
+    pub routes: Vec<DeclaredRoute>,
+    /// Every operation the gateway mounts.
+    pub mounted_operations: usize,
+}
+
+/// The error envelope as the manifest describes it.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct EnvelopeDescription {
+    /// The envelope's members.
+    pub members: [&'static str; 4],
+    /// Every `code` value.
+    pub codes: Vec<&'static str>,
+}
+
+/// `GET /api/compatibility/manifest` and `/api/system/api-compatibility/manifest`
+/// (`svcos.api.compatibility_manifest.v1`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ManifestBody {
+    /// `svcos.api.compatibility_manifest.v1`.
+    pub schema: &'static str,
+    /// The API contract version.
+    pub api_contract_version: &'static str,
+    /// The surfaces.
+    pub surfaces: Vec<Surface>,
+    /// The declared routes.
+    pub declared_routes: Vec<DeclaredRoute>,
+    /// Every operation the gateway mounts.
+    pub mounted_operations: usize,
+    /// Mounted operations per support grade.
+    pub mounted_by_support: BTreeMap<&'static str, usize>,
+    /// The error envelope.
+    pub error_envelope: EnvelopeDescription,
+}
+
+/// `GET /api/dashboard/version` (`svcos.api.version.v1`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct VersionBody {
+    /// `svcos.api.version.v1`.
+    pub schema: &'static str,
+    /// Always `svcOS`.
+    pub firmware: &'static str,
+    /// Firmware version.
+    pub version: &'static str,
+    /// The API contract version.
+    pub api_contract_version: &'static str,
+    /// debug or release.
+    pub build_profile: &'static str,
+}
+
+/// `up` or `down`.
+pub fn up_word(up: bool) -> &'static str {
+    if up { "up" } else { "down" }
+}
+
+/// `GET /api/dashboard/health` (`svcos.api.dashboard.health.v1`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct DashboardHealthBody {
+    /// `svcos.api.dashboard.health.v1`.
+    pub schema: &'static str,
+    /// Always `up` (it answers).
+    pub gateway: &'static str,
+    /// up or down: the telemetry stream.
+    pub hw_agent: &'static str,
+    /// up or down: the pool stream.
+    pub stratum_agent: &'static str,
+    /// up or down: auth's revocation stream.
+    pub auth_revocation_stream: &'static str,
+    /// A snapshot is missing.
+    pub degraded: bool,
+}
+
+impl DashboardHealthBody {
+    /// From which streams are live.
+    pub fn new(hw_agent: bool, stratum_agent: bool, revocations: bool) -> Self {
+        DashboardHealthBody {
+            schema: "svcos.api.dashboard.health.v1",
+            gateway: "up",
+            hw_agent: up_word(hw_agent),
+            stratum_agent: up_word(stratum_agent),
+            auth_revocation_stream: up_word(revocations),
+            degraded: !(hw_agent && stratum_agent),
+        }
+    }
+}
+
+/// `GET /api/system/update/metadata` (`svcos.api.update.metadata.v1`), an open route.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct UpdateMetadataBody {
+    /// `svcos.api.update.metadata.v1`.
+    pub schema: &'static str,
+    /// Always `svcOS`.
+    pub firmware: &'static str,
+    /// The running version (the build's own while the supervisor is unreachable).
+    pub current_version: String,
+    /// The API contract version.
+    pub api_contract_version: &'static str,
+    /// Where updates come from.
+    pub update_source: &'static str,
+    /// The slot manager is reachable.
+    pub update_supported: bool,
+    /// The bundle format.
+    pub bundle_format: &'static str,
+    /// Largest bundle accepted, bytes.
+    pub max_bundle_bytes: u64,
+    /// Where a bundle is uploaded.
+    pub upload_paths: Vec<&'static str>,
+    /// Where the update's progress is read.
+    pub status_path: &'static str,
+}
+
+/// One slot as `/api/v1/capabilities` lists it.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct CapabilitySlot {
+    /// RAUC slot name.
+    pub name: String,
+    /// Bootloader name.
+    pub bootname: String,
+    /// booted, inactive or active.
+    pub state: String,
+    /// good, bad or empty when unknown.
+    pub boot_status: String,
+    /// Installed version.
+    pub version: String,
+}
+
+/// The update paths `/api/v1/capabilities` names.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct UpdatePaths {
+    /// Where a bundle is uploaded.
+    pub upload: Vec<&'static str>,
+    /// The update status.
+    pub status: &'static str,
+    /// Restore to stock.
+    pub restore_to_stock: &'static str,
+    /// Its preflight checks.
+    pub restore_preflight: &'static str,
+}
+
+/// The update part of `/api/v1/capabilities`; `null` while the supervisor is unreachable.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct CapabilityUpdate {
+    /// The slot manager is reachable.
+    pub slot_manager_reachable: bool,
+    /// The slot running now.
+    pub booted_slot: String,
+    /// The slot the bootloader tries first.
+    pub primary_slot: String,
+    /// The RAUC compatible string.
+    pub compatible: String,
+    /// Every slot.
+    pub slots: Vec<CapabilitySlot>,
+    /// The update paths.
+    pub paths: UpdatePaths,
+    /// How a bad update is rolled back.
+    pub rollback: &'static str,
+}
+
+impl CapabilityUpdate {
+    /// From the supervisor's update status and the upload paths.
+    pub fn new(u: &pb::UpdateStatus, upload: Vec<&'static str>) -> Self {
+        CapabilityUpdate {
+            slot_manager_reachable: u.slot_manager_reachable,
+            booted_slot: u.booted_slot.clone(),
+            primary_slot: u.primary_slot.clone(),
+            compatible: u.compatible.clone(),
+            slots: u
+                .slots
+                .iter()
+                .map(|s| CapabilitySlot {
+                    name: s.name.clone(),
+                    bootname: s.bootname.clone(),
+                    state: s.state.clone(),
+                    boot_status: s.boot_status.clone(),
+                    version: s.version.clone(),
+                })
+                .collect(),
+            paths: UpdatePaths {
+                upload,
+                status: "/api/v1/firmware/update/status",
+                restore_to_stock: "/api/system/restore-to-stock",
+                restore_preflight: "/api/system/restore-to-stock/preflight-checks",
+            },
+            rollback: "automatic: a new slot that is not healthy in time, or crash-loops, is marked bad and the previous slot boots",
+        }
+    }
+}
+
+/// What this build can do.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Capabilities {
+    /// `POST /api/v1/firmware/update` is implemented.
+    pub firmware_update: bool,
+    /// `POST /api/v1/system/upgrade` is implemented.
+    pub system_upgrade: bool,
+    /// Always true.
+    pub stratum_v1: bool,
+    /// `[stratum].sv2_enabled`.
+    pub stratum_v2: bool,
+    /// Always true.
+    pub websocket: bool,
+    /// `[api].websocket_tickets`.
+    pub websocket_tickets: bool,
+    /// Always true.
+    pub metrics: bool,
+    /// `[api].metrics_require_auth`.
+    pub metrics_require_auth: bool,
+    /// `[legacy].enabled`.
+    pub legacy_tcp_api: bool,
+    /// The operating modes.
+    pub modes: [&'static str; 3],
+    /// `POST /mcp` is implemented.
+    pub mcp: bool,
+}
+
+/// `GET /api/v1/capabilities` (`svcos.api.v1.capabilities.v1`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct CapabilitiesBody {
+    /// `svcos.api.v1.capabilities.v1`.
+    pub schema: &'static str,
+    /// Always `svcOS`.
+    pub firmware: &'static str,
+    /// The build's version.
+    pub version: &'static str,
+    /// The API contract version.
+    pub api_contract_version: &'static str,
+    /// The slot's running version; `null` while the supervisor is unreachable.
+    pub running_version: Option<String>,
+    /// Update state and paths; `null` while the supervisor is unreachable.
+    pub update: Option<CapabilityUpdate>,
+    /// What this build can do.
+    pub capabilities: Capabilities,
+}
+
+/// `GET /api/system/update_capability` (`svcos.api.update_capability.v1`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct UpdateCapabilityBody {
+    /// `svcos.api.update_capability.v1`.
+    pub schema: &'static str,
+    /// Some update method is implemented.
+    pub supported: bool,
+    /// `local upload`, `v1 alias`.
+    pub methods: Vec<&'static str>,
+    /// Always false: the firmware never contacts an update server.
+    pub remote_update_server: bool,
+    /// Why not supported (empty when supported).
+    pub reason: &'static str,
+}
+
+impl UpdateCapabilityBody {
+    /// From the implemented update methods.
+    pub fn new(methods: Vec<&'static str>) -> Self {
+        UpdateCapabilityBody {
+            schema: "svcos.api.update_capability.v1",
+            supported: !methods.is_empty(),
+            reason: if methods.is_empty() {
+                "firmware update is not part of this build"
+            } else {
+                ""
+            },
+            methods,
+            remote_update_server: false,
+        }
+    }
+}
+
+/// One endpoint this unit serves.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Endpoint {
+    /// rest, websocket, dashboard, legacy-miner-tcp.
+    pub name: &'static str,
+    /// Bind address.
+    pub bind: String,
+    /// TCP port.
+    pub port: u16,
+    /// The path (websocket only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<&'static str>,
+    /// Whether it is on (legacy-miner-tcp only; the others always are).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+}
+
+/// `GET /api/network/info` (`svcos.api.network.info.v1`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct NetworkInfoBody {
+    /// `svcos.api.network.info.v1`.
+    pub schema: &'static str,
+    /// Configured hostname.
+    pub hostname: String,
+    /// `<hostname>.local`.
+    pub mdns_name: String,
+    /// The endpoints.
+    pub endpoints: Vec<Endpoint>,
+    /// What is not reported.
+    pub note: &'static str,
+}
+
+/// One board preset.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Preset {
+    /// s9, s19, bitaxe.
+    pub id: &'static str,
+    /// Miner model.
+    pub model: &'static str,
+    /// Hash chains.
+    pub chains: u32,
+    /// Chips per chain.
+    pub chips_per_chain: u32,
+    /// ASIC model.
+    pub chip_model: &'static str,
+    /// Default chip frequency, MHz.
+    pub default_frequency_mhz: f64,
+    /// The configured board.
+    pub active: bool,
+}
+
+/// `GET /api/profiles/presets` (`svcos.api.profiles.presets.v1`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct PresetsBody {
+    /// `svcos.api.profiles.presets.v1`.
+    pub schema: &'static str,
+    /// The presets.
+    pub presets: Vec<Preset>,
+}
+
+/// The donation defaults of the claims contract.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct DonationClaims {
+    /// Off by default.
+    pub default_enabled: bool,
+    /// 0 by default.
+    pub default_percent: f64,
+    /// It can be turned off.
+    pub disable_supported: bool,
+    /// The donation pool is listed with the others.
+    pub pool_visible: bool,
+    /// not_run.
+    pub donation_off_test_status: &'static str,
+    /// not_read_by_static_contract.
+    pub current_state_source: &'static str,
+}
+
+/// One write surface's audit status.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct WriteSurface {
+    /// Surface id.
+    pub surface: &'static str,
+    /// partial, ...
+    pub audit_status: &'static str,
+}
+
+/// `GET /api/competitive/readiness` (`svcos.api.competitive_readiness.v1`): the spec's static
+/// claims contract, member for member.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ReadinessBody {
+    /// `svcos.api.competitive_readiness.v1`.
+    pub schema: &'static str,
+    /// `static`.
+    pub contract: &'static str,
+    /// What it reports.
+    pub reports: &'static str,
+    /// No license.
+    pub license_required: bool,
+    /// No license server.
+    pub license_server_required: bool,
+    /// No activation.
+    pub activation_required: bool,
+    /// No mandatory fee.
+    pub mandatory_fee: bool,
+    /// `transparent_donation`.
+    pub fee_route: &'static str,
+    /// The donation defaults.
+    pub donation: DonationClaims,
+    /// Not claimed yet.
+    pub home_miner_safe: bool,
+    /// partial.
+    pub home_miner_safe_status: &'static str,
+    /// Per write surface.
+    pub write_surfaces: Vec<WriteSurface>,
+    /// `local_first`.
+    pub offline_behavior: &'static str,
+}
+
+impl ReadinessBody {
+    /// The static contract.
+    pub fn contract() -> Self {
+        let partial = |surface| WriteSurface {
+            surface,
+            audit_status: "partial",
+        };
+        ReadinessBody {
+            schema: "svcos.api.competitive_readiness.v1",
+            contract: "static",
+            reports: "defaults of this firmware, not the live state of this unit",
+            license_required: false,
+            license_server_required: false,
+            activation_required: false,
+            mandatory_fee: false,
+            fee_route: "transparent_donation",
+            donation: DonationClaims {
+                default_enabled: false,
+                default_percent: 0.0,
+                disable_supported: true,
+                pool_visible: true,
+                donation_off_test_status: "not_run",
+                current_state_source: "not_read_by_static_contract",
+            },
+            home_miner_safe: false,
+            home_miner_safe_status: "partial",
+            write_surfaces: [
+                "svc-rest",
+                "third-party-compat-rest",
+                "v1-firmware-aliases",
+                "legacy-miner-tcp",
+            ]
+            .into_iter()
+            .map(partial)
+            .collect(),
+            offline_behavior: "local_first",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn health_is_degraded_when_a_stream_is_missing() {
+        for (hw, stratum, degraded) in [
+            (true, true, false),
+            (false, true, true),
+            (true, false, true),
+        ] {
+            let h = DashboardHealthBody::new(hw, stratum, false);
+            assert_eq!(h.degraded, degraded, "{hw} {stratum}");
+            assert_eq!(h.auth_revocation_stream, "down");
+        }
+    }
+
+    #[test]
+    fn update_capability_says_why_not() {
+        let none = UpdateCapabilityBody::new(vec![]);
+        assert!(!none.supported && !none.reason.is_empty());
+        let some = UpdateCapabilityBody::new(vec!["local upload"]);
+        assert!(some.supported && some.reason.is_empty());
+    }
+
+    #[test]
+    fn endpoints_omit_what_does_not_apply() {
+        let e = Endpoint {
+            name: "rest",
+            bind: "0.0.0.0".into(),
+            port: 8080,
+            path: None,
+            enabled: None,
+        };
+        let v = serde_json::to_value(e).unwrap();
+        assert_eq!(v.as_object().unwrap().len(), 3, "{v}");
+    }
+}

@@ -492,6 +492,66 @@ impl ReadinessBody {
     }
 }
 
+/// `GET /api/network/block` (`svcos.api.network.block.v1`): block data read from the current
+/// pool job.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct NetworkBlockBody {
+    /// Where the data comes from.
+    pub source: &'static str,
+    /// `svcos.api.network.block.v1`.
+    pub schema: &'static str,
+    /// The BIP34 height in the coinbase; `null` when the coinbase does not carry one.
+    pub height: Option<u64>,
+    /// The previous block's hash, display order.
+    pub previous_block_hash: String,
+    /// nBits, 8 hex digits.
+    pub nbits: String,
+    /// The difficulty nBits encodes; `null` for an invalid nBits.
+    pub network_difficulty: Option<f64>,
+    /// Block version, 8 hex digits.
+    pub version: String,
+    /// The job's nTime.
+    pub ntime: u32,
+    /// The pool's job id.
+    pub job_id: String,
+    /// The pool the job came from.
+    pub pool_index: u32,
+    /// Its URL; `null` while stratum-agent's snapshot is missing.
+    pub pool_url: Option<String>,
+    /// The pool's share difficulty.
+    pub share_difficulty: f64,
+    /// The job belongs to donation time.
+    pub donation_job: bool,
+    /// When stratum-agent received it, Unix ms.
+    pub received_at_ms: i64,
+}
+
+/// What the firmware connects to, in words.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Outbound {
+    /// Pool connections.
+    pub pools: &'static str,
+    /// Energy source polling.
+    pub energy_sources: &'static str,
+    /// Fleet discovery.
+    pub fleet_discovery: &'static str,
+}
+
+/// `GET /api/network/config_schema` (`svcos.api.network.config_schema.v1`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ConfigSchemaBody {
+    /// `svcos.api.network.config_schema.v1`.
+    pub schema: &'static str,
+    /// The whole config file's JSON Schema (docs/config.schema.json, derived from the config
+    /// types); network members: system.hostname, api, legacy, energy.*.source_url.
+    pub json_schema: serde_json::Value,
+    /// What the firmware connects to.
+    pub outbound: Outbound,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -900,3 +900,166 @@ pub struct TuningConstraintsBody {
     /// Fan duty.
     pub fan_percent: FanRange,
 }
+
+/// What one stage of the pipeline snapshot shows; every member `null` while the service that
+/// owns it is unreachable.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(untagged)]
+pub enum StageDetail {
+    /// `pool`: the active pool.
+    Pool {
+        /// Its URL; `null` without an active pool.
+        active_url: Option<String>,
+    },
+    /// `job`: the last job hw-agent received.
+    Job {
+        /// When, Unix ms (0: none yet).
+        job_received_at_ms: Option<i64>,
+    },
+    /// `chips`: chains hashing.
+    Chips {
+        /// Chains in the mining state.
+        chains_mining: Option<usize>,
+    },
+    /// `nonces`: nonces found.
+    Nonces {
+        /// Verified nonces.
+        nonces: Option<u64>,
+        /// Nonces that failed verification.
+        hw_errors: Option<u64>,
+    },
+    /// `shares`: shares sent and the pools' verdicts.
+    Shares {
+        /// Shares hw-agent sent.
+        sent: Option<u64>,
+        /// Accepted by the pools.
+        accepted: Option<u64>,
+        /// Rejected by the pools.
+        rejected: Option<u64>,
+    },
+}
+
+/// One stage's live state.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct StageState {
+    /// pool, job, chips, nonces, shares.
+    pub stage: &'static str,
+    /// Whether the stage works; `null` while the owning service is unreachable.
+    pub ok: Option<bool>,
+    /// What it shows.
+    pub detail: StageDetail,
+}
+
+/// `GET /api/mining/pipeline/snapshot` (`svcos.api.mining.pipeline_snapshot.v1`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct PipelineSnapshotBody {
+    /// `svcos.api.mining.pipeline_snapshot.v1`.
+    pub schema: &'static str,
+    /// The telemetry snapshot's time, Unix ms; `null` while hw-agent is down.
+    pub at_ms: Option<i64>,
+    /// The stages in pipeline order.
+    pub stages: Vec<StageState>,
+}
+
+impl PipelineSnapshotBody {
+    /// From the snapshots (either may be missing).
+    pub fn new(t: Option<&Telemetry>, p: Option<&GetPoolsResponse>) -> Self {
+        let active = p.and_then(|p| p.pools.iter().find(|x| x.active));
+        let mining = |t: &Telemetry| {
+            t.chains
+                .iter()
+                .filter(|c| c.state() == ChainState::Mining)
+                .count()
+        };
+        let stages = vec![
+            StageState {
+                stage: "pool",
+                ok: p.map(|_| active.is_some_and(|a| a.state() == PoolState::Alive)),
+                detail: StageDetail::Pool {
+                    active_url: active.map(|a| a.url.clone()),
+                },
+            },
+            StageState {
+                stage: "job",
+                ok: t.map(|t| t.job_received_at_ms > 0),
+                detail: StageDetail::Job {
+                    job_received_at_ms: t.map(|t| t.job_received_at_ms),
+                },
+            },
+            StageState {
+                stage: "chips",
+                ok: t.map(|t| mining(t) > 0),
+                detail: StageDetail::Chips {
+                    chains_mining: t.map(mining),
+                },
+            },
+            StageState {
+                stage: "nonces",
+                ok: t.map(|t| t.nonces > 0),
+                detail: StageDetail::Nonces {
+                    nonces: t.map(|t| t.nonces),
+                    hw_errors: t.map(|t| t.hw_errors),
+                },
+            },
+            StageState {
+                stage: "shares",
+                ok: p.map(|p| p.accepted > 0),
+                detail: StageDetail::Shares {
+                    sent: t.map(|t| t.shares_sent),
+                    accepted: p.map(|p| p.accepted),
+                    rejected: p.map(|p| p.rejected),
+                },
+            },
+        ];
+        PipelineSnapshotBody {
+            schema: "svcos.api.mining.pipeline_snapshot.v1",
+            at_ms: t.map(|t| t.timestamp_ms),
+            stages,
+        }
+    }
+}
+
+#[cfg(test)]
+mod pipeline_tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_without_peers_is_all_null() {
+        let v = serde_json::to_value(PipelineSnapshotBody::new(None, None)).unwrap();
+        assert!(v["at_ms"].is_null());
+        let stages = v["stages"].as_array().unwrap();
+        assert_eq!(stages.len(), 5);
+        for s in stages {
+            assert!(s["ok"].is_null(), "{s}");
+            for (_, member) in s["detail"].as_object().unwrap() {
+                assert!(member.is_null(), "{s}");
+            }
+        }
+        assert_eq!(stages[4]["detail"].as_object().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn snapshot_with_telemetry_counts_mining_chains() {
+        let t = Telemetry {
+            timestamp_ms: 7,
+            nonces: 3,
+            chains: vec![
+                svcos_proto::hwagent::v1::ChainTelemetry {
+                    state: ChainState::Mining as i32,
+                    ..Default::default()
+                },
+                Default::default(),
+            ],
+            ..Default::default()
+        };
+        let v = serde_json::to_value(PipelineSnapshotBody::new(Some(&t), None)).unwrap();
+        assert_eq!(v["at_ms"], 7);
+        assert_eq!(v["stages"][2]["detail"]["chains_mining"], 1);
+        assert_eq!(v["stages"][2]["ok"], true);
+        assert_eq!(v["stages"][3]["ok"], true);
+        assert!(v["stages"][4]["ok"].is_null());
+    }
+}

@@ -716,6 +716,19 @@ pub const RESPONSES: &[(&str, &str, SchemaOf)] = &[
         "/api/diagnostics/chain",
         of::<health::ChainDiagnosticsBody>,
     ),
+    // typed-rest: mining.
+    (
+        "GET",
+        "/api/mining/pipeline/snapshot",
+        of::<mining::PipelineSnapshotBody>,
+    ),
+    // typed-rest: fleet.
+    ("GET", "/api/network/block", of::<disc::NetworkBlockBody>),
+    (
+        "GET",
+        "/api/network/config_schema",
+        of::<disc::ConfigSchemaBody>,
+    ),
 ];
 
 /// `(method, path, schema)` of every write whose JSON body the handler parses into a type of

@@ -5,10 +5,9 @@
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde_json::json;
 use svcos_common::bounds::{FREQUENCY_MHZ, VOLTAGE_MV};
-use svcos_proto::hwagent::v1::{ChainState, GetInventoryRequest, Telemetry};
-use svcos_proto::stratum::v1::PoolState;
+use svcos_proto::hwagent::v1::{GetInventoryRequest, Telemetry};
 use svcos_proto::tuner::v1::GetStateRequest;
 
 use super::{ApiResult, json, ok};
@@ -135,50 +134,11 @@ async fn pipeline_manifest() -> Response {
     .into_response()
 }
 
-async fn pipeline_snapshot(State(state): State<AppState>) -> Response {
-    let t = state.telemetry();
-    let p = state.pools();
-    let active = p
-        .as_ref()
-        .and_then(|p| p.pools.iter().find(|x| x.active).cloned());
-    let stage = |id: &str, ok: Option<bool>, detail: Value| json!({"stage": id, "ok": ok, "detail": detail});
-    let stages = vec![
-        stage(
-            "pool",
-            p.as_ref().map(|_| {
-                active
-                    .as_ref()
-                    .is_some_and(|a| a.state() == PoolState::Alive)
-            }),
-            json!({"active_url": active.as_ref().map(|a| a.url.clone())}),
-        ),
-        stage(
-            "job",
-            t.as_ref().map(|t| t.job_received_at_ms > 0),
-            json!({"job_received_at_ms": t.as_ref().map(|t| t.job_received_at_ms)}),
-        ),
-        stage(
-            "chips",
-            t.as_ref()
-                .map(|t| t.chains.iter().any(|c| c.state() == ChainState::Mining)),
-            json!({"chains_mining": t.as_ref().map(|t| t.chains.iter().filter(|c| c.state() == ChainState::Mining).count())}),
-        ),
-        stage(
-            "nonces",
-            t.as_ref().map(|t| t.nonces > 0),
-            json!({"nonces": t.as_ref().map(|t| t.nonces), "hw_errors": t.as_ref().map(|t| t.hw_errors)}),
-        ),
-        stage(
-            "shares",
-            p.as_ref().map(|p| p.accepted > 0),
-            json!({"sent": t.as_ref().map(|t| t.shares_sent), "accepted": p.as_ref().map(|p| p.accepted), "rejected": p.as_ref().map(|p| p.rejected)}),
-        ),
-    ];
-    json(json!({
-        "schema": "svcos.api.mining.pipeline_snapshot.v1",
-        "at_ms": t.as_ref().map(|t| t.timestamp_ms),
-        "stages": stages,
-    }))
+async fn pipeline_snapshot(State(state): State<AppState>) -> ApiResult {
+    ok(PipelineSnapshotBody::new(
+        state.telemetry().as_ref(),
+        state.pools().as_ref(),
+    ))
 }
 
 async fn pipeline_schema() -> Response {

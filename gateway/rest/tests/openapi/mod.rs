@@ -231,6 +231,8 @@ pub enum Shape {
     Document(&'static str),
     /// A JSON-RPC 2.0 response (the MCP server's, `svcos-mcp`).
     JsonRpc,
+    /// A JSON Schema (draft 2020-12) the gateway serves as a document.
+    JsonSchema,
     /// A type of `svcos_api_types` (the JSON alternative of a route that also answers text).
     Typed(SchemaOf),
 }
@@ -284,6 +286,12 @@ pub const MEDIA: &[(&str, &str, &[MediaBody], &str)] = &[
         "/api/autotuner/fleet-profile/export",
         &[("application/json", Shape::Document("svcos.tuner.export.v1"))],
         "the tuner's export document, passed through",
+    ),
+    (
+        "GET",
+        "/api/mining/pipeline/snapshot/schema",
+        &[("application/json", Shape::JsonSchema)],
+        "the pipeline snapshot's JSON Schema, as a document",
     ),
     (
         "POST",
@@ -358,6 +366,15 @@ fn media_schema(media: &str, shape: &Shape, schemas: &mut SchemaGenerator) -> Va
                 },
             },
             "oneOf": [{"required": ["result"]}, {"required": ["error"]}],
+        }),
+        Shape::JsonSchema => json!({
+            "type": "object",
+            "description": "A JSON Schema, draft 2020-12.",
+            "required": ["$schema", "type"],
+            "properties": {
+                "$schema": {"const": "https://json-schema.org/draft/2020-12/schema"},
+                "type": {"const": "object"},
+            },
         }),
         Shape::Typed(schema_of) => schema_of(schemas).to_value(),
     }

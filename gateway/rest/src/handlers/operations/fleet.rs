@@ -10,6 +10,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::json;
+use svcos_api_types::discovery::{ConfigSchemaBody, NetworkBlockBody, Outbound};
 use svcos_api_types::requests::FleetDiscoverRequest;
 use svcos_fleet::{Fleet, Scan};
 use svcos_proto::stratum::v1::{JobTemplate, StreamJobsRequest};
@@ -18,7 +19,7 @@ use tokio_stream::StreamExt;
 
 use super::state_dir;
 use crate::envelope::{ApiError, ErrorCode};
-use crate::handlers::{ApiResult, json, parse_body};
+use crate::handlers::{ApiResult, json, ok, parse_body};
 use crate::routing::Route;
 use crate::{AppState, route};
 
@@ -128,34 +129,32 @@ async fn network_block(State(state): State<AppState>) -> ApiResult {
             .find(|x| x.index == job.pool_index)
             .map(|x| x.url)
     });
-    Ok(json(json!({
-        "schema": "svcos.api.network.block.v1",
-        "source": "current pool job (mining.notify); no internet lookup",
-        "height": bip34_height(&job.coinb1),
-        "previous_block_hash": display_hash(&job.prev_hash),
-        "nbits": format!("{:08x}", job.nbits),
-        "network_difficulty": nbits_difficulty(job.nbits),
-        "version": format!("{:08x}", job.version),
-        "ntime": job.ntime,
-        "job_id": job.job_id,
-        "pool_index": job.pool_index,
-        "pool_url": pool_url,
-        "share_difficulty": job.share_difficulty,
-        "donation_job": job.donation,
-        "received_at_ms": job.received_at_us / 1000,
-    })))
+    ok(NetworkBlockBody {
+        schema: "svcos.api.network.block.v1",
+        source: "current pool job (mining.notify); no internet lookup",
+        height: bip34_height(&job.coinb1),
+        previous_block_hash: display_hash(&job.prev_hash),
+        nbits: format!("{:08x}", job.nbits),
+        network_difficulty: nbits_difficulty(job.nbits),
+        version: format!("{:08x}", job.version),
+        ntime: job.ntime,
+        job_id: job.job_id,
+        pool_index: job.pool_index,
+        pool_url,
+        share_difficulty: job.share_difficulty,
+        donation_job: job.donation,
+        received_at_ms: job.received_at_us / 1000,
+    })
 }
 
-async fn config_schema(State(_state): State<AppState>) -> Response {
-    json(json!({
-        "schema": "svcos.api.network.config_schema.v1",
-        // The whole config file's schema, derived from the config types (docs/config.schema.json);
-        // network members: system.hostname, api, legacy, energy.*.source_url.
-        "json_schema": crate::handlers::config_json_schema(),
-        "outbound": {
-            "pools": "Stratum V1/V2 to the configured pools only",
-            "energy_sources": "http:// GET to LAN addresses only",
-            "fleet_discovery": "TCP 4028 to LAN addresses only, on request",
+async fn config_schema(State(_state): State<AppState>) -> ApiResult {
+    ok(ConfigSchemaBody {
+        schema: "svcos.api.network.config_schema.v1",
+        json_schema: crate::handlers::config_json_schema(),
+        outbound: Outbound {
+            pools: "Stratum V1/V2 to the configured pools only",
+            energy_sources: "http:// GET to LAN addresses only",
+            fleet_discovery: "TCP 4028 to LAN addresses only, on request",
         },
-    }))
+    })
 }

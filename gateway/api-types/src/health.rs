@@ -21,8 +21,8 @@ pub struct ChipHealth {
     pub nonces: u64,
     /// Nonces that failed verification.
     pub hw_errors: u64,
-    /// Nonces its frequency share of the chain's would give, 1 decimal; `null` when the chain
-    /// has no frequency to share by (every chip at 0 MHz).
+    /// Nonces its frequency share of the chain's would give, 1 decimal; `null` when that is
+    /// not a number (a non-finite frequency reading).
     pub expected_nonces: Option<f64>,
     /// Why (empty when ok).
     pub evidence: Vec<String>,
@@ -208,9 +208,10 @@ mod tests {
     }
 
     #[test]
-    fn expected_nonces_without_any_frequency_is_null_not_nan() {
+    fn expected_nonces_that_is_not_a_number_is_null() {
+        // An infinite frequency reading makes the share inf/inf.
         let t = Telemetry {
-            chains: vec![chain(0.0)],
+            chains: vec![chain(f64::INFINITY)],
             ..Default::default()
         };
         let v = serde_json::to_value(ChipsHealthBody::new(&t)).unwrap();

@@ -673,6 +673,7 @@ pub const RESPONSES: &[(&str, &str, SchemaOf)] = &[
         "POST",
         "/api/config/webhook/test",
         of::<integ::WebhookTestBody>,
+    ),
     // typed-rest: discovery.
     ("GET", "/api/index", of::<disc::IndexBody>),
     (

@@ -8,10 +8,13 @@ use schemars::{JsonSchema, Schema};
 
 use crate::requests as req;
 use crate::{
-    auth, catalog, config as cfg, diagnostics as diag, discovery as disc, firmware as fw,
+    auth, catalog, config as cfg, diagnostics as diag, discovery as disc, energy, firmware as fw,
     hardware as hw, health, history, integrations as integ, mining, pools, safety, setup, status,
     thermal, tuning as tune,
 };
+
+type SolarConfigBody = energy::FollowerConfigBody<svcos_common::config::SolarConfig>;
+type OffgridConfigBody = energy::FollowerConfigBody<svcos_common::config::OffgridConfig>;
 
 /// A route's `200` schema: a `$ref` into the generator's definitions.
 pub type SchemaOf = fn(&mut SchemaGenerator) -> Schema;
@@ -730,6 +733,32 @@ pub const RESPONSES: &[(&str, &str, SchemaOf)] = &[
         "/api/network/config_schema",
         of::<disc::ConfigSchemaBody>,
     ),
+    // home: thermostat, solar and off-grid.
+    ("GET", "/api/home/night-mode", of::<energy::NightModeBody>),
+    ("POST", "/api/home/night-mode", of::<energy::NightModeBody>),
+    ("GET", "/api/home/presets", of::<energy::HomePresetsBody>),
+    (
+        "GET",
+        "/api/offgrid/presets",
+        of::<energy::OffgridPresetsBody>,
+    ),
+    ("GET", "/api/offgrid/config", of::<OffgridConfigBody>),
+    ("POST", "/api/offgrid/config", of::<OffgridConfigBody>),
+    ("GET", "/api/solar/config", of::<SolarConfigBody>),
+    ("POST", "/api/solar/config", of::<SolarConfigBody>),
+    (
+        "GET",
+        "/api/offgrid/status",
+        of::<energy::FollowerStatusBody>,
+    ),
+    ("GET", "/api/solar/status", of::<energy::FollowerStatusBody>),
+    ("POST", "/api/offgrid/test", of::<energy::SourceTestBody>),
+    ("POST", "/api/solar/test", of::<energy::SourceTestBody>),
+    (
+        "GET",
+        "/api/solar/verification-history",
+        of::<energy::VerificationHistoryBody>,
+    ),
 ];
 
 /// `(method, path, schema)` of every write whose JSON body the handler parses into a type of
@@ -737,6 +766,11 @@ pub const RESPONSES: &[(&str, &str, SchemaOf)] = &[
 pub const REQUESTS: &[(&str, &str, SchemaOf)] = &[
     ("POST", "/api/auth/session", of::<req::PasswordRequest>),
     ("POST", "/api/auth/setup", of::<req::PasswordRequest>),
+    (
+        "POST",
+        "/api/setup/step3-password",
+        of::<req::PasswordRequest>,
+    ),
     (
         "POST",
         "/api/auth/password",

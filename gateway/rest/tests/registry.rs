@@ -307,10 +307,9 @@ fn config_schema_is_derived_from_the_config_types_and_committed() {
 #[test]
 fn every_write_with_a_body_has_a_request_type_or_a_reason() {
     use openapi::{NO_BODY, OTHER_BODY, UNTYPED_BODY, is_write};
-    use svcos_api_types::schema::REQUESTS;
     use svcos_gateway::routing::Support;
 
-    let typed: Vec<(&str, &str)> = REQUESTS.iter().map(|r| (r.0, r.1)).collect();
+    let typed: Vec<(&str, &str)> = openapi::typed_requests().map(|r| (r.0, r.1)).collect();
     let no_body: Vec<(&str, &str)> = NO_BODY.iter().map(|r| (r.0, r.1)).collect();
     let other: Vec<(&str, &str)> = OTHER_BODY.iter().map(|r| (r.0, r.1)).collect();
     let untyped: Vec<(&str, &str)> = UNTYPED_BODY.iter().map(|r| (r.0, r.1)).collect();

@@ -16,6 +16,12 @@
 //!   aside and listed as a recovered state file ([`svcos_common::statefile`]); the wizard then
 //!   starts over instead of failing.
 //! - **Answers** are the API's types ([`svcos_api_types::setup`]), built here from the state.
+//! - **Schemas** of the input types only with feature `schema` ([`schema::REQUESTS`], which the
+//!   gateway's OpenAPI generator reads beside `svcos_api_types::schema::REQUESTS`; this crate
+//!   depends on svcos-api-types, so its rows cannot live in that table).
+
+#[cfg(feature = "schema")]
+pub mod schema;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -158,6 +164,7 @@ fn invalid(field: &'static str, message: impl Into<String>) -> WizardError {
 
 /// `POST /api/setup/step1-safety`.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SafetyInput {
     /// Must be `true`.
@@ -166,6 +173,7 @@ pub struct SafetyInput {
 
 /// `POST /api/setup/skip-safety` and `skip-password`.
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SkipInput {
     /// Free text, at most [`MAX_REASON_CHARS`].
@@ -187,6 +195,7 @@ impl SkipInput {
 
 /// `POST /api/setup/step2-circuit`.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CircuitInput {
     /// Circuit voltage, V (90-480).
@@ -249,6 +258,7 @@ impl Circuit {
 
 /// `POST /api/setup/step-economics`.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct EconomicsInput {
     /// Price per kWh in `currency` (0-10).
@@ -306,6 +316,7 @@ impl Economics {
 
 /// `POST /api/setup/quiet-hours`: the night-mode window (checked by the config's validation).
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct QuietHoursInput {
     /// On (default true).
@@ -349,6 +360,7 @@ impl QuietHoursInput {
 
 /// `POST /api/safety/acknowledge`.
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AcknowledgeInput {
     /// The warnings read; default all current ones.

@@ -23,9 +23,15 @@ use std::collections::BTreeMap;
 
 use axum::http::Method;
 use serde_json::{Map, Value, json};
-use svcos_api_types::schema::{
-    REQUESTS, RESPONSES, SchemaGenerator, SchemaOf, generator, request_generator,
-};
+use svcos_api_types::schema::{RESPONSES, SchemaGenerator, SchemaOf, generator, request_generator};
+
+/// Every typed request body: svcos-api-types' table and the setup wizard's (svcos-setup
+/// depends on svcos-api-types, so its rows live in its own crate).
+pub fn typed_requests() -> impl Iterator<Item = &'static (&'static str, &'static str, SchemaOf)> {
+    svcos_api_types::schema::REQUESTS
+        .iter()
+        .chain(svcos_setup::schema::REQUESTS)
+}
 
 use svcos_gateway::envelope::ErrorCode;
 use svcos_gateway::registry::metas;
@@ -178,46 +184,6 @@ pub const UNTYPED_BODY: &[(&str, &str, &str)] = &[
         "POST",
         "/mcp",
         "a JSON-RPC 2.0 message, parsed by svcos-mcp",
-    ),
-    (
-        "POST",
-        "/api/setup/step1-safety",
-        "parsed into svcos-setup's input types, which derive no schema yet",
-    ),
-    (
-        "POST",
-        "/api/setup/step2-circuit",
-        "parsed into svcos-setup's input types, which derive no schema yet",
-    ),
-    (
-        "POST",
-        "/api/setup/step3-password",
-        "parsed into svcos-setup's input types, which derive no schema yet",
-    ),
-    (
-        "POST",
-        "/api/setup/step-economics",
-        "parsed into svcos-setup's input types, which derive no schema yet",
-    ),
-    (
-        "POST",
-        "/api/setup/quiet-hours",
-        "parsed into svcos-setup's input types, which derive no schema yet",
-    ),
-    (
-        "POST",
-        "/api/setup/skip-password",
-        "parsed into svcos-setup's input types, which derive no schema yet",
-    ),
-    (
-        "POST",
-        "/api/setup/skip-safety",
-        "parsed into svcos-setup's input types, which derive no schema yet",
-    ),
-    (
-        "POST",
-        "/api/safety/acknowledge",
-        "parsed into svcos-setup's input types, which derive no schema yet",
     ),
 ];
 
@@ -502,8 +468,7 @@ fn operation(meta: &RouteMeta, body: Body, response: Success) -> Value {
 /// How the document describes `meta`'s body, from the tables above and
 /// `svcos_api_types::schema::REQUESTS`.
 fn body_of(meta: &RouteMeta, requests: &mut SchemaGenerator) -> Body {
-    if let Some((_, _, schema_of)) = REQUESTS
-        .iter()
+    if let Some((_, _, schema_of)) = typed_requests()
         .find(|(method, path, _)| meta.method.as_str() == *method && meta.path == *path)
     {
         let schema = schema_of(requests).to_value();
@@ -538,7 +503,7 @@ pub fn document() -> Value {
             "RESPONSES",
             RESPONSES.iter().map(|r| (r.0, r.1)).collect::<Vec<_>>(),
         ),
-        ("REQUESTS", REQUESTS.iter().map(|r| (r.0, r.1)).collect()),
+        ("REQUESTS", typed_requests().map(|r| (r.0, r.1)).collect()),
         ("MEDIA", MEDIA.iter().map(|r| (r.0, r.1)).collect()),
     ] {
         for (method, path) in rows {

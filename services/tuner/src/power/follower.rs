@@ -170,6 +170,30 @@ pub struct FollowerState {
     pub last_error: Option<String>,
     /// Failed readings in a row.
     pub consecutive_errors: u32,
+    /// The last decision with its reading, so a status answer needs no history query.
+    pub last_decision: Option<HistoryEntry>,
+}
+
+/// Where a follower stands, as its status shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Enabled, but no sleep/wake decision has been made yet.
+    WaitingForReading,
+    /// The follower wants the miner asleep.
+    Sleeping,
+    /// The follower lets the miner run (at `target_watt`, if any).
+    Running,
+}
+
+impl FollowerState {
+    /// The phase of this state: no decision yet means waiting, whatever the last reading.
+    pub fn phase(&self) -> Phase {
+        match (self.last_change_ms, self.sleeping) {
+            (None, _) => Phase::WaitingForReading,
+            (Some(_), true) => Phase::Sleeping,
+            (Some(_), false) => Phase::Running,
+        }
+    }
 }
 
 /// The outcome of one reading.
@@ -460,6 +484,28 @@ mod tests {
             surplus_watt: Some(w),
             ..Default::default()
         })
+    }
+
+    #[test]
+    fn phase_waits_for_the_first_decision_then_follows_sleep() {
+        let mut st = FollowerState::default();
+        assert_eq!(st.phase(), Phase::WaitingForReading);
+        // A sleeping flag without a decision time is not a decision yet.
+        st.sleeping = true;
+        assert_eq!(st.phase(), Phase::WaitingForReading);
+        st.last_change_ms = Some(1_000);
+        assert_eq!(st.phase(), Phase::Sleeping);
+        st.sleeping = false;
+        assert_eq!(st.phase(), Phase::Running);
+    }
+
+    #[test]
+    fn state_files_without_a_last_decision_still_load() {
+        // follower.json written before `last_decision` existed: the member defaults to none.
+        let old = r#"{"mode":"solar","sleeping":false,"target_watt":750.0,"last_change_ms":5}"#;
+        let st: FollowerState = serde_json::from_str(old).expect("old state file");
+        assert_eq!(st.last_decision, None);
+        assert_eq!(st.phase(), Phase::Running);
     }
 
     #[test]

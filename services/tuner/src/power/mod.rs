@@ -20,6 +20,7 @@
 //! a decision changes (never per poll), so a restarted tuner resumes where it was.
 
 pub mod follower;
+pub mod presets;
 pub mod service;
 pub mod thermostat;
 
@@ -359,6 +360,7 @@ impl Power {
             }),
             Err(e) => tracing::warn!(error = %e, "follower decision not recorded"),
         }
+        st.follower.last_decision = Some(entry);
         // The decision itself is saved when it changes; the poll time alone is not worth a write.
         let decided = |f: &FollowerState| {
             (
@@ -588,6 +590,32 @@ mod tests {
         // Nothing to import a second time.
         import_json_history(&file, &h);
         assert_eq!(h.decisions(None, 10).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn the_last_decision_is_saved_with_the_follower_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("follower.json");
+        let state = FollowerState {
+            mode: Some(FollowerMode::Solar),
+            target_watt: Some(750.0),
+            last_change_ms: Some(7),
+            last_decision: Some(HistoryEntry {
+                t_ms: 7,
+                mode: FollowerMode::Solar,
+                reading: None,
+                error: Some("timeout".into()),
+                decision: "run".into(),
+                target_watt: Some(750.0),
+                reason: "hold: source error".into(),
+                actual_power_watt: None,
+                hw_power_target_watt: None,
+                hw_state: None,
+            }),
+            ..Default::default()
+        };
+        write_json(&file, &state);
+        assert_eq!(read_json::<FollowerState>(&file), Some(state));
     }
 
     #[test]

@@ -6,12 +6,14 @@ use std::sync::Arc;
 use svcos_proto::tuner::v1::power_service_server::PowerService;
 use svcos_proto::tuner::v1::{
     self as pb, GetPowerRequest, GetPowerResponse, ListFollowerDecisionsRequest,
-    ListFollowerDecisionsResponse, PostRoomTemperatureRequest, PostRoomTemperatureResponse,
-    ReconcileRequest, ReconcileResponse, TestSourceRequest, TestSourceResponse,
+    ListFollowerDecisionsResponse, ListPresetsRequest, ListPresetsResponse,
+    PostRoomTemperatureRequest, PostRoomTemperatureResponse, ReconcileRequest, ReconcileResponse,
+    TestSourceRequest, TestSourceResponse,
 };
 use tonic::{Request, Response, Status};
 
-use super::follower::{self, FollowerMode, FollowerState, HistoryEntry, Params, Reading};
+use super::follower::{self, FollowerMode, FollowerState, HistoryEntry, Params, Phase, Reading};
+use super::presets;
 use super::thermostat::ThermostatAction;
 use super::{Decision, Power};
 use crate::history::store::DECISION_CAP;
@@ -68,6 +70,11 @@ impl PowerApi {
                 dwell_remaining_s: f
                     .last_change_ms
                     .map(|c| ((c + min_dwell_ms - now).max(0) as f64 / 1000.0).ceil()),
+                last_decision: f.last_decision.as_ref().map(entry_pb),
+                phase: f
+                    .mode
+                    .map_or(pb::FollowerPhase::Unspecified, |_| phase_pb(f.phase()))
+                    as i32,
             }),
         }
     }
@@ -124,6 +131,42 @@ fn action_pb(a: Option<ThermostatAction>) -> pb::ThermostatAction {
         Some(ThermostatAction::Hold) => pb::ThermostatAction::Hold,
         Some(ThermostatAction::Sleep) => pb::ThermostatAction::Sleep,
         Some(ThermostatAction::Wake) => pb::ThermostatAction::Wake,
+    }
+}
+
+fn phase_pb(p: Phase) -> pb::FollowerPhase {
+    match p {
+        Phase::WaitingForReading => pb::FollowerPhase::WaitingForReading,
+        Phase::Sleeping => pb::FollowerPhase::Sleeping,
+        Phase::Running => pb::FollowerPhase::Running,
+    }
+}
+
+fn presets_pb() -> ListPresetsResponse {
+    ListPresetsResponse {
+        thermostat: presets::THERMOSTAT
+            .iter()
+            .map(|p| pb::ThermostatPreset {
+                name: p.name.into(),
+                target_room_c: p.target_room_c,
+                min_watt: p.min_watt,
+                max_watt: p.max_watt,
+                step_watt: p.step_watt,
+                description: p.description.into(),
+            })
+            .collect(),
+        battery: presets::BATTERY
+            .iter()
+            .map(|p| pb::BatteryPreset {
+                name: p.name.into(),
+                chemistry: p.chemistry.into(),
+                stop_soc_percent: p.stop_soc_percent,
+                resume_soc_percent: p.resume_soc_percent,
+                stop_voltage_v: p.stop_voltage_v,
+                resume_voltage_v: p.resume_voltage_v,
+                description: p.description.into(),
+            })
+            .collect(),
     }
 }
 
@@ -250,6 +293,13 @@ impl PowerService for PowerApi {
         }))
     }
 
+    async fn list_presets(
+        &self,
+        _request: Request<ListPresetsRequest>,
+    ) -> Result<Response<ListPresetsResponse>, Status> {
+        Ok(Response::new(presets_pb()))
+    }
+
     async fn list_follower_decisions(
         &self,
         request: Request<ListFollowerDecisionsRequest>,
@@ -278,5 +328,34 @@ impl PowerService for PowerApi {
             entries,
             capacity: DECISION_CAP as u32,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_answer_carries_every_table_row() {
+        let r = presets_pb();
+        assert_eq!(r.thermostat.len(), presets::THERMOSTAT.len());
+        assert_eq!(r.battery.len(), presets::BATTERY.len());
+        let eco = &r.thermostat[0];
+        assert_eq!((eco.name.as_str(), eco.target_room_c), ("eco", 19.0));
+        assert_eq!(r.battery[0].chemistry, "LiFePO4");
+    }
+
+    #[test]
+    fn phase_maps_one_to_one() {
+        for (p, want) in [
+            (
+                Phase::WaitingForReading,
+                pb::FollowerPhase::WaitingForReading,
+            ),
+            (Phase::Sleeping, pb::FollowerPhase::Sleeping),
+            (Phase::Running, pb::FollowerPhase::Running),
+        ] {
+            assert_eq!(phase_pb(p), want);
+        }
     }
 }

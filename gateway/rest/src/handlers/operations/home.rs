@@ -5,16 +5,18 @@
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
 use serde_json::{Value, json};
 
+use svcos_api_types::energy::{HomePresetsBody, NightModeBody};
 use svcos_api_types::requests::{HomeTargetRequest, RoomTempRequest};
-use svcos_proto::tuner::v1::{PostRoomTemperatureRequest, PowerStatus};
+use svcos_proto::tuner::v1::{
+    ListPresetsRequest, ListPresetsResponse, PostRoomTemperatureRequest, PowerStatus,
+};
 
 use super::{power_call, power_status, thermostat_body};
 use crate::config_write::patch_config;
 use crate::envelope::{ApiError, ErrorCode};
-use crate::handlers::{ApiResult, json, parse_body};
+use crate::handlers::{ApiResult, json, ok, parse_body};
 use crate::routing::Route;
 use crate::{AppState, route};
 
@@ -29,28 +31,6 @@ pub fn routes() -> Vec<Route<AppState>> {
     ]
 }
 
-/// (name, target room C, min W, max W, step W, description).
-pub const PRESETS: &[(&str, f64, f64, f64, f64, &str)] = &[
-    (
-        "eco",
-        19.0,
-        300.0,
-        800.0,
-        100.0,
-        "Cool room, low power, quiet",
-    ),
-    ("comfort", 21.0, 300.0, 1200.0, 100.0, "Living-room comfort"),
-    (
-        "warm",
-        23.0,
-        400.0,
-        1400.0,
-        150.0,
-        "Warm room, more heat and hashrate",
-    ),
-    ("boost", 24.0, 600.0, 2000.0, 200.0, "Heat a cold room fast"),
-];
-
 fn invalid(field: &str, message: &str) -> ApiError {
     ApiError::new(
         StatusCode::UNPROCESSABLE_ENTITY,
@@ -61,23 +41,14 @@ fn invalid(field: &str, message: &str) -> ApiError {
     .with("field", field)
 }
 
-fn night_body(state: &AppState, power: &PowerStatus, report: Option<Value>) -> Value {
-    let config = state.config();
-    let n = &config.home.night_mode;
-    let clock = n.clock(&config.system, svcos_common::time::unix_ms());
-    json!({
-        "schema": "svcos.api.home.night_mode.v1",
-        "night_mode": n, "timezone": clock.timezone, "next_change": clock.next_change,
-        "active_now": power.decision.as_ref().is_some_and(|d| d.night_active),
-        "fan_capped_now": power.applied.is_some_and(|a| a.fan_capped),
-        "note": "inside the window the power cap joins the governor's limits and fans are held at fan_max_percent; hw-agent's overheat protection still applies",
-        "write": report,
-    })
+fn night_body(state: &AppState, power: &PowerStatus, report: Option<Value>) -> ApiResult {
+    let now = svcos_common::time::unix_ms();
+    ok(NightModeBody::new(&state.config(), now, power, report))
 }
 
 async fn get_night_mode(State(state): State<AppState>) -> ApiResult {
     let power = power_status(&state, false).await?;
-    Ok(json(night_body(&state, &power, None)))
+    night_body(&state, &power, None)
 }
 
 async fn post_night_mode(
@@ -94,22 +65,25 @@ async fn post_night_mode(
     // Unknown members are caught by the typed section (deny_unknown_fields) and named.
     let report = patch_config(&state, json!({"home": {"night_mode": m}})).await?;
     let power = power_status(&state, true).await?;
-    Ok(json(night_body(&state, &power, Some(report))))
+    night_body(&state, &power, Some(report))
 }
 
-async fn presets(State(_state): State<AppState>) -> Response {
-    let list: Vec<Value> = PRESETS
-        .iter()
-        .map(|(name, t, min, max, step, what)| {
-            json!({"name": name, "target_room_c": t, "min_watt": min, "max_watt": max,
-                   "step_watt": step, "description": what})
-        })
-        .collect();
-    json(json!({
-        "schema": "svcos.api.home.presets.v1",
-        "presets": list,
-        "apply": "POST /api/home/target with {\"preset\": \"<name>\"}",
-    }))
+/// The governor's preset tables (`PowerService.ListPresets`).
+async fn preset_tables(state: &AppState) -> ApiResult<ListPresetsResponse> {
+    power_call(
+        state
+            .peers
+            .power
+            .clone()
+            .list_presets(ListPresetsRequest {})
+            .await,
+    )
+}
+
+async fn presets(State(state): State<AppState>) -> ApiResult {
+    ok(HomePresetsBody::new(
+        &preset_tables(&state).await?.thermostat,
+    ))
 }
 
 async fn room_temp(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
@@ -134,16 +108,16 @@ async fn target(State(state): State<AppState>, headers: HeaderMap, body: Bytes) 
     let b: HomeTargetRequest = parse_body(&headers, &body)?;
     let mut home = json!({"thermostat_enabled": b.enabled.unwrap_or(true)});
     if let Some(name) = &b.preset {
-        let Some(p) = PRESETS.iter().find(|p| p.0 == name) else {
-            return Err(invalid(
-                "preset",
-                "one of eco, comfort, warm, boost (GET /api/home/presets)",
-            ));
+        let tables = preset_tables(&state).await?;
+        let Some(p) = tables.thermostat.iter().find(|p| &p.name == name) else {
+            let names: Vec<&str> = tables.thermostat.iter().map(|p| p.name.as_str()).collect();
+            let hint = format!("one of {} (GET /api/home/presets)", names.join(", "));
+            return Err(invalid("preset", &hint));
         };
-        home["target_room_c"] = json!(p.1);
-        home["min_watt"] = json!(p.2);
-        home["max_watt"] = json!(p.3);
-        home["step_watt"] = json!(p.4);
+        home["target_room_c"] = json!(p.target_room_c);
+        home["min_watt"] = json!(p.min_watt);
+        home["max_watt"] = json!(p.max_watt);
+        home["step_watt"] = json!(p.step_watt);
     } else if b.target_room_c.is_none() && b.enabled.is_none() {
         return Err(invalid(
             "target_room_c",

@@ -16,8 +16,8 @@ use axum::body::Bytes;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
 use serde_json::json;
+use svcos_api_types::requests::PasswordRequest;
 use svcos_api_types::safety::SafetyWarningsBody;
 use svcos_proto::auth::v1::SetupRequest;
 use svcos_setup::{Facts, Wizard, WizardError, WizardStore};
@@ -170,12 +170,6 @@ async fn step2_circuit(
     Ok(saved(&state, &w, "circuit").await)
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PasswordBody {
-    password: String,
-}
-
 fn auth_setup_error(s: &tonic::Status) -> ApiError {
     match s.code() {
         Code::FailedPrecondition => ApiError::new(StatusCode::CONFLICT, "a password is already set")
@@ -196,7 +190,7 @@ async fn step3_password(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult {
-    let b: PasswordBody = parse_body(&headers, &body)?;
+    let b: PasswordRequest = parse_body(&headers, &body)?;
     store(&state)
         .load()
         .require_safety()

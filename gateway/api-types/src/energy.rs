@@ -1,0 +1,502 @@
+//! Home thermostat presets, solar and off-grid following: `/api/home/presets`,
+//! `/api/offgrid/presets`, `/api/{solar,offgrid}/status`, `/api/{solar,offgrid}/test` and
+//! `/api/solar/verification-history`. The tuner's power governor decides; these bodies map its
+//! `PowerService` answers.
+
+use serde::Serialize;
+use svcos_proto::tuner::v1 as pb;
+
+/// The API's name of a follower mode (`solar`, `offgrid`).
+pub fn mode_word(mode: pb::FollowerMode) -> &'static str {
+    match mode {
+        pb::FollowerMode::Offgrid => "offgrid",
+        _ => "solar",
+    }
+}
+
+fn non_empty(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+/// A named thermostat setting.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ThermostatPreset {
+    /// Name `POST /api/home/target` takes as `preset`.
+    pub name: String,
+    /// Room temperature held, °C.
+    pub target_room_c: f64,
+    /// Lowest power level, W.
+    pub min_watt: f64,
+    /// Highest power level, W.
+    pub max_watt: f64,
+    /// Change per thermostat step, W.
+    pub step_watt: f64,
+    /// What it is for.
+    pub description: String,
+}
+
+impl From<&pb::ThermostatPreset> for ThermostatPreset {
+    fn from(p: &pb::ThermostatPreset) -> Self {
+        ThermostatPreset {
+            name: p.name.clone(),
+            target_room_c: p.target_room_c,
+            min_watt: p.min_watt,
+            max_watt: p.max_watt,
+            step_watt: p.step_watt,
+            description: p.description.clone(),
+        }
+    }
+}
+
+/// `GET /api/home/presets` (`svcos.api.home.presets.v1`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct HomePresetsBody {
+    /// `svcos.api.home.presets.v1`.
+    pub schema: &'static str,
+    /// The tuner's presets, coolest first.
+    pub presets: Vec<ThermostatPreset>,
+    /// How to apply one.
+    pub apply: &'static str,
+}
+
+impl HomePresetsBody {
+    /// The body of the tuner's thermostat table.
+    pub fn new(presets: &[pb::ThermostatPreset]) -> Self {
+        HomePresetsBody {
+            schema: "svcos.api.home.presets.v1",
+            presets: presets.iter().map(ThermostatPreset::from).collect(),
+            apply: "POST /api/home/target with {\"preset\": \"<name>\"}",
+        }
+    }
+}
+
+/// `GET`/`POST /api/home/night-mode` (`svcos.api.home.night_mode.v1`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct NightModeBody {
+    /// `svcos.api.home.night_mode.v1`.
+    pub schema: &'static str,
+    /// `[home.night_mode]` as in force.
+    pub night_mode: svcos_common::config::NightModeConfig,
+    /// The zone the window is read in.
+    pub timezone: String,
+    /// The next start or end, RFC 3339 (`null` when disabled).
+    pub next_change: Option<String>,
+    /// The governor finds the window open now.
+    pub active_now: bool,
+    /// The governor holds the fans at the cap now.
+    pub fan_capped_now: bool,
+    /// What the window does.
+    pub note: &'static str,
+    /// What the write changed (`null` on a read).
+    pub write: Option<serde_json::Value>,
+}
+
+impl NightModeBody {
+    /// The body of the config in force and the governor's state.
+    pub fn new(
+        config: &svcos_common::config::Config,
+        now_ms: i64,
+        power: &pb::PowerStatus,
+        write: Option<serde_json::Value>,
+    ) -> Self {
+        let n = &config.home.night_mode;
+        let clock = n.clock(&config.system, now_ms);
+        NightModeBody {
+            schema: "svcos.api.home.night_mode.v1",
+            night_mode: n.clone(),
+            timezone: clock.timezone,
+            next_change: clock.next_change,
+            active_now: power.decision.as_ref().is_some_and(|d| d.night_active),
+            fan_capped_now: power.applied.is_some_and(|a| a.fan_capped),
+            note: "inside the window the power cap joins the governor's limits and fans are held at fan_max_percent; hw-agent's overheat protection still applies",
+            write,
+        }
+    }
+}
+
+/// Stop/resume thresholds for a battery chemistry and pack voltage.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct BatteryPreset {
+    /// Preset name.
+    pub name: String,
+    /// `LiFePO4` or `lead-acid`.
+    pub chemistry: String,
+    /// Sleep at this state of charge, %.
+    pub stop_soc_percent: f64,
+    /// Wake at this state of charge, %.
+    pub resume_soc_percent: f64,
+    /// Sleep at this pack voltage, V.
+    pub stop_voltage_v: f64,
+    /// Wake at this pack voltage, V.
+    pub resume_voltage_v: f64,
+    /// What it is for.
+    pub description: String,
+}
+
+/// `GET /api/offgrid/presets` (`svcos.api.offgrid.presets.v1`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct OffgridPresetsBody {
+    /// `svcos.api.offgrid.presets.v1`.
+    pub schema: &'static str,
+    /// The tuner's battery presets.
+    pub presets: Vec<BatteryPreset>,
+    /// How to apply one.
+    pub apply: &'static str,
+}
+
+impl OffgridPresetsBody {
+    /// The body of the tuner's battery table.
+    pub fn new(presets: &[pb::BatteryPreset]) -> Self {
+        OffgridPresetsBody {
+            schema: "svcos.api.offgrid.presets.v1",
+            presets: presets
+                .iter()
+                .map(|p| BatteryPreset {
+                    name: p.name.clone(),
+                    chemistry: p.chemistry.clone(),
+                    stop_soc_percent: p.stop_soc_percent,
+                    resume_soc_percent: p.resume_soc_percent,
+                    stop_voltage_v: p.stop_voltage_v,
+                    resume_voltage_v: p.resume_voltage_v,
+                    description: p.description.clone(),
+                })
+                .collect(),
+            apply: "POST /api/offgrid/config with the preset's thresholds",
+        }
+    }
+}
+
+/// One reading of an energy source (members the source does not give are `null`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Reading {
+    /// Solar surplus, W.
+    pub surplus_watt: Option<f64>,
+    /// Battery state of charge, %.
+    pub soc_percent: Option<f64>,
+    /// Battery voltage, V.
+    pub voltage_v: Option<f64>,
+}
+
+impl From<&pb::EnergyReading> for Reading {
+    fn from(r: &pb::EnergyReading) -> Self {
+        Reading {
+            surplus_watt: r.surplus_watt,
+            soc_percent: r.soc_percent,
+            voltage_v: r.voltage_v,
+        }
+    }
+}
+
+/// One follower decision with its reading and the power measured then.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct FollowerDecision {
+    /// Unix ms.
+    pub t_ms: i64,
+    /// `solar` or `offgrid`.
+    pub mode: &'static str,
+    /// The reading, when it succeeded.
+    pub reading: Option<Reading>,
+    /// The source error, when it failed.
+    pub error: Option<String>,
+    /// `run` or `sleep`.
+    pub decision: String,
+    /// Chosen target, W.
+    pub target_watt: Option<f64>,
+    /// Why.
+    pub reason: String,
+    /// Input power measured when the decision was made, W.
+    pub actual_power_watt: Option<f64>,
+    /// hw-agent's power target then, W.
+    pub hw_power_target_watt: Option<f64>,
+    /// hw-agent's state then (proto name).
+    pub hw_state: Option<String>,
+}
+
+impl From<&pb::FollowerDecision> for FollowerDecision {
+    fn from(e: &pb::FollowerDecision) -> Self {
+        FollowerDecision {
+            t_ms: e.t_ms,
+            mode: mode_word(e.mode()),
+            reading: e.reading.as_ref().map(Reading::from),
+            error: non_empty(&e.error),
+            decision: e.decision.clone(),
+            target_watt: e.target_watt,
+            reason: e.reason.clone(),
+            actual_power_watt: e.actual_power_watt,
+            hw_power_target_watt: e.hw_power_target_watt,
+            hw_state: non_empty(&e.hw_state),
+        }
+    }
+}
+
+/// `GET /api/solar/verification-history` (`svcos.api.solar.verification_history.v1`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct VerificationHistoryBody {
+    /// `svcos.api.solar.verification_history.v1`.
+    pub schema: &'static str,
+    /// Entries returned.
+    pub count: usize,
+    /// Entries the tuner keeps.
+    pub capacity: u32,
+    /// Oldest first.
+    pub entries: Vec<FollowerDecision>,
+}
+
+impl From<&pb::ListFollowerDecisionsResponse> for VerificationHistoryBody {
+    fn from(r: &pb::ListFollowerDecisionsResponse) -> Self {
+        VerificationHistoryBody {
+            schema: "svcos.api.solar.verification_history.v1",
+            count: r.entries.len(),
+            capacity: r.capacity,
+            entries: r.entries.iter().map(FollowerDecision::from).collect(),
+        }
+    }
+}
+
+/// What the follower would do with a test reading.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct WouldDo {
+    /// `run` or `sleep`.
+    pub decision: String,
+    /// Target it would set, W.
+    pub target_watt: Option<f64>,
+    /// Why.
+    pub reason: String,
+    /// A sleep/wake change would wait for the dwell time.
+    pub held_by_dwell: bool,
+}
+
+/// `POST /api/{solar,offgrid}/test` (`svcos.api.<mode>.test.v1`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct SourceTestBody {
+    /// `svcos.api.solar.test.v1` or `svcos.api.offgrid.test.v1`.
+    pub schema: String,
+    /// The source read.
+    pub source_url: String,
+    /// The read succeeded.
+    pub ok: bool,
+    /// The reading (`null` when it failed).
+    pub reading: Option<Reading>,
+    /// Why the read failed (`null` when it succeeded).
+    pub error: Option<String>,
+    /// The decision this reading would give.
+    pub would: WouldDo,
+    /// Always false: a test changes nothing.
+    pub applied: bool,
+}
+
+impl SourceTestBody {
+    /// The body of the tuner's `TestSource` answer.
+    pub fn new(mode: pb::FollowerMode, r: &pb::TestSourceResponse) -> Self {
+        SourceTestBody {
+            schema: format!("svcos.api.{}.test.v1", mode_word(mode)),
+            source_url: r.source_url.clone(),
+            ok: r.ok,
+            reading: r.reading.as_ref().filter(|_| r.ok).map(Reading::from),
+            error: (!r.ok).then(|| r.error.clone()),
+            would: WouldDo {
+                decision: r.decision.clone(),
+                target_watt: r.target_watt,
+                reason: r.reason.clone(),
+                held_by_dwell: r.held_by_dwell,
+            },
+            applied: false,
+        }
+    }
+}
+
+/// `GET`/`POST /api/{solar,offgrid}/config` (`svcos.api.<mode>.config.v1`): the config section
+/// (`SolarConfig` or `OffgridConfig`) and, after a write, the write's report.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct FollowerConfigBody<C> {
+    /// `svcos.api.solar.config.v1` or `svcos.api.offgrid.config.v1`.
+    pub schema: String,
+    /// `[energy.solar]` or `[energy.offgrid]` as in force.
+    pub config: C,
+    /// The config enables this mode.
+    pub active: bool,
+    /// `energy.solar` or `energy.offgrid`.
+    pub config_section: String,
+    /// What the write changed (`null` on a read).
+    pub write: Option<serde_json::Value>,
+}
+
+impl<C> FollowerConfigBody<C> {
+    /// The body of `mode`'s section.
+    pub fn new(
+        mode: pb::FollowerMode,
+        config: C,
+        active: bool,
+        write: Option<serde_json::Value>,
+    ) -> Self {
+        FollowerConfigBody {
+            schema: format!("svcos.api.{}.config.v1", mode_word(mode)),
+            config,
+            active,
+            config_section: format!("energy.{}", mode_word(mode)),
+            write,
+        }
+    }
+}
+
+/// `GET /api/{solar,offgrid}/status` (`svcos.api.<mode>.status.v1`): the tuner's follower state
+/// for this mode (members about the follower are `null`/0 while the other mode or none runs).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct FollowerStatusBody {
+    /// `svcos.api.solar.status.v1` or `svcos.api.offgrid.status.v1`.
+    pub schema: String,
+    /// The config enables this mode.
+    pub enabled: bool,
+    /// disabled, waiting_for_reading, sleeping or running.
+    pub state: &'static str,
+    /// Target while running, W.
+    pub target_watt: Option<f64>,
+    /// Last good reading.
+    pub last_reading: Option<Reading>,
+    /// Last error reading the source.
+    pub last_error: Option<String>,
+    /// Failed readings in a row.
+    pub consecutive_errors: u32,
+    /// Last reading attempt, Unix ms.
+    pub last_poll_ms: Option<i64>,
+    /// Last sleep/wake change, Unix ms.
+    pub last_change_ms: Option<i64>,
+    /// Seconds until a sleep/wake change is allowed again.
+    pub dwell_remaining_s: Option<f64>,
+    /// The follower's last decision (the tuner keeps it with its state).
+    pub last_decision: Option<FollowerDecision>,
+    /// Input power now, W (1 decimal; `null` without telemetry).
+    pub power_watt: Option<f64>,
+    /// hw-agent's power target now, W.
+    pub hw_power_target_watt: Option<f64>,
+    /// hw-agent's state now (proto name).
+    pub hw_state: Option<&'static str>,
+    /// The governor's last arbitration (`null` before its first tick).
+    pub governor: serde_json::Value,
+}
+
+impl FollowerStatusBody {
+    /// The status of `mode` from the tuner's follower state; `enabled` is whether the config
+    /// enables this mode (the tuner may not have polled it yet).
+    pub fn new(
+        mode: pb::FollowerMode,
+        enabled: bool,
+        st: &pb::FollowerState,
+        telemetry: Option<&svcos_proto::hwagent::v1::Telemetry>,
+        governor: serde_json::Value,
+    ) -> Self {
+        // The tuner's follower state belongs to one mode; the other mode's route shows none of it.
+        let mine = st.mode() == mode;
+        let state = match (enabled, mine, st.phase()) {
+            (false, _, _) => "disabled",
+            (true, true, pb::FollowerPhase::Sleeping) => "sleeping",
+            (true, true, pb::FollowerPhase::Running) => "running",
+            (true, _, _) => "waiting_for_reading",
+        };
+        let own = |v| if mine { v } else { None };
+        FollowerStatusBody {
+            schema: format!("svcos.api.{}.status.v1", mode_word(mode)),
+            enabled,
+            state,
+            target_watt: own(st.target_watt.filter(|_| !st.sleeping)),
+            last_reading: st.last_reading.as_ref().filter(|_| mine).map(Reading::from),
+            last_error: non_empty(&st.last_error).filter(|_| mine),
+            consecutive_errors: if mine { st.consecutive_errors } else { 0 },
+            last_poll_ms: (mine && st.last_poll_ms > 0).then_some(st.last_poll_ms),
+            last_change_ms: st.last_change_ms.filter(|_| mine),
+            dwell_remaining_s: own(st.dwell_remaining_s),
+            last_decision: st
+                .last_decision
+                .as_ref()
+                .filter(|_| mine)
+                .map(FollowerDecision::from),
+            power_watt: telemetry.map(|t| crate::round(t.power_watt, 1)),
+            hw_power_target_watt: telemetry.map(|t| t.power_target_watt),
+            hw_state: telemetry.map(|t| t.state().as_str_name()),
+            governor,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_proto_strings_are_null_and_modes_are_words() {
+        let e = pb::FollowerDecision {
+            mode: pb::FollowerMode::Offgrid as i32,
+            decision: "sleep".into(),
+            ..Default::default()
+        };
+        let v = serde_json::to_value(FollowerDecision::from(&e)).unwrap();
+        assert_eq!(v["mode"], "offgrid");
+        assert!(v["error"].is_null() && v["hw_state"].is_null() && v["reading"].is_null());
+    }
+
+    #[test]
+    fn status_shows_the_follower_only_under_its_own_mode() {
+        let st = pb::FollowerState {
+            mode: pb::FollowerMode::Solar as i32,
+            target_watt: Some(750.0),
+            last_change_ms: Some(5),
+            phase: pb::FollowerPhase::Running as i32,
+            last_decision: Some(pb::FollowerDecision {
+                t_ms: 5,
+                mode: pb::FollowerMode::Solar as i32,
+                decision: "run".into(),
+                target_watt: Some(750.0),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let solar =
+            FollowerStatusBody::new(pb::FollowerMode::Solar, true, &st, None, Default::default());
+        assert_eq!((solar.state, solar.target_watt), ("running", Some(750.0)));
+        assert_eq!(solar.last_decision.map(|d| d.t_ms), Some(5));
+        let off = FollowerStatusBody::new(
+            pb::FollowerMode::Offgrid,
+            true,
+            &st,
+            None,
+            Default::default(),
+        );
+        assert_eq!(off.state, "waiting_for_reading");
+        assert!(off.target_watt.is_none() && off.last_decision.is_none());
+        let disabled = FollowerStatusBody::new(
+            pb::FollowerMode::Solar,
+            false,
+            &st,
+            None,
+            Default::default(),
+        );
+        assert_eq!(disabled.state, "disabled");
+    }
+
+    #[test]
+    fn a_failed_test_read_has_an_error_and_no_reading() {
+        let r = pb::TestSourceResponse {
+            ok: false,
+            error: "timeout".into(),
+            reading: Some(pb::EnergyReading::default()),
+            ..Default::default()
+        };
+        let v = serde_json::to_value(SourceTestBody::new(pb::FollowerMode::Solar, &r)).unwrap();
+        assert_eq!(v["schema"], "svcos.api.solar.test.v1");
+        assert_eq!(v["error"], "timeout");
+        assert!(v["reading"].is_null());
+        assert_eq!(v["applied"], false);
+    }
+}

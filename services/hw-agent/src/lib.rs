@@ -73,7 +73,9 @@ use svcos_common::entry::{Flavor, ServiceContext, run_service};
 use svcos_common::{ServiceName, Shutdown, ipc};
 use svcos_proto::hwagent::v1::hw_agent_service_server::HwAgentServiceServer;
 use svcos_proto::hwagent::v1::hw_diagnostics_service_server::HwDiagnosticsServiceServer;
+#[cfg(feature = "sim")]
 use svcos_proto::hwsim::v1::GetBoardRequest;
+#[cfg(feature = "sim")]
 use svcos_proto::hwsim::v1::hw_sim_service_client::HwSimServiceClient;
 use tokio::net::UnixListener;
 use tokio::sync::{Notify, broadcast, mpsc, watch};
@@ -99,6 +101,7 @@ const RUNTIME_RT_PRIORITY: i32 = 5;
 /// only eats address space, which is scarce on the 32-bit ARM control boards.
 pub(crate) const THREAD_STACK: usize = 512 * 1024;
 /// How long to wait for hw-sim's GetBoard at start (it is started first, but may be slow).
+#[cfg(feature = "sim")]
 const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Run the service until `shutdown`, serving gRPC (with health) on `listener`.
@@ -132,11 +135,22 @@ struct Discovered {
 
 async fn discover(ctx: &ServiceContext, spec: &BoardSpec) -> anyhow::Result<Discovered> {
     match spec.driver {
+        #[cfg(feature = "sim")]
         HardwareDriver::Sim => discover_sim(ctx, spec).await,
+        // The image leaves the simulated board out; a config asking for it is a setup mistake
+        // that restarting cannot fix, so say what to change.
+        #[cfg(not(feature = "sim"))]
+        HardwareDriver::Sim => Err(error::HwError::Discovery(
+            "[hardware].driver = \"sim\" but this build has no simulated board \
+             (built without the `sim` feature); set driver = \"linux\""
+                .into(),
+        )
+        .into()),
         HardwareDriver::Linux => discover_linux(ctx, spec),
     }
 }
 
+#[cfg(feature = "sim")]
 async fn discover_sim(ctx: &ServiceContext, spec: &BoardSpec) -> anyhow::Result<Discovered> {
     let socket = ctx.layout.socket(ServiceName::HwSim);
     let mut client = HwSimServiceClient::new(ipc::channel_at(socket.clone()));

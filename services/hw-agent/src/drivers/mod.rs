@@ -13,6 +13,7 @@
 pub mod devices;
 pub mod linux;
 pub mod serial;
+#[cfg(feature = "sim")]
 pub mod sim;
 
 use std::os::fd::BorrowedFd;

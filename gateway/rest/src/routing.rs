@@ -11,8 +11,6 @@ use axum::http::Method;
 use axum::routing::MethodRouter;
 use svcos_common::config::Mode;
 
-use std::collections::HashMap;
-
 /// Who may call an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthClass {
@@ -251,16 +249,20 @@ pub struct Route<S> {
 pub struct RouteTable<S> {
     /// Every row's metadata, in registry order.
     pub metas: Vec<RouteMeta>,
-    handlers: HashMap<(Method, &'static str), MethodRouter<S>>,
+    /// `handlers[i]` answers `metas[i]`. A vector, not a map: a `MethodRouter` is a few hundred
+    /// bytes of mostly empty method slots, and a map's power-of-two slack doubled the table's
+    /// resident size (docs/PERFORMANCE.md); lookups are rare (in-process MCP/MQTT calls) and
+    /// [`Self::find`] scans the rows anyway.
+    handlers: Vec<MethodRouter<S>>,
 }
 
 impl<S> RouteTable<S> {
     /// The table of these rows.
     pub fn new(routes: Vec<Route<S>>) -> Self {
         let mut metas = Vec::with_capacity(routes.len());
-        let mut handlers = HashMap::with_capacity(routes.len());
+        let mut handlers = Vec::with_capacity(routes.len());
         for r in routes {
-            handlers.insert((r.meta.method.clone(), r.meta.path), r.handler);
+            handlers.push(r.handler);
             metas.push(r.meta);
         }
         RouteTable { metas, handlers }
@@ -274,8 +276,12 @@ impl<S> RouteTable<S> {
     }
 
     /// The handler of an operation, if mounted.
-    pub fn handler(&self, method: &Method, path: &'static str) -> Option<&MethodRouter<S>> {
-        self.handlers.get(&(method.clone(), path))
+    pub fn handler(&self, method: &Method, path: &str) -> Option<&MethodRouter<S>> {
+        let i = self
+            .metas
+            .iter()
+            .position(|m| m.method == *method && m.path == path)?;
+        self.handlers.get(i)
     }
 }
 

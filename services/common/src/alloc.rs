@@ -80,9 +80,10 @@ pub fn trim() -> bool {
     }
 }
 
-/// Pages kept below the caller's frame by [`trim_stack`]: room for the frames of the `madvise`
-/// call itself and anything a signal handler might push, far more than either needs.
-const STACK_KEEP: usize = 32 * 1024;
+/// Bytes kept below the caller's frame by [`trim_stack`]: room for the frames of the `madvise`
+/// call itself (a few hundred bytes) and a signal handler's frame (tokio's handler only writes
+/// to a pipe), several times what either needs.
+const STACK_KEEP: usize = 8 * 1024;
 
 /// Discard the main thread's stack pages more than [`STACK_KEEP`] below the caller's frame.
 /// Returns the bytes discarded (0 off the main thread, or when nothing lies that deep).

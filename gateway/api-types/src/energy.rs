@@ -117,6 +117,205 @@ impl NightModeBody {
     }
 }
 
+crate::config::patch_request!(
+    /// `POST /api/home/night-mode`: a merge patch of `[home.night_mode]`, checked by the
+    /// config's rules (an unknown or bad member is a `config_validation` error naming it).
+    NightModePatchRequest,
+    crate::config::Patch<svcos_common::config::NightModeConfig>
+);
+
+crate::config::patch_request!(
+    /// `POST /api/solar/config`: a merge patch of `[energy.solar]`, checked by the config's
+    /// rules. The `GET` shape, `{"config": patch}`, is accepted too.
+    SolarPatchRequest,
+    crate::config::Patch<svcos_common::config::SolarConfig>
+);
+
+crate::config::patch_request!(
+    /// `POST /api/offgrid/config`: a merge patch of `[energy.offgrid]`, checked by the config's
+    /// rules. The `GET` shape, `{"config": patch}`, is accepted too.
+    OffgridPatchRequest,
+    crate::config::Patch<svcos_common::config::OffgridConfig>
+);
+
+/// One limit the governor weighed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct GovernorLimit {
+    /// operator, circuit, psu_override, night_mode, thermostat, solar or offgrid.
+    pub source: String,
+    /// The power it allows, W (a non-finite value serialises as `null`).
+    #[cfg_attr(feature = "schema", schemars(with = "Option<f64>"))]
+    pub watt: f64,
+}
+
+/// The power governor's last arbitration (`PowerDecision`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct GovernorDecision {
+    /// The power target it set, W (`null`: no limit is active, hw-agent's own target stands).
+    pub target_watt: Option<f64>,
+    /// The source of the limit that won.
+    pub binding: Option<String>,
+    /// Every limit that took part.
+    pub limits: Vec<GovernorLimit>,
+    /// The follower or thermostat that wants the miner asleep.
+    pub sleep_by: Option<String>,
+    /// Night-mode fan cap in force, percent.
+    pub fan_cap_percent: Option<u32>,
+}
+
+impl GovernorDecision {
+    /// The last decision of a governor state (`None` before its first tick).
+    pub fn of(power: &pb::PowerStatus) -> Option<Self> {
+        power.decision.as_ref().map(|d| GovernorDecision {
+            target_watt: d.target_watt,
+            binding: non_empty(&d.binding),
+            limits: d
+                .limits
+                .iter()
+                .map(|l| GovernorLimit {
+                    source: l.source.clone(),
+                    watt: l.watt,
+                })
+                .collect(),
+            sleep_by: non_empty(&d.sleep_by),
+            fan_cap_percent: d.fan_cap_percent,
+        })
+    }
+}
+
+/// `[home]`'s power bounds for the thermostat, W.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ThermostatLimits {
+    /// Lowest power level, W.
+    pub min_watt: f64,
+    /// Highest power level, W.
+    pub max_watt: f64,
+    /// Change per step, W.
+    pub step_watt: f64,
+}
+
+/// `POST /api/home/room-temp`, `POST /api/home/target` and the `thermostat` of
+/// `GET /api/home/status` (`svcos.api.home.thermostat.v1`): `[home]` in force and the
+/// governor's thermostat state.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ThermostatBody {
+    /// `svcos.api.home.thermostat.v1`.
+    pub schema: &'static str,
+    /// The config enables the thermostat.
+    pub enabled: bool,
+    /// Room temperature held, °C.
+    pub target_room_c: f64,
+    /// Dead band around the target, °C.
+    pub hysteresis_c: f64,
+    /// Last room reading, °C.
+    pub room_c: Option<f64>,
+    /// When it was taken, Unix ms (`null` before the first).
+    pub reading_at_ms: Option<i64>,
+    /// The reading is recent enough to act on.
+    pub reading_fresh: bool,
+    /// Who measured it.
+    pub source: String,
+    /// What the posted reading made the thermostat do: raise, lower, hold, sleep or wake
+    /// (`null` on a read, or when the thermostat is off).
+    pub action: Option<String>,
+    /// The thermostat's power level, W.
+    pub level_watt: Option<f64>,
+    /// The thermostat has put the miner to sleep.
+    pub sleeping: bool,
+    /// `[home]`'s power bounds.
+    pub limits: ThermostatLimits,
+    /// The governor's last arbitration (`null` before its first tick).
+    pub governor: Option<GovernorDecision>,
+    /// What the write changed (`null` unless the answer is to a write of `[home]`).
+    pub write: Option<serde_json::Value>,
+}
+
+impl ThermostatBody {
+    /// The body of `[home]` and the governor's state; `action` is the answer to a posted
+    /// reading, `write` the report of a config write.
+    pub fn new(
+        home: &svcos_common::config::HomeConfig,
+        power: &pb::PowerStatus,
+        action: Option<pb::ThermostatAction>,
+        write: Option<serde_json::Value>,
+    ) -> Self {
+        let t = power.thermostat.clone().unwrap_or_default();
+        ThermostatBody {
+            schema: "svcos.api.home.thermostat.v1",
+            enabled: home.thermostat_enabled,
+            target_room_c: home.target_room_c,
+            hysteresis_c: home.hysteresis_c,
+            room_c: t.room_c,
+            reading_at_ms: (t.reading_at_ms > 0).then_some(t.reading_at_ms),
+            reading_fresh: t.reading_fresh,
+            source: t.source,
+            action: action
+                .filter(|a| *a != pb::ThermostatAction::Unspecified)
+                .map(|a| crate::enum_word(a.as_str_name(), "THERMOSTAT_ACTION_")),
+            level_watt: t.level_watt,
+            sleeping: t.sleeping,
+            limits: ThermostatLimits {
+                min_watt: home.min_watt,
+                max_watt: home.max_watt,
+                step_watt: home.step_watt,
+            },
+            governor: GovernorDecision::of(power),
+            write,
+        }
+    }
+}
+
+/// `GET /api/home/status` (`svcos.api.home.status.v1`): the space-heater view of the telemetry
+/// snapshot and the thermostat.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct HomeStatusBody {
+    /// `svcos.api.home.status.v1`.
+    pub schema: &'static str,
+    /// hw-agent's mining state (`mining`, `sleeping`, ...).
+    pub state: String,
+    /// Hashing, so heating.
+    pub heating: bool,
+    /// Input power, W (1 decimal): nearly all of it ends up as heat.
+    pub heat_output_watt: f64,
+    /// The fastest fan's duty, percent (a noise proxy).
+    pub fan_pwm_percent: u32,
+    /// Hottest sensor, °C (1 decimal).
+    pub temp_max_c: f64,
+    /// Hashrate over 1 min, GH/s (3 decimals).
+    pub hashrate_ghs_1m: f64,
+    /// hw-agent sleeps.
+    pub sleeping: bool,
+    /// The thermostat (`null` while the tuner does not answer). The dashboard's Space Heater
+    /// screen reads the room reading and target from here.
+    pub thermostat: Option<ThermostatBody>,
+}
+
+impl HomeStatusBody {
+    /// The body of a telemetry snapshot and the thermostat, if the tuner answered.
+    pub fn new(
+        t: &svcos_proto::hwagent::v1::Telemetry,
+        thermostat: Option<ThermostatBody>,
+    ) -> Self {
+        use svcos_proto::hwagent::v1::MiningState;
+        HomeStatusBody {
+            schema: "svcos.api.home.status.v1",
+            state: crate::enum_word(t.state().as_str_name(), "MINING_STATE_"),
+            heating: t.state() == MiningState::Mining,
+            heat_output_watt: crate::round(t.power_watt, 1),
+            fan_pwm_percent: t.fans.iter().map(|f| f.pwm_percent).max().unwrap_or(0),
+            temp_max_c: crate::round(t.temp_max_c, 1),
+            hashrate_ghs_1m: crate::round(t.hashrate.as_ref().map_or(0.0, |h| h.ghs_1m), 3),
+            sleeping: t.state() == MiningState::Sleeping,
+            thermostat,
+        }
+    }
+}
+
 /// Stop/resume thresholds for a battery chemistry and pack voltage.
 #[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -384,7 +583,7 @@ pub struct FollowerStatusBody {
     /// hw-agent's state now (proto name).
     pub hw_state: Option<&'static str>,
     /// The governor's last arbitration (`null` before its first tick).
-    pub governor: serde_json::Value,
+    pub governor: Option<GovernorDecision>,
 }
 
 impl FollowerStatusBody {
@@ -395,7 +594,7 @@ impl FollowerStatusBody {
         enabled: bool,
         st: &pb::FollowerState,
         telemetry: Option<&svcos_proto::hwagent::v1::Telemetry>,
-        governor: serde_json::Value,
+        governor: Option<GovernorDecision>,
     ) -> Self {
         // The tuner's follower state belongs to one mode; the other mode's route shows none of it.
         let mine = st.mode() == mode;
@@ -433,6 +632,56 @@ impl FollowerStatusBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn thermostat_words_the_action_and_nulls_what_is_missing() {
+        let home = svcos_common::config::HomeConfig::default();
+        let power = pb::PowerStatus {
+            decision: Some(pb::PowerDecision {
+                target_watt: Some(900.0),
+                binding: "thermostat".into(),
+                limits: vec![pb::PowerLimit {
+                    source: "thermostat".into(),
+                    watt: 900.0,
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let raise = Some(pb::ThermostatAction::Raise);
+        let v = serde_json::to_value(ThermostatBody::new(&home, &power, raise, None)).unwrap();
+        assert_eq!(v["action"], "raise");
+        assert!(v["reading_at_ms"].is_null() && v["room_c"].is_null() && v["write"].is_null());
+        assert_eq!(v["governor"]["binding"], "thermostat");
+        assert_eq!(v["governor"]["limits"][0]["watt"], 900.0);
+        assert!(v["governor"]["sleep_by"].is_null());
+        assert_eq!(v["limits"]["max_watt"], home.max_watt);
+        // No reading yet (UNSPECIFIED) and a read both answer a null action; no tick yet, a
+        // null governor.
+        let none = Some(pb::ThermostatAction::Unspecified);
+        let idle = pb::PowerStatus::default();
+        let v = serde_json::to_value(ThermostatBody::new(&home, &idle, none, None)).unwrap();
+        assert!(v["action"].is_null() && v["governor"].is_null());
+    }
+
+    #[test]
+    fn home_status_shows_heat_and_the_thermostat() {
+        use svcos_proto::hwagent::v1 as hw;
+        let t = hw::Telemetry {
+            state: hw::MiningState::Mining as i32,
+            power_watt: 1234.56,
+            temp_max_c: 61.04,
+            ..Default::default()
+        };
+        let v = serde_json::to_value(HomeStatusBody::new(&t, None)).unwrap();
+        assert_eq!(
+            (v["state"].clone(), v["heating"].clone()),
+            ("mining".into(), true.into())
+        );
+        assert_eq!(v["heat_output_watt"], 1234.6);
+        assert_eq!(v["fan_pwm_percent"], 0);
+        assert!(v["thermostat"].is_null());
+    }
 
     #[test]
     fn empty_proto_strings_are_null_and_modes_are_words() {

@@ -22,6 +22,7 @@ pub mod diagnostics;
 pub mod discovery;
 pub mod energy;
 pub mod firmware;
+pub mod fleet;
 pub mod hardware;
 pub mod health;
 pub mod history;

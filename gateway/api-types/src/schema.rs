@@ -9,8 +9,8 @@ use schemars::{JsonSchema, Schema};
 use crate::requests as req;
 use crate::{
     auth, catalog, config as cfg, diagnostics as diag, discovery as disc, energy, firmware as fw,
-    hardware as hw, health, history, integrations as integ, mining, pools, safety, setup, status,
-    thermal, tuning as tune,
+    fleet, hardware as hw, health, history, integrations as integ, mining, pools, safety, setup,
+    status, thermal, tuning as tune,
 };
 
 type SolarConfigBody = energy::FollowerConfigBody<svcos_common::config::SolarConfig>;
@@ -26,6 +26,16 @@ fn of<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
 /// `(method, path, schema)` of every route whose `200` body is a type of this crate.
 pub const RESPONSES: &[(&str, &str, SchemaOf)] = &[
     ("GET", "/api/status", of::<status::StatusBody>),
+    ("GET", "/api/home/status", of::<energy::HomeStatusBody>),
+    ("POST", "/api/home/room-temp", of::<energy::ThermostatBody>),
+    ("POST", "/api/home/target", of::<energy::ThermostatBody>),
+    ("POST", "/api/fleet/discover", of::<fleet::FleetMinersBody>),
+    ("GET", "/api/fleet/miners", of::<fleet::FleetMinersBody>),
+    (
+        "GET",
+        "/api/fleet/pool-stats",
+        of::<fleet::FleetPoolStatsBody>,
+    ),
     ("GET", "/api/stats", of::<status::StatsBody>),
     ("GET", "/api/chips", of::<status::ChipsBody>),
     (
@@ -903,6 +913,17 @@ pub const REQUESTS: &[(&str, &str, SchemaOf)] = &[
         of::<req::WebhookTestRequest>,
     ),
     ("POST", "/api/config", of::<cfg::ConfigPatchRequest>),
+    ("POST", "/api/solar/config", of::<energy::SolarPatchRequest>),
+    (
+        "POST",
+        "/api/offgrid/config",
+        of::<energy::OffgridPatchRequest>,
+    ),
+    (
+        "POST",
+        "/api/home/night-mode",
+        of::<energy::NightModePatchRequest>,
+    ),
     (
         "POST",
         "/api/config/donation",

@@ -43,6 +43,7 @@ pub const TIMEOUT_MS: std::ops::RangeInclusive<u64> = 50..=5000;
 
 /// One pool as a miner reports it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MinerPool {
     /// Pool URL.
     pub url: String,
@@ -60,6 +61,7 @@ pub struct MinerPool {
 
 /// A miner found by discovery.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Miner {
     /// Address.
     pub ip: String,
@@ -77,9 +79,9 @@ pub struct Miner {
     pub api_version: Option<String>,
     /// Whether the miner runs svcOS.
     pub svcos: bool,
-    /// 5 s hashrate, GH/s.
+    /// 5 s hashrate, GH/s (`null` when not reported or not a finite number).
     pub hashrate_ghs: Option<f64>,
-    /// Average hashrate, GH/s.
+    /// Average hashrate, GH/s (`null` when not reported or not a finite number).
     pub hashrate_avg_ghs: Option<f64>,
     /// Seconds mining.
     pub uptime_s: Option<u64>,

@@ -8,6 +8,7 @@ use crate::{Scan, round};
 
 /// One pool URL across the scanned miners.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PoolTotal {
     /// Pool URL.
     pub url: String,
@@ -15,7 +16,9 @@ pub struct PoolTotal {
     pub miners_configured: usize,
     /// Miners hashing on it now.
     pub miners_active: usize,
-    /// 5 s hashrate of the miners hashing on it, GH/s.
+    /// 5 s hashrate of the miners hashing on it, GH/s. Miners report it, so it can sum to a
+    /// non-finite number, which serialises as `null`.
+    #[cfg_attr(feature = "schema", schemars(with = "Option<f64>"))]
     pub hashrate_ghs: f64,
     /// Accepted shares reported for it.
     pub accepted: u64,

@@ -16,7 +16,8 @@ pub mod setup;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
+use svcos_api_types::energy::ThermostatBody;
 use svcos_common::ServiceName;
 use svcos_proto::tuner::v1::{GetPowerRequest, PowerStatus, ReconcileRequest, ThermostatAction};
 
@@ -43,50 +44,14 @@ pub async fn power_status(state: &AppState, reconcile: bool) -> ApiResult<PowerS
     Ok(status.unwrap_or_default())
 }
 
-/// The governor's last decision as answers show it (`null` before its first tick).
-pub fn decision_json(power: &PowerStatus) -> Value {
-    power.decision.as_ref().map_or(Value::Null, |d| {
-        json!({
-            "target_watt": d.target_watt,
-            "binding": (!d.binding.is_empty()).then_some(&d.binding),
-            "limits": d.limits.iter().map(|l| json!({"source": l.source, "watt": l.watt})).collect::<Vec<_>>(),
-            "sleep_by": (!d.sleep_by.is_empty()).then_some(&d.sleep_by),
-            "fan_cap_percent": d.fan_cap_percent,
-        })
-    })
-}
-
-/// The thermostat as `/api/home/target` answers it (also a member of `/api/home/status`).
+/// The thermostat answer of `[home]` in force and the governor's state.
 pub fn thermostat_body(
     state: &AppState,
     power: &PowerStatus,
     action: Option<ThermostatAction>,
-) -> Value {
-    let config = state.config();
-    let t = power.thermostat.clone().unwrap_or_default();
-    let action = action.map(|a| match a {
-        ThermostatAction::Unspecified => Value::Null,
-        a => json!(
-            a.as_str_name()
-                .trim_start_matches("THERMOSTAT_ACTION_")
-                .to_ascii_lowercase()
-        ),
-    });
-    json!({
-        "schema": "svcos.api.home.thermostat.v1",
-        "enabled": config.home.thermostat_enabled,
-        "target_room_c": config.home.target_room_c,
-        "hysteresis_c": config.home.hysteresis_c,
-        "room_c": t.room_c,
-        "reading_at_ms": (t.reading_at_ms > 0).then_some(t.reading_at_ms),
-        "reading_fresh": t.reading_fresh,
-        "source": t.source,
-        "action": action,
-        "level_watt": t.level_watt,
-        "sleeping": t.sleeping,
-        "limits": {"min_watt": config.home.min_watt, "max_watt": config.home.max_watt, "step_watt": config.home.step_watt},
-        "governor": decision_json(power),
-    })
+    write: Option<Value>,
+) -> ThermostatBody {
+    ThermostatBody::new(&state.config().home, power, action, write)
 }
 
 /// The gateway's state directory.

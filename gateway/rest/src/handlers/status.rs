@@ -11,7 +11,8 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde_json::Value;
+use svcos_api_types::energy::HomeStatusBody;
 use svcos_api_types::enum_word;
 use svcos_api_types::health::{ChainDiagnosticsBody, ChipsHealthBody};
 use svcos_api_types::status::{ChainPresenceBody, ChipsBody, StatsBody, StatusBody};
@@ -20,7 +21,7 @@ use svcos_common::config::Config;
 use svcos_proto::hwagent::v1::{GetTelemetryRequest, MiningState, Telemetry};
 use svcos_proto::stratum::v1::{GetPoolsResponse, PoolState};
 
-use super::{ApiResult, json, ok, round};
+use super::{ApiResult, ok};
 use crate::envelope::ApiError;
 use crate::routing::Route;
 use crate::{AppState, route};
@@ -39,10 +40,6 @@ pub fn routes() -> Vec<Route<AppState>> {
         route!(GET "/api/home/status", Bearer, P, Integrations, Full, "Space-heater view: heat output, noise proxy, state", home_status),
         route!(GET "/api/diagnostics/chain", Bearer, P, Diagnostics, Full, "Per-chain diagnostics from the snapshot", diagnostics_chain),
     ]
-}
-
-fn mining_state(t: &Telemetry) -> String {
-    enum_word(t.state().as_str_name(), "MINING_STATE_")
 }
 
 async fn status(State(state): State<AppState>) -> Response {
@@ -121,25 +118,11 @@ async fn home_status(State(state): State<AppState>) -> ApiResult {
     let t = telemetry_or_503(&state)?;
     // The thermostat lives in the tuner's governor: one call. While the tuner is away the
     // status still answers (from the telemetry snapshot) and the thermostat reads `null`.
-    let thermostat = match crate::handlers::operations::power_status(&state, false).await {
-        Ok(power) => crate::handlers::operations::thermostat_body(&state, &power, None),
-        Err(_) => Value::Null,
-    };
-    let max_pwm = t.fans.iter().map(|f| f.pwm_percent).max().unwrap_or(0);
-    Ok(json(json!({
-        "schema": "svcos.api.home.status.v1",
-        "state": mining_state(&t),
-        "heating": t.state() == MiningState::Mining,
-        // Nearly all electrical power ends up as heat.
-        "heat_output_watt": round(t.power_watt, 1),
-        "fan_pwm_percent": max_pwm,
-        "temp_max_c": round(t.temp_max_c, 1),
-        "hashrate_ghs_1m": round(t.hashrate.as_ref().map_or(0.0, |h| h.ghs_1m), 3),
-        "sleeping": t.state() == MiningState::Sleeping,
-        // The dashboard's Space Heater screen shows the room reading and target from here:
-        // there is no other GET for the thermostat, and home mode reaches /api/home/* only.
-        "thermostat": thermostat,
-    })))
+    let thermostat = crate::handlers::operations::power_status(&state, false)
+        .await
+        .ok()
+        .map(|power| crate::handlers::operations::thermostat_body(&state, &power, None, None));
+    ok(HomeStatusBody::new(&t, thermostat))
 }
 
 async fn diagnostics_chain(State(state): State<AppState>) -> ApiResult {

@@ -157,21 +157,6 @@ pub const OTHER_BODY: &[(&str, &str, &str, &str)] = &[
 pub const UNTYPED_BODY: &[(&str, &str, &str)] = &[
     (
         "POST",
-        "/api/solar/config",
-        "a merge patch of [energy.solar]",
-    ),
-    (
-        "POST",
-        "/api/offgrid/config",
-        "a merge patch of [energy.offgrid]",
-    ),
-    (
-        "POST",
-        "/api/home/night-mode",
-        "a merge patch of night mode",
-    ),
-    (
-        "POST",
         "/api/profile/upload",
         "any JSON object; the tuner checks its schema tag",
     ),

@@ -11,8 +11,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use svcos_api_types::energy::{
-    FollowerConfigBody, FollowerStatusBody, OffgridPresetsBody, SourceTestBody,
-    VerificationHistoryBody, mode_word,
+    FollowerConfigBody, FollowerStatusBody, GovernorDecision, OffgridPatchRequest,
+    OffgridPresetsBody, SolarPatchRequest, SourceTestBody, VerificationHistoryBody, mode_word,
 };
 use svcos_api_types::requests::EnergySourceTestRequest;
 use svcos_common::config::Config;
@@ -20,7 +20,7 @@ use svcos_proto::tuner::v1::{
     FollowerMode, ListFollowerDecisionsRequest, ListPresetsRequest, TestSourceRequest,
 };
 
-use super::{decision_json, power_call, power_status};
+use super::{power_call, power_status};
 use crate::config_write::patch_config;
 use crate::envelope::{ApiError, ErrorCode};
 use crate::handlers::{ApiResult, ok, parse_body};
@@ -69,13 +69,7 @@ fn config_body(state: &AppState, mode: FollowerMode, report: Option<Value>) -> R
     }
 }
 
-async fn post_config(
-    state: &AppState,
-    mode: FollowerMode,
-    headers: &HeaderMap,
-    body: &Bytes,
-) -> ApiResult {
-    let b: Value = parse_body(headers, body)?;
+async fn post_config(state: &AppState, mode: FollowerMode, b: Value) -> ApiResult {
     let b = match b.get("config") {
         Some(inner) => inner.clone(),
         None => b,
@@ -99,7 +93,7 @@ async fn status(state: &AppState, mode: FollowerMode) -> ApiResult {
         active,
         &st,
         t.as_ref(),
-        decision_json(&power),
+        GovernorDecision::of(&power),
     ))
 }
 
@@ -148,7 +142,8 @@ async fn post_offgrid_config(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult {
-    post_config(&state, FollowerMode::Offgrid, &headers, &body).await
+    let OffgridPatchRequest(b) = parse_body(&headers, &body)?;
+    post_config(&state, FollowerMode::Offgrid, b).await
 }
 async fn offgrid_status(State(state): State<AppState>) -> ApiResult {
     status(&state, FollowerMode::Offgrid).await
@@ -164,7 +159,8 @@ async fn post_solar_config(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult {
-    post_config(&state, FollowerMode::Solar, &headers, &body).await
+    let SolarPatchRequest(b) = parse_body(&headers, &body)?;
+    post_config(&state, FollowerMode::Solar, b).await
 }
 async fn solar_status(State(state): State<AppState>) -> ApiResult {
     status(&state, FollowerMode::Solar).await

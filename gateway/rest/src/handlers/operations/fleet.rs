@@ -8,18 +8,17 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
-use serde_json::json;
 use svcos_api_types::discovery::{ConfigSchemaBody, NetworkBlockBody, Outbound};
+use svcos_api_types::fleet::{FleetMinersBody, FleetPoolStatsBody};
 use svcos_api_types::requests::FleetDiscoverRequest;
-use svcos_fleet::{Fleet, Scan};
+use svcos_fleet::Fleet;
 use svcos_proto::stratum::v1::{JobTemplate, StreamJobsRequest};
 use svcos_work::network::{bip34_height, display_hash, nbits_difficulty};
 use tokio_stream::StreamExt;
 
 use super::state_dir;
 use crate::envelope::{ApiError, ErrorCode};
-use crate::handlers::{ApiResult, json, ok, parse_body};
+use crate::handlers::{ApiResult, ok, parse_body};
 use crate::routing::Route;
 use crate::{AppState, route};
 
@@ -59,47 +58,18 @@ async fn discover(State(state): State<AppState>, headers: HeaderMap, body: Bytes
                 .code(ErrorCode::UnclassifiedError)
                 .suggestion("wait for it to finish, then GET /api/fleet/miners")
         })?;
-    Ok(json(scan_body(&scan)))
+    ok(FleetMinersBody::new(Some(&scan)))
 }
 
-fn scan_body(scan: &Scan) -> serde_json::Value {
-    json!({
-        "schema": "svcos.api.fleet.miners.v1",
-        "range": scan.range, "port": scan.port,
-        "started_ms": scan.started_ms, "finished_ms": scan.finished_ms,
-        "scanned": scan.scanned, "non_miner_listeners": scan.non_miner_listeners,
-        "count": scan.miners.len(),
-        "miners": scan.miners,
-    })
+async fn miners(State(state): State<AppState>) -> ApiResult {
+    ok(FleetMinersBody::new(fleet(&state).last().as_ref()))
 }
 
-async fn miners(State(state): State<AppState>) -> Response {
-    match fleet(&state).last() {
-        Some(scan) => json(scan_body(&scan)),
-        None => json(json!({
-            "schema": "svcos.api.fleet.miners.v1", "count": 0, "miners": [],
-            "scanned": 0, "note": "no discovery yet: POST /api/fleet/discover {\"range\": \"192.168.1.0/24\"}",
-        })),
-    }
-}
-
-async fn pool_stats(State(state): State<AppState>) -> Response {
-    match fleet(&state).last() {
-        Some(scan) => {
-            let s = svcos_fleet::aggregate(&scan);
-            json(json!({
-                "schema": "svcos.api.fleet.pool_stats.v1",
-                "miners": s.miners,
-                "total_hashrate_ghs": s.total_hashrate_ghs,
-                "scan_finished_ms": s.scan_finished_ms,
-                "pools": s.pools,
-            }))
-        }
-        None => json(
-            json!({"schema": "svcos.api.fleet.pool_stats.v1", "miners": 0,
-            "total_hashrate_ghs": 0.0, "pools": [], "note": "no discovery yet"}),
-        ),
-    }
+async fn pool_stats(State(state): State<AppState>) -> ApiResult {
+    let scan = fleet(&state).last();
+    ok(FleetPoolStatsBody::new(
+        scan.as_ref().map(svcos_fleet::aggregate),
+    ))
 }
 
 async fn current_job(state: &AppState) -> ApiResult<JobTemplate> {

@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 
-use svcos_api_types::energy::{HomePresetsBody, NightModeBody};
+use svcos_api_types::energy::{HomePresetsBody, NightModeBody, NightModePatchRequest};
 use svcos_api_types::requests::{HomeTargetRequest, RoomTempRequest};
 use svcos_proto::tuner::v1::{
     ListPresetsRequest, ListPresetsResponse, PostRoomTemperatureRequest, PowerStatus,
@@ -16,7 +16,7 @@ use svcos_proto::tuner::v1::{
 use super::{power_call, power_status, thermostat_body};
 use crate::config_write::patch_config;
 use crate::envelope::{ApiError, ErrorCode};
-use crate::handlers::{ApiResult, json, ok, parse_body};
+use crate::handlers::{ApiResult, ok, parse_body};
 use crate::routing::Route;
 use crate::{AppState, route};
 
@@ -56,7 +56,7 @@ async fn post_night_mode(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult {
-    let b: Value = parse_body(&headers, &body)?;
+    let NightModePatchRequest(b) = parse_body(&headers, &body)?;
     let Value::Object(m) = &b else {
         return Err(
             ApiError::bad_request("expected a JSON object").code(ErrorCode::ConfigValidation)
@@ -101,7 +101,7 @@ async fn room_temp(State(state): State<AppState>, headers: HeaderMap, body: Byte
     };
     let action = r.action();
     let power = r.status.unwrap_or_default();
-    Ok(json(thermostat_body(&state, &power, Some(action))))
+    ok(thermostat_body(&state, &power, Some(action), None))
 }
 
 async fn target(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
@@ -137,7 +137,5 @@ async fn target(State(state): State<AppState>, headers: HeaderMap, body: Bytes) 
     }
     let report = patch_config(&state, json!({"home": home})).await?;
     let power = power_status(&state, true).await?;
-    let mut body = thermostat_body(&state, &power, None);
-    body["write"] = report;
-    Ok(json(body))
+    ok(thermostat_body(&state, &power, None, Some(report)))
 }

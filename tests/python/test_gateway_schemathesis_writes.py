@@ -19,6 +19,10 @@ Not generated, by design:
 
 The stack runs in Hacker mode while the writes are generated (set again after any write that can
 change the mode), so debug writes and Standard-mode writes are reached, not just refused 403.
+For the same reason the sim's listening endpoints (`[api]` and `[legacy]`, which take effect at the
+next start) are put back after any write that can change them: the config write bodies are typed,
+so generated patches now validly move the API to another port or address, which an operator may do
+but which would leave this test knocking on the old one.
 
 Bounded for CI: `SVCOS_SCHEMATHESIS_WRITES_EXAMPLES` examples per operation (default 6), no
 hypothesis deadline, a 30 s client timeout per request.
@@ -27,6 +31,7 @@ hypothesis deadline, a 30 s client timeout per request.
 import json
 import os
 import shutil
+import tomllib
 import tempfile
 import time
 from pathlib import Path
@@ -107,6 +112,21 @@ def hacker_mode(sim, token):
 
 # Writes that can change the operating mode; the mode goes back to hacker after each.
 MODE_WRITERS = {"/api/setup/step4-mode", "/api/config", "/api/config/import", "/api/config/shared"}
+# Writes that can change the config's listening endpoints; they go back to the sim's after each.
+ENDPOINT_WRITERS = {
+    "/api/config",
+    "/api/config/import",
+    "/api/config/restore",
+    "/api/config/restore/undo",
+}
+
+
+def restore_endpoints(sim, token, baseline):
+    """Put the sim's `[api]` and `[legacy]` back (a merge patch of the baseline's sections)."""
+    saved = tomllib.loads(baseline["toml"])
+    patch = {section: saved[section] for section in ("api", "legacy")}
+    code, _, body = http("POST", f"{sim.api_url}/api/config", token, patch)
+    assert code == 200, body
 
 
 def accepted_shares(sim, token) -> int:
@@ -127,6 +147,8 @@ def test_generated_writes(case, wsim, wtoken, baseline):
     resp = case.call(base_url=wsim.api_url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
     if case.operation.path in MODE_WRITERS:
         hacker_mode(wsim, wtoken)
+    if case.operation.path in ENDPOINT_WRITERS:
+        restore_endpoints(wsim, wtoken, baseline)
     if key in PLANNED and resp.status_code == 501:
         assert_envelope(resp)
         return

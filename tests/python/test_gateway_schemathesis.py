@@ -6,16 +6,16 @@ every 2xx body of an operation marked `x-svc-response-schema: derived` conforms 
 (derived from the gateway's response types, svcos-api-types), and one marked `media` comes in a
 media type its 200 lists (its JSON alternative, if any, conforming too).
 
-Operations that would change the shared stack under test (restarts, sleep, config and pool
-writes, logging the session out, outbound pool tests, fan changes) are not fuzzed here; their
-behaviour is covered by gateway/rest/tests/http.rs against fakes, and every write is generated
-against a disposable stack of its own in test_gateway_schemathesis_writes.py.
+Only the reads (GET) are generated here: the stack is shared with every other module, and the
+write bodies are typed, so generated writes are valid and really change it (they once switched the
+autotuner on with a raised hashrate target, and later modules found the sim in `overheat`). Every
+write (POST/PUT/DELETE) is generated against a disposable stack of its own, with the same checks,
+in test_gateway_schemathesis_writes.py.
 """
 
 import json
 from pathlib import Path
 
-import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import response_schema_conformance
@@ -31,36 +31,6 @@ CODES = {
     "error_body_unavailable",
     "legacy_error",
     "unclassified_error",
-}
-
-NOT_FUZZED = {
-    ("POST", "/api/action/reboot"),
-    ("POST", "/api/action/restart"),
-    ("POST", "/api/system/restart"),
-    ("POST", "/api/action/sleep"),
-    ("POST", "/api/action/wake"),
-    ("POST", "/api/config"),
-    ("POST", "/api/config/import"),
-    ("POST", "/api/config/donation"),
-    ("POST", "/api/pools"),
-    ("POST", "/api/pools/test"),
-    ("POST", "/api/setup/test-pool"),
-    ("POST", "/api/setup/step4-mode"),
-    ("POST", "/api/setup/step5-pool"),
-    ("POST", "/api/network/hostname"),
-    ("POST", "/api/fan"),
-    # Integrations: saved settings and connection tests reach out to brokers and receivers.
-    ("POST", "/api/config/mqtt"),
-    ("POST", "/api/config/mqtt/test"),
-    ("POST", "/api/config/webhook"),
-    ("POST", "/api/config/webhook/test"),
-    ("DELETE", "/api/auth/session/current"),
-    # Password checks: fuzzed wrong passwords load auth's per-address failed-login backoff on the
-    # shared stack, and later logins from 127.0.0.1 (the dashboard's) get 429. Every write is
-    # fuzzed against the disposable stack of test_gateway_schemathesis_writes.py instead.
-    ("POST", "/api/auth/session"),
-    ("POST", "/api/auth/setup"),
-    ("POST", "/api/auth/password"),
 }
 
 DERIVED = {
@@ -105,15 +75,13 @@ def assert_envelope(resp):
         assert body["code"] in CODES, body
 
 
-schema = schemathesis.openapi.from_path(str(DOC_PATH))
+schema = schemathesis.openapi.from_path(str(DOC_PATH)).include(method=["GET"])
 
 
 @schema.parametrize()
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 def test_no_5xx_and_every_error_is_the_envelope(case, sim, token):
     key = (case.operation.method.upper(), case.operation.path)
-    if key in NOT_FUZZED:
-        pytest.skip("changes the shared stack; covered by the gateway's Rust tests")
     resp = case.call(base_url=sim.api_url, headers={"Authorization": f"Bearer {token}"}, timeout=15)
     if key in PLANNED and resp.status_code == 501:
         assert_envelope(resp)

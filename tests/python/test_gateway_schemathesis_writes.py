@@ -1,9 +1,10 @@
 """schemathesis over every write (POST/PUT/DELETE) of docs/openapi.json, against a disposable sim.
 
-test_gateway_schemathesis.py leaves the writes that change the shared stack alone; this module
+test_gateway_schemathesis.py generates only the reads on the shared stack; this module
 starts a stack of its own and throws it away afterwards, so every write runs with generated
-bodies: no 5xx except 501 on planned operations and 503 (a peer restarting, e.g. after a
-generated `POST /api/action/restart`), and every error is the envelope. Afterwards the stack
+bodies and the same checks: no 5xx except 501 on planned operations and 503 (a peer restarting,
+e.g. after a generated `POST /api/action/restart`), every error is the envelope, and a media
+answer comes in a media type its 200 lists. Afterwards the stack
 must still be whole: no service ended `failed`, the saved config loads (services restarted on it
 come back), and once the operator's settings are restored from the export taken before the
 fuzzing, the pool accepts shares again (its verdicts as stratum-agent counts them).
@@ -42,7 +43,7 @@ from hypothesis import HealthCheck, settings
 
 from conftest import PASSWORD, http, start_sim, stop_sim, wait_for
 from schemathesis.checks import response_schema_conformance
-from test_gateway_schemathesis import DERIVED, PLANNED, assert_envelope
+from test_gateway_schemathesis import DERIVED, MEDIA, PLANNED, assert_envelope, header
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC_PATH = ROOT / "docs" / "openapi.json"
@@ -159,6 +160,11 @@ def test_generated_writes(case, wsim, wtoken, baseline):
         assert_envelope(resp)
     elif key in DERIVED:
         case.validate_response(resp, checks=[response_schema_conformance])
+    elif key in MEDIA and resp.status_code == 200:
+        sent = header(resp, "content-type")
+        assert sent in MEDIA[key], (key, sent, MEDIA[key])
+        if sent.startswith("application/json"):
+            case.validate_response(resp, checks=[response_schema_conformance])
 
 
 # These two once found that a generated partial `POST /api/config/import` reset [api] to its

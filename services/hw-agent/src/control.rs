@@ -349,6 +349,8 @@ struct State {
     sent_scale: f64,
     last_fan_duty: Option<u32>,
     last_fan_write: Instant,
+    /// The duty the fans ran at when this process started has been taken over.
+    fans_adopted: bool,
     button: ButtonTracker,
     origin: Instant,
     led_phase: bool,
@@ -374,6 +376,7 @@ impl BoardThread {
             sent_scale: 1.0,
             last_fan_duty: None,
             last_fan_write: Instant::now(),
+            fans_adopted: false,
             button: ButtonTracker::default(),
             origin: Instant::now(),
             led_phase: false,
@@ -647,6 +650,13 @@ impl BoardThread {
         let (temp_max, temp_where) = self.read_sensors(st);
         let psu_fault = self.read_psu(st);
         let fans = self.read_fans(st);
+        if !st.fans_adopted {
+            // A restart re-attaches to chips that kept hashing: keep their airflow.
+            if let Some(duty) = fans.iter().map(|f| f.pwm_percent).max() {
+                st.policy.adopt_fan_duty(duty);
+            }
+            st.fans_adopted = true;
+        }
         let inputs = ThermalInputs {
             temp_max_c: temp_max,
             temp_max_where: temp_where,

@@ -44,6 +44,12 @@ impl Pid {
         self.integral = self.integral.clamp(min, max);
     }
 
+    /// Start from an output already in force (bumpless transfer): the integral takes it, so the
+    /// first steps hold it instead of restarting from `min`.
+    pub fn adopt(&mut self, output: f64) {
+        self.integral = output.clamp(self.min, self.max);
+    }
+
     /// One step: measurement and set point in degrees, `dt_s` seconds since the last step.
     pub fn update(&mut self, setpoint: f64, measurement: f64, dt_s: f64) -> f64 {
         let error = measurement - setpoint;
@@ -170,6 +176,13 @@ impl ThermalPolicy {
         self.target_c = config.target_temp_c;
         self.config = config;
         self.mode = mode;
+    }
+
+    /// Take over the fan duty a previous hw-agent left running. A restarted controller that
+    /// began at `fan_min_percent` would throttle the airflow of a hot, hashing board for the
+    /// tens of seconds its integral needs to climb back.
+    pub fn adopt_fan_duty(&mut self, duty_percent: u32) {
+        self.pid.adopt(f64::from(duty_percent));
     }
 
     /// Change the PID target (SetFan with a target).
@@ -349,6 +362,26 @@ mod tests {
             temp += (equilibrium - temp) * 0.2;
         }
         assert!((temp - 75.0).abs() < 1.0, "{temp}");
+    }
+
+    #[test]
+    fn adopted_fan_duty_is_held_at_the_target() {
+        let mut fresh = ThermalPolicy::new(ThermalConfig::default(), Mode::Standard);
+        let mut adopted = ThermalPolicy::new(ThermalConfig::default(), Mode::Standard);
+        adopted.adopt_fan_duty(70);
+        // At the target the error is zero: only the integral speaks.
+        assert_eq!(fresh.step(&inputs(75.0), 1.0).fan_percent, 10);
+        assert_eq!(adopted.step(&inputs(75.0), 1.0).fan_percent, 70);
+        // A duty outside the configured limits is clamped into them.
+        let mut capped = ThermalPolicy::new(
+            ThermalConfig {
+                fan_max_percent: 50,
+                ..ThermalConfig::default()
+            },
+            Mode::Standard,
+        );
+        capped.adopt_fan_duty(90);
+        assert_eq!(capped.step(&inputs(75.0), 1.0).fan_percent, 50);
     }
 
     #[test]

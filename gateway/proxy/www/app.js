@@ -139,21 +139,22 @@
 
   // Poll `fn` every `ms` (once when ms is 0) while the tab is visible.
   function usePoll(fn, ms, deps) {
-    const [state, setState] = useState({ data: null, error: null, loaded: false });
+    // Each answer is kept with the inputs it was asked for (the deps are strings and numbers).
+    const key = JSON.stringify(deps || []);
+    const [state, setState] = useState({ data: null, error: null, loaded: false, key });
     const run = useRef(null);
     useEffect(() => {
       let alive = true, timer = null, busy = false;
-      // New inputs (another range, another service): never show the old answer under them.
-      setState((s) => (s.loaded ? { data: null, error: null, loaded: false } : s));
+      setState((s) => (s.loaded || s.key !== key ? { data: null, error: null, loaded: false, key } : s));
       const tick = async () => {
         timer = null;
         if (!alive || busy || document.hidden) return;
         busy = true;
         try {
           const data = await fn();
-          if (alive) setState({ data, error: null, loaded: true });
+          if (alive) setState({ data, error: null, loaded: true, key });
         } catch (e) {
-          if (alive) setState((s) => ({ data: s.data, error: e, loaded: true }));
+          if (alive) setState((s) => ({ data: s.key === key ? s.data : null, error: e, loaded: true, key }));
         }
         busy = false;
         if (alive && ms) timer = setTimeout(tick, ms);
@@ -174,7 +175,10 @@
         document.removeEventListener("visibilitychange", onVisible);
       };
     }, deps || []);
-    return { ...state, reload: () => run.current && run.current() };
+    // New inputs (another range, another service): never show the old answer under them, not
+    // even in the render that runs before the effect above has cleared it.
+    const current = state.key === key ? state : { data: null, error: null, loaded: false, key };
+    return { ...current, reload: () => run.current && run.current() };
   }
 
   // A write with busy/error/result state.

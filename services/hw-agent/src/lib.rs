@@ -7,7 +7,7 @@
 //! | `chain<N>` (one per chain, [`chain`]) | the UART, decoder, job-id ring, accounting | UART bytes, a command, the next frame's due time |
 //! | `board` ([`control`]) | PSU, sensors, fans, GPIO, thermal policy | a command, 100 ms (button/LED), 500 ms (control step) |
 //! | `state-saver` | nothing; copies counters and the job table to the re-attach file, leaves the UARTs with the supervisor | 1 s, and after each job frame (at most every 100 ms) |
-//! | main (current-thread tokio) | gRPC server, StreamJobs/SubmitShare client, telemetry assembly | I/O |
+//! | main (current-thread tokio) | gRPC server, StreamJobs/SubmitShares client, telemetry assembly | I/O |
 //!
 //! The mining path never touches the runtime: a job goes from the StreamJobs task straight to
 //! each chain thread's channel (plus one byte on a wake-up socket); a verified share goes from

@@ -4,16 +4,17 @@
 //! chains keep hashing the last job; shares found meanwhile wait in a bounded [`ShareQueue`]
 //! and go out when SubmitShare answers again, minus those whose pool epoch went away.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use futures::StreamExt;
-use futures::stream::FuturesUnordered;
 use svcos_common::Shutdown;
 use svcos_common::ipc::Backoff;
 use svcos_common::status::is_unavailable;
 use svcos_proto::stratum::v1::stratum_service_client::StratumServiceClient;
-use svcos_proto::stratum::v1::{ShareDisposition, StreamJobsRequest, SubmitShareResponse};
+use svcos_proto::stratum::v1::{
+    ShareDisposition, StreamJobsRequest, SubmitShareRequest, SubmitShareResponse,
+};
 use tokio::sync::{mpsc, watch};
 use tonic::transport::Channel;
 
@@ -22,9 +23,11 @@ use crate::probes::Probes;
 use crate::shares::{PendingShare, ShareQueue};
 use crate::work::{ActiveJob, JobBook};
 
-/// Shares in flight to stratum-agent at once (each call is ~0.2 ms; this only matters in a
-/// burst after an outage).
+/// Shares sent on the stream and not yet answered (this only matters in a burst after an
+/// outage; one share is answered in about 0.2 ms).
 const MAX_IN_FLIGHT: usize = 16;
+/// How long opening the share stream may take before it counts as failed.
+const LINK_OPEN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What the job follower tells the rest of hw-agent.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -140,7 +143,35 @@ pub async fn follow_jobs(
     }
 }
 
+/// The open SubmitShares stream: shares go in through `tx`, answers come back in order.
+struct ShareLink {
+    tx: mpsc::Sender<SubmitShareRequest>,
+    answers: tonic::Streaming<SubmitShareResponse>,
+    /// Sent and not yet answered, oldest first (the order the answers come in).
+    awaiting: VecDeque<PendingShare>,
+}
+
+/// Open the share stream. The call returns once stratum-agent has answered with its headers,
+/// which its handler does at once; the bound keeps a wedged peer from holding shares forever.
+async fn open_link(client: &mut StratumServiceClient<Channel>) -> Result<ShareLink, tonic::Status> {
+    let (tx, rx) = mpsc::channel(MAX_IN_FLIGHT);
+    let call = client.submit_shares(tokio_stream::wrappers::ReceiverStream::new(rx));
+    let answers = tokio::time::timeout(LINK_OPEN_TIMEOUT, call)
+        .await
+        .map_err(|_| tonic::Status::deadline_exceeded("share stream did not open"))??
+        .into_inner();
+    Ok(ShareLink {
+        tx,
+        answers,
+        awaiting: VecDeque::new(),
+    })
+}
+
 /// Deliver shares until shutdown, queueing while stratum-agent is away.
+///
+/// Shares go over one long-lived SubmitShares stream. When it breaks, the shares it had not
+/// answered go back to the front of the queue (stratum-agent answers a resent one it already
+/// forwarded as a duplicate) and the stream is re-opened with backoff.
 pub async fn submit_shares(
     channel: Channel,
     mut incoming: mpsc::Receiver<PendingShare>,
@@ -150,26 +181,54 @@ pub async fn submit_shares(
     capacity: usize,
     shutdown: Shutdown,
 ) {
-    let client = StratumServiceClient::new(channel);
+    let mut client = StratumServiceClient::new(channel);
     let mut queue = ShareQueue::new(capacity);
-    let mut in_flight = FuturesUnordered::new();
+    let mut link: Option<ShareLink> = None;
     let mut backoff = Backoff::default();
-    // While blocked, nothing is sent until the retry timer fires (one probe at a time).
+    // While blocked, the stream is not re-opened until the retry timer fires.
     let mut retry_at: Option<tokio::time::Instant> = None;
+    let mut warned = false;
+    // Before the first link, a refusal is only start-up order (hw-agent may start first).
+    let mut ever_up = false;
     let mut epoch = jobs.borrow().epoch;
     loop {
+        // Opened before there is a share to send, so the first one does not wait for it.
+        if link.is_none() && retry_at.is_none() {
+            let opened = tokio::select! {
+                r = open_link(&mut client) => r,
+                _ = shutdown.wait() => return,
+            };
+            match opened {
+                Ok(l) => {
+                    if warned {
+                        tracing::info!("share stream to stratum-agent re-established");
+                        warned = false;
+                    }
+                    ever_up = true;
+                    link = Some(l);
+                }
+                Err(status) => {
+                    if !ever_up {
+                        tracing::debug!(code = ?status.code(), "stratum-agent not taking shares yet");
+                    } else if !warned {
+                        tracing::warn!(code = ?status.code(), "stratum-agent takes no shares; queueing them");
+                        warned = true;
+                    }
+                    retry_at = Some(tokio::time::Instant::now() + backoff.next_delay());
+                }
+            }
+        }
         // Send what may go now.
-        if retry_at.is_none() {
-            while in_flight.len() < MAX_IN_FLIGHT {
+        if let Some(l) = link.as_mut() {
+            while l.awaiting.len() < MAX_IN_FLIGHT {
                 let Some(share) = queue.pop() else { break };
                 if epoch.is_some_and(|e| e != share.request.pool_epoch) {
                     queue.dropped_stale += 1;
                     continue;
                 }
-                let mut c = client.clone();
                 probes.share_dispatched(share.read_at.elapsed());
                 if svcos_common::trace::enabled() {
-                    // Share-path trace: the SubmitShare call starts.
+                    // Share-path trace: the share enters the stream.
                     svcos_common::trace::record(
                         "hw.dispatch",
                         format_args!(
@@ -179,10 +238,13 @@ pub async fn submit_shares(
                         ),
                     );
                 }
-                in_flight.push(async move {
-                    let r = c.submit_share(share.request.clone()).await;
-                    (share, r)
-                });
+                // The channel holds MAX_IN_FLIGHT and every share in it is also awaited, so
+                // it is never full; closed means the stream ended, which the answers show next.
+                if l.tx.try_send(share.request.clone()).is_err() {
+                    queue.push_front(share);
+                    break;
+                }
+                l.awaiting.push_back(share);
             }
         }
         counters.queued.store(queue.len() as u32, Ordering::Relaxed);
@@ -196,14 +258,36 @@ pub async fn submit_shares(
                 None => std::future::pending().await,
             }
         };
+        let answer = async {
+            match link.as_mut() {
+                Some(l) => l.answers.message().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             share = incoming.recv() => match share {
                 Some(s) => queue.push(s),
                 None => return,
             },
-            Some((share, result)) = in_flight.next(), if !in_flight.is_empty() => {
-                handle_result(share, result, &mut queue, &counters, &probes, &mut retry_at, &mut backoff);
-            }
+            answer = answer => match (answer, link.as_mut().and_then(|l| l.awaiting.pop_front())) {
+                (Ok(Some(resp)), Some(share)) => {
+                    backoff.reset();
+                    taken(share, resp, &counters, &probes);
+                }
+                (answer, unanswered) => {
+                    // The stream ended (stratum-agent restarting) or answered more than it
+                    // was sent: keep every unanswered share, first in line, and re-open later.
+                    let l = link.take();
+                    let rest = l.into_iter().flat_map(|l| l.awaiting).collect::<Vec<_>>();
+                    for share in rest.into_iter().rev().chain(unanswered) {
+                        queue.push_front(share);
+                    }
+                    if let Err(status) = answer && !is_unavailable(&status) {
+                        tracing::warn!(code = ?status.code(), message = status.message(), "share stream failed");
+                    }
+                    retry_at = Some(tokio::time::Instant::now() + backoff.next_delay());
+                }
+            },
             changed = jobs.changed() => {
                 if changed.is_err() {
                     return;
@@ -216,7 +300,7 @@ pub async fn submit_shares(
                     }
                 }
                 epoch = now;
-                // The stream came back: stratum-agent is there, try at once.
+                // The job stream came back: stratum-agent is there, try at once.
                 if jobs.borrow().connected {
                     retry_at = None;
                 }
@@ -227,32 +311,21 @@ pub async fn submit_shares(
     }
 }
 
-fn handle_result(
+/// stratum-agent answered a share.
+fn taken(
     share: PendingShare,
-    result: Result<tonic::Response<SubmitShareResponse>, tonic::Status>,
-    queue: &mut ShareQueue,
+    resp: SubmitShareResponse,
     counters: &ShareCounters,
     probes: &Probes,
-    retry_at: &mut Option<tokio::time::Instant>,
-    backoff: &mut Backoff,
 ) {
-    match result {
-        Ok(resp) => {
-            backoff.reset();
-            counters.sent.fetch_add(1, Ordering::Relaxed);
-            probes.share_submitted(share.read_at.elapsed());
-            let d = resp.into_inner().disposition();
-            if matches!(d, ShareDisposition::Stale | ShareDisposition::BelowTarget) {
-                tracing::debug!(disposition = ?d, "share not forwarded by stratum-agent");
-            }
-        }
-        Err(status) if is_unavailable(&status) => {
-            // stratum-agent is away: keep the share, first in line, and retry later.
-            queue.push_front(share);
-            *retry_at = Some(tokio::time::Instant::now() + backoff.next_delay());
-        }
-        Err(status) => {
-            tracing::warn!(code = ?status.code(), message = status.message(), "share refused");
-        }
+    if !resp.refused.is_empty() {
+        tracing::warn!(reason = %resp.refused, "share refused");
+        return;
+    }
+    counters.sent.fetch_add(1, Ordering::Relaxed);
+    probes.share_submitted(share.read_at.elapsed());
+    let d = resp.disposition();
+    if matches!(d, ShareDisposition::Stale | ShareDisposition::BelowTarget) {
+        tracing::debug!(disposition = ?d, "share not forwarded by stratum-agent");
     }
 }

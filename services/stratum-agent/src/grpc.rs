@@ -62,6 +62,23 @@ impl StratumApi {
         }
     }
 
+    /// Hand one share to the agent (both submit RPCs come here).
+    async fn submit(&self, req: pb::SubmitShareRequest) -> Result<pb::ShareDisposition, Status> {
+        let (nonce, received_ns) = (req.nonce, svcos_common::trace::stamp());
+        let d = self.ask(|tx| Command::Submit(req, tx)).await?;
+        if received_ns != 0 {
+            // Share-path trace: the request decoded, and the agent's answer back.
+            svcos_common::trace::record(
+                "sa.share",
+                format_args!(
+                    "{nonce:08x} {received_ns} {}",
+                    svcos_common::trace::mono_ns()
+                ),
+            );
+        }
+        Ok(d)
+    }
+
     async fn ask<T>(
         &self,
         make: impl FnOnce(oneshot::Sender<Result<T, AgentError>>) -> Command,
@@ -118,22 +135,46 @@ impl StratumService for StratumApi {
         &self,
         r: Request<pb::SubmitShareRequest>,
     ) -> Result<Response<pb::SubmitShareResponse>, Status> {
-        let req = r.into_inner();
-        let (nonce, received_ns) = (req.nonce, svcos_common::trace::stamp());
-        let d = self.ask(|tx| Command::Submit(req, tx)).await?;
-        if received_ns != 0 {
-            // Share-path trace: the request decoded, and the agent's answer back.
-            svcos_common::trace::record(
-                "sa.share",
-                format_args!(
-                    "{nonce:08x} {received_ns} {}",
-                    svcos_common::trace::mono_ns()
-                ),
-            );
-        }
+        let d = self.submit(r.into_inner()).await?;
         Ok(Response::new(pb::SubmitShareResponse {
             disposition: d as i32,
+            refused: String::new(),
         }))
+    }
+
+    type SubmitSharesStream = BoxStream<pb::SubmitShareResponse>;
+
+    async fn submit_shares(
+        &self,
+        r: Request<tonic::Streaming<pb::SubmitShareRequest>>,
+    ) -> Result<Response<Self::SubmitSharesStream>, Status> {
+        let api = self.clone();
+        // `then` takes one share at a time, so the answers keep the order of the shares.
+        let answers = futures::StreamExt::then(r.into_inner(), move |item| {
+            let api = api.clone();
+            async move {
+                match api.submit(item?).await {
+                    Ok(d) => Ok(pb::SubmitShareResponse {
+                        disposition: d as i32,
+                        refused: String::new(),
+                    }),
+                    // One bad share must not close the link the good ones use.
+                    Err(s) if s.code() == tonic::Code::InvalidArgument => {
+                        Ok(pb::SubmitShareResponse {
+                            disposition: pb::ShareDisposition::Unspecified as i32,
+                            refused: s.message().to_string(),
+                        })
+                    }
+                    Err(s) => Err(s),
+                }
+            }
+        });
+        // Ended when the agent stops, so a shutting-down stratum-agent does not wait out its
+        // drain grace for a stream hw-agent would keep open forever; hw-agent re-opens it.
+        let commands = self.commands.clone();
+        let answers =
+            futures::StreamExt::take_until(answers, async move { commands.closed().await });
+        Ok(Response::new(Box::pin(answers)))
     }
 
     async fn get_pools(

@@ -228,3 +228,58 @@ async fn test_pool_rpc_reports_each_step() {
     assert_eq!(pool.pool.stats().connections_total, 3);
     agent.stop().await;
 }
+
+#[tokio::test]
+async fn share_stream_answers_in_order_refuses_a_malformed_share_and_ends_at_shutdown() {
+    let pool = Pool::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = Agent::start(dir.path(), &config(vec![pool.pool_config("acct.rig1", 0)])).await;
+    let mut jobs = agent.jobs().await;
+    let job = next_job(&mut jobs).await;
+    let first = mine(&job, 1, 0).await;
+    let second = mine(&job, 2, 0).await;
+    let mut malformed = first.clone();
+    malformed.version ^= 1;
+    let mut stale = first.clone();
+    stale.pool_epoch += 100;
+
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    let mut answers = agent
+        .client
+        .submit_shares(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    // All five go before any answer is read: the answers must come back in this order.
+    for share in [&first, &malformed, &second, &first, &stale] {
+        tx.send(share.clone()).await.unwrap();
+    }
+    let mut got = Vec::new();
+    for _ in 0..5 {
+        let a = tokio::time::timeout(std::time::Duration::from_secs(10), answers.message())
+            .await
+            .expect("an answer")
+            .unwrap()
+            .expect("the stream stays open");
+        got.push((D::try_from(a.disposition).unwrap(), a.refused));
+    }
+    assert_eq!(got[0], (D::Submitted, String::new()));
+    assert_eq!(got[1].0, D::Unspecified);
+    assert!(got[1].1.contains("version"), "{:?}", got[1].1);
+    assert_eq!(got[2], (D::Submitted, String::new()));
+    assert_eq!(got[3], (D::Duplicate, String::new()));
+    assert_eq!(got[4], (D::Stale, String::new()));
+    wait_until("pool accepted both", || async {
+        pool.pool.accepted("acct.rig1") == 2
+    })
+    .await;
+
+    // Shutting down ends the stream rather than leaving hw-agent attached to a stopping agent.
+    agent.shutdown.trigger();
+    let end = tokio::time::timeout(std::time::Duration::from_secs(5), answers.message())
+        .await
+        .expect("the stream ends at shutdown");
+    assert!(!matches!(end, Ok(Some(_))), "{end:?}");
+    drop(tx);
+    let _ = agent.task.await;
+}

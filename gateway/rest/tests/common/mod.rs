@@ -515,6 +515,13 @@ impl st::stratum_service_server::StratumService for StratumSvc {
     ) -> Result<Response<st::SubmitShareResponse>, Status> {
         Err(Status::unimplemented("submit"))
     }
+    type SubmitSharesStream = Boxed<st::SubmitShareResponse>;
+    async fn submit_shares(
+        &self,
+        _: Request<tonic::Streaming<st::SubmitShareRequest>>,
+    ) -> Result<Response<Self::SubmitSharesStream>, Status> {
+        Err(Status::unimplemented("submit"))
+    }
     async fn get_pools(
         &self,
         _: Request<st::GetPoolsRequest>,

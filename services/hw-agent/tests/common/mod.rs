@@ -57,10 +57,13 @@ impl Recorded {
 pub struct FakeStratum {
     jobs: watch::Receiver<Option<JobTemplate>>,
     shares: Recorded,
+    /// Ends the share stream, as the real stratum-agent's agent task ending does.
+    stop: Shutdown,
 }
 
 type Jobs = Pin<Box<dyn Stream<Item = Result<JobTemplate, Status>> + Send>>;
 type Pools = Pin<Box<dyn Stream<Item = Result<GetPoolsResponse, Status>> + Send>>;
+type ShareAnswers = Pin<Box<dyn Stream<Item = Result<SubmitShareResponse, Status>> + Send>>;
 
 #[tonic::async_trait]
 impl StratumService for FakeStratum {
@@ -78,7 +81,27 @@ impl StratumService for FakeStratum {
         self.shares.0.lock().unwrap().push(r.into_inner());
         Ok(Response::new(SubmitShareResponse {
             disposition: ShareDisposition::Submitted as i32,
+            refused: String::new(),
         }))
+    }
+    type SubmitSharesStream = ShareAnswers;
+    async fn submit_shares(
+        &self,
+        r: Request<tonic::Streaming<SubmitShareRequest>>,
+    ) -> Result<Response<ShareAnswers>, Status> {
+        use futures::StreamExt;
+        let shares = self.shares.clone();
+        let answers = r
+            .into_inner()
+            .map(move |share| {
+                shares.0.lock().unwrap().push(share?);
+                Ok(SubmitShareResponse {
+                    disposition: ShareDisposition::Submitted as i32,
+                    refused: String::new(),
+                })
+            })
+            .take_until(self.stop.wait_owned());
+        Ok(Response::new(Box::pin(answers)))
     }
     async fn get_pools(
         &self,
@@ -254,6 +277,7 @@ impl Bench {
         let svc = FakeStratum {
             jobs,
             shares: self.shares.clone(),
+            stop: self.stratum_shutdown.clone(),
         };
         tokio::spawn(ipc::serve(
             ipc::server().add_service(StratumServiceServer::new(svc)),

@@ -180,6 +180,13 @@ impl StratumService for FakeStratum {
     ) -> Result<Response<st::SubmitShareResponse>, Status> {
         Err(Status::unimplemented("fake"))
     }
+    type SubmitSharesStream = Boxed<st::SubmitShareResponse>;
+    async fn submit_shares(
+        &self,
+        _: Request<tonic::Streaming<st::SubmitShareRequest>>,
+    ) -> Result<Response<Boxed<st::SubmitShareResponse>>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
     async fn get_pools(
         &self,
         _: Request<st::GetPoolsRequest>,

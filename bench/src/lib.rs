@@ -234,6 +234,75 @@ impl Samples {
     }
 }
 
+/// A PM QoS request on `/dev/cpu_dma_latency`, held for as long as the value lives.
+///
+/// The kernel keeps the request only while the file stays open, and an idle CPU then picks no
+/// idle state whose exit latency exceeds it; 0 leaves only the polling state. This is what
+/// cyclictest does by default. It matters on a virtual machine whose guest halt-polling is off
+/// (the Firecracker VMs here boot with `haltpoll.guest_halt_poll_ns=0`): there every wake-up of an
+/// idle vCPU is a VM exit and re-entry, which costs more than the firmware's own work on the
+/// path. A control board's WFI wake-up is a few microseconds, so holding it measures the firmware
+/// rather than the hypervisor. Benchmarks print whether they held it.
+pub struct IdleLatencyHold {
+    _file: std::fs::File,
+}
+
+impl IdleLatencyHold {
+    /// Ask for idle exit latency ≤ `us` microseconds (needs write access to the device: root).
+    pub fn hold(us: i32) -> anyhow::Result<Self> {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/cpu_dma_latency")
+            .context("open /dev/cpu_dma_latency")?;
+        // The device takes a binary s32 (a string would be parsed too; binary is unambiguous).
+        file.write_all(&us.to_ne_bytes())
+            .context("write /dev/cpu_dma_latency")?;
+        Ok(IdleLatencyHold { _file: file })
+    }
+}
+
+/// Hold the idle latency a benchmark was asked to, saying on stdout which it measured under.
+pub fn hold_idle_latency(us: Option<i32>) -> anyhow::Result<Option<IdleLatencyHold>> {
+    match us {
+        Some(us) => {
+            let hold = IdleLatencyHold::hold(us)?;
+            println!("idle exit latency held at ≤ {us} µs (/dev/cpu_dma_latency)");
+            Ok(Some(hold))
+        }
+        None => {
+            println!("idle exit latency: the machine's default (no /dev/cpu_dma_latency request)");
+            Ok(None)
+        }
+    }
+}
+
+/// Time the hypervisor ran something else on this machine's CPUs, summed over all of them
+/// (`steal` in `/proc/stat`, in USER_HZ ticks); `None` off Linux or on a kernel without it.
+pub fn steal_ticks() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    stat.lines().next()?.split_whitespace().nth(8)?.parse().ok()
+}
+
+/// A one-line account of the steal time since `before` over `wall`: on a shared host, a run with
+/// steal has tails that say more about the neighbours than about the firmware.
+pub fn steal_report(before: Option<u64>, wall: Duration) -> String {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    match (before, steal_ticks()) {
+        (Some(a), Some(b)) => {
+            let stolen = b.saturating_sub(a) as f64 / hz;
+            format!(
+                "CPU steal during the run: {:.3} s of CPU time over {:.1} s ({:.2} % of one CPU)",
+                stolen,
+                wall.as_secs_f64(),
+                100.0 * stolen / wall.as_secs_f64().max(1e-9)
+            )
+        }
+        _ => "CPU steal during the run: not reported by this kernel".to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

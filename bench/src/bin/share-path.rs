@@ -61,6 +61,10 @@ struct Args {
     /// Only analyse this trace file.
     #[arg(long)]
     analyze: Option<PathBuf>,
+    /// Hold idle exit latency at this many microseconds while mining (`/dev/cpu_dma_latency`,
+    /// root only; 0 keeps idle CPUs polling). See `svcos_bench::IdleLatencyHold`.
+    #[arg(long)]
+    idle_latency_us: Option<i32>,
 }
 
 fn free_port(ip: &str) -> anyhow::Result<u16> {
@@ -81,6 +85,7 @@ fn main() -> anyhow::Result<()> {
         }
     };
     std::fs::create_dir_all(&dir)?;
+    let _hold = svcos_bench::hold_idle_latency(args.idle_latency_us)?;
     let bind = "127.0.0.1";
     let flags = svcos_supervisor::simcfg::SimFlags {
         bind: Some(bind.parse()?),
@@ -114,7 +119,12 @@ fn main() -> anyhow::Result<()> {
         args.difficulty,
         dir.display()
     );
+    let steal = svcos_bench::steal_ticks();
     std::thread::sleep(Duration::from_secs(args.seconds));
+    println!(
+        "{}",
+        svcos_bench::steal_report(steal, Duration::from_secs(args.seconds))
+    );
     // SAFETY: kill(2) on the child we spawned; SIGTERM asks the supervisor to stop every service.
     unsafe { libc::kill(sim.id() as i32, libc::SIGTERM) };
     let _ = sim.wait();

@@ -64,6 +64,10 @@ struct Args {
     /// The firmware's executable, for its size.
     #[arg(long)]
     binary: Option<PathBuf>,
+    /// Hold idle exit latency at this many microseconds while measuring (`/dev/cpu_dma_latency`,
+    /// root only; 0 keeps idle CPUs polling). See `svcos_bench::IdleLatencyHold`.
+    #[arg(long)]
+    idle_latency_us: Option<i32>,
 }
 
 /// The processes that count: the supervisor and the seven production services.
@@ -141,6 +145,8 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
+    let _hold = svcos_bench::hold_idle_latency(args.idle_latency_us)?;
+    let (steal, began) = (svcos_bench::steal_ticks(), Instant::now());
     let host = args.host.clone();
     let legacy = format!("{}:{}", args.host, args.legacy_port);
     let mut rows = Vec::new();
@@ -304,6 +310,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         });
     }
 
+    println!("{}", svcos_bench::steal_report(steal, began.elapsed()));
     println!();
     println!("| What | Measured | Target |");
     println!("|---|---|---|");

@@ -28,6 +28,7 @@ pub mod paths;
 pub mod proxykey;
 pub mod redact;
 pub mod reflection;
+pub mod sched;
 pub mod service;
 pub mod shutdown;
 pub mod statefile;

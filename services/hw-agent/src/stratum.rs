@@ -1,8 +1,8 @@
-//! hw-agent as a client of stratum-agent: jobs in (StreamJobs), shares out (SubmitShare).
+//! hw-agent as a client of stratum-agent: jobs in (StreamJobs), shares out (SubmitShares).
 //!
 //! Both survive stratum-agent restarts. The job stream is re-opened with backoff while the
 //! chains keep hashing the last job; shares found meanwhile wait in a bounded [`ShareQueue`]
-//! and go out when SubmitShare answers again, minus those whose pool epoch went away.
+//! and go out when the SubmitShares stream is open again, minus those whose pool epoch went away.
 
 use std::collections::VecDeque;
 use std::sync::Arc;

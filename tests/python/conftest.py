@@ -192,16 +192,31 @@ def stop_sim(sim: Sim):
     subprocess.run(["pkill", "-KILL", "-f", "--", f"--dir {sim.dir}"], check=False)
 
 
+# The shared stack's warnings, kept past its teardown for the report of a run that failed
+# (CI shows the report, and the stack's folder is gone by then).
+_SIM_WARNINGS: list[str] = []
+
+
 @pytest.fixture(scope="session")
-def sim():
+def sim(request):
     tmp = Path(tempfile.mkdtemp(prefix="svcos-e2e-"))
     s = start_sim(tmp)
     try:
         yield s
     finally:
         stop_sim(s)
+        if request.session.testsfailed:
+            lines = [ln for ln in s.log().splitlines() if " WARN " in ln or " ERROR " in ln]
+            _SIM_WARNINGS.extend(lines[-80:])
         if os.environ.get("SVCOS_KEEP_SIM") is None:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _SIM_WARNINGS:
+        terminalreporter.section("the shared sim's last warnings")
+        for line in _SIM_WARNINGS:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

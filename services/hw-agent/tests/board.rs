@@ -184,6 +184,51 @@ async fn dead_chip_is_reported_and_routed_around() {
     bench.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_whose_chips_all_stop_is_brought_up_again_once_they_answer() {
+    let _serial = SERIAL.lock().await;
+    let bench = Bench::start(small_config()).await;
+    let agent = bench.start_agent();
+    bench.send_job(job(1, 1, true, SHARE_DIFF));
+    bench.wait_for("mining", LONG, mining_with_nonces).await;
+    for chip in 0..8 {
+        bench
+            .sim_client()
+            .inject_fault(InjectFaultRequest {
+                kind: "dead_chip".into(),
+                chain_id: 0,
+                chip,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+    let t = bench
+        .wait_for("chain 0 without a hashing chip", LONG, |t| {
+            t.chains[0].state != ChainState::Mining as i32
+        })
+        .await;
+    // The other chain goes on; the board mines on.
+    assert_eq!(t.chains[1].state, ChainState::Mining as i32);
+    assert_eq!(state(&t), MiningState::Mining, "{}", t.state_reason);
+    // The chips recover (as after a brown-out): the chain comes back by itself, without a
+    // restart of hw-agent, and finds nonces again.
+    bench
+        .sim_client()
+        .clear_faults(ClearFaultsRequest {})
+        .await
+        .unwrap();
+    let nonces = t.chains[0].nonces;
+    let t = bench
+        .wait_for("chain 0 mining again", LONG, |t| {
+            t.chains[0].state == ChainState::Mining as i32 && t.chains[0].nonces > nonces + 10
+        })
+        .await;
+    assert!(t.chains[0].chips.iter().any(|c| c.alive));
+    agent.stop().await;
+    bench.stop().await;
+}
+
 async fn inject(bench: &Bench, kind: &str, value: f64) {
     bench
         .sim_client()

@@ -74,6 +74,7 @@ impl Worker {
     // ---- bring-up -------------------------------------------------------------------------
 
     pub(super) fn cold_start(&mut self) {
+        self.all_silent = false;
         self.set_status(ChainStatus::Initializing);
         match self.bring_up() {
             Ok(()) => {
@@ -103,7 +104,7 @@ impl Worker {
         self.save_state();
     }
 
-    fn schedule_bring_up_retry(&mut self) -> Duration {
+    pub(super) fn schedule_bring_up_retry(&mut self) -> Duration {
         let delay = self.bring_up_backoff.next_delay();
         self.retry_bring_up_at = Some(Instant::now() + delay);
         delay
@@ -122,6 +123,9 @@ impl Worker {
         }
         if now >= at {
             tracing::info!(chain = self.chain(), "trying the bring-up again");
+            // A chain whose chips fell silent still holds its UART: bring-up takes it from
+            // the spare slot rather than opening the device a second time.
+            self.park_port();
             self.cold_start();
         }
     }

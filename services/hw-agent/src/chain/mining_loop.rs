@@ -76,7 +76,9 @@ impl Worker {
     }
 
     pub(super) fn feeding(&self) -> bool {
-        self.status == ChainStatus::Mining && self.job.is_some() && self.port.is_some()
+        (self.status == ChainStatus::Mining || self.all_silent)
+            && self.job.is_some()
+            && self.port.is_some()
     }
 
     pub(super) fn set_status(&mut self, status: ChainStatus) {
@@ -158,6 +160,7 @@ impl Worker {
             self.save_state();
         }
         if !want {
+            self.all_silent = false;
             let status = if self.enabled {
                 ChainStatus::Idle
             } else {
@@ -267,12 +270,32 @@ impl Worker {
                 jobtable::push(&self.frames, record);
                 self.links.saver.wake();
             }
+            Err(e) if e.is_timeout() => {
+                // The far end did not drain the line in time (a stalled UART, a starved sim).
+                // A chip keeps hashing its last frame, so this frame is dropped and the next
+                // one goes out soon; the chain stays up.
+                self.frames_dropped += 1;
+                if self.frames_dropped.is_power_of_two() {
+                    tracing::warn!(chain = self.chain(), dropped = self.frames_dropped, error = %e, "UART did not take a job frame in time; dropped it");
+                }
+                self.next_frame_at = Instant::now() + FRAME_RETRY;
+                return;
+            }
             Err(e) => {
                 tracing::warn!(chain = self.chain(), error = %e, "job write failed");
-                self.set_status(ChainStatus::Fault(e.to_string()));
+                self.lose_uart(e.to_string());
             }
         }
         self.next_frame_at = Instant::now() + interval;
+    }
+
+    /// Let go of a UART that failed (unplugged adapter, hw-sim gone): the service ends so the
+    /// supervisor starts it on a fresh discovery.
+    fn lose_uart(&mut self, why: String) {
+        self.port = None;
+        self.links.uarts.remove(self.setup.chain_id);
+        self.links.uart_lost.notify_one();
+        self.set_status(ChainStatus::Fault(why));
     }
 
     pub(super) fn read_responses(&mut self) {
@@ -285,10 +308,7 @@ impl Worker {
                 // A vanished UART (unplugged adapter, hw-sim gone) keeps polling readable with
                 // an error: let go of it instead of spinning.
                 tracing::warn!(chain = self.setup.chain_id, error = %e, "uart read failed");
-                self.port = None;
-                self.links.uarts.remove(self.setup.chain_id);
-                self.links.uart_lost.notify_one();
-                self.set_status(ChainStatus::Fault(e.to_string()));
+                self.lose_uart(e.to_string());
                 return;
             }
         };
@@ -298,10 +318,7 @@ impl Worker {
             self.empty_reads += 1;
             if self.empty_reads > MAX_EMPTY_READS {
                 tracing::warn!(chain = self.setup.chain_id, "uart hung up");
-                self.port = None;
-                self.links.uarts.remove(self.setup.chain_id);
-                self.links.uart_lost.notify_one();
-                self.set_status(ChainStatus::Fault("UART hung up".into()));
+                self.lose_uart("UART hung up".into());
             }
             return;
         }
@@ -359,6 +376,13 @@ impl Worker {
                 {
                     c.alive = true;
                     self.links.state_changed.notify_one();
+                }
+                if self.all_silent {
+                    tracing::info!(chain = self.chain(), "a chip finds nonces again");
+                    self.all_silent = false;
+                    self.retry_bring_up_at = None;
+                    self.bring_up_backoff.reset();
+                    self.set_status(ChainStatus::Mining);
                 }
                 let Some(work) = self.slots.get(usize::from(n.job_id)) else {
                     return false;
@@ -429,6 +453,12 @@ impl Worker {
             if changed {
                 self.links.state_changed.notify_one();
                 if self.chips.iter().all(|c| !c.alive) {
+                    // Not a final verdict: the chain stays fed, so chips that were only
+                    // starved come back with their next nonce, and chips that really stopped
+                    // get a bring-up (with backoff) as a reset would give them.
+                    let retry = self.schedule_bring_up_retry();
+                    tracing::warn!(chain = self.chain(), retry_in = ?retry, "no chip is hashing");
+                    self.all_silent = true;
                     self.set_status(ChainStatus::Fault("no chip is hashing".into()));
                 }
             }
@@ -558,5 +588,94 @@ mod tests {
         let a = &kit.worker.acct;
         assert_eq!((a.nonces, a.duplicates, a.stale, a.hw_errors), (1, 1, 1, 1));
         assert!(kit.shares.try_recv().is_err(), "only the first went out");
+    }
+
+    /// A worker mining job `j` on four chips behind a fake UART, its clock an hour old so
+    /// that every chip has been silent for long enough to count as dead.
+    fn mining_for_an_hour() -> (super::super::testkit::Kit, super::super::testkit::Chips) {
+        let mut kit = worker(3);
+        let (port, chips) = super::super::testkit::port();
+        let w = &mut kit.worker;
+        w.port = Some(port);
+        w.chips = chips_from_saved(&saved_chain(4), 400.0);
+        w.acct = ChainAccounting::new(4, 0);
+        w.origin = Instant::now() - Duration::from_secs(3600);
+        w.status = ChainStatus::Mining;
+        let mut t = template("j", 7, true);
+        t.share_difficulty = 1e-12;
+        w.job = Some(Arc::new(ActiveJob::from_template(&t, 3, 0).unwrap()));
+        (kit, chips)
+    }
+
+    #[test]
+    fn a_chain_whose_chips_all_fall_silent_stays_fed_and_mines_again_on_the_next_nonce() {
+        let (mut kit, chips) = mining_for_an_hour();
+        kit.worker.housekeeping();
+        let w = &mut kit.worker;
+        assert_eq!(w.status, ChainStatus::Fault("no chip is hashing".into()));
+        assert!(w.chips.iter().all(|c| !c.alive));
+        assert!(
+            w.retry_bring_up_at.is_some(),
+            "a bring-up retry is due later"
+        );
+        // Still fed: a starved chip gets work to answer.
+        assert!(w.feeding());
+        w.send_frame();
+        assert_eq!(
+            chips.written().len(),
+            bm::JOB_FRAME_LEN + 11,
+            "version mask, then a job"
+        );
+        let work = w.slots.get(0).expect("frame 0 stored").clone();
+        let nonce = find_nonce(&work, work.full_version(0), w.setup.ticket);
+        let response = bm::NonceResponse {
+            nonce,
+            chip_address: 0,
+            job_id: 0,
+            version_bits: 0,
+        };
+        assert!(w.on_nonce(response, Instant::now(), 0));
+        assert_eq!(w.status, ChainStatus::Mining);
+        assert!(w.retry_bring_up_at.is_none());
+        assert_eq!(w.chips.iter().filter(|c| c.alive).count(), 1);
+    }
+
+    #[test]
+    fn chips_that_stay_silent_get_a_bring_up_on_the_uart_already_held() {
+        let (mut kit, _chips) = mining_for_an_hour();
+        kit.worker.housekeeping();
+        let w = &mut kit.worker;
+        w.retry_bring_up_at = Some(Instant::now());
+        w.retry_bring_up_if_due(Instant::now());
+        // Nobody answers the enumeration on the fake wire: the chain is missing, and its UART
+        // is kept for the next try (opening the device again would fail here: "fake").
+        assert_eq!(w.status, ChainStatus::Missing);
+        assert!(w.spare_port.is_some());
+        assert!(!w.all_silent);
+        assert!(w.retry_bring_up_at.is_some());
+    }
+
+    #[test]
+    fn a_frame_the_uart_does_not_take_in_time_is_dropped_and_a_dead_uart_is_let_go() {
+        let (mut kit, chips) = mining_for_an_hour();
+        let w = &mut kit.worker;
+        chips.refuse_writes(Some(std::io::ErrorKind::TimedOut));
+        let before = Instant::now();
+        w.send_frame();
+        assert_eq!(w.status, ChainStatus::Mining);
+        assert_eq!(w.frames_dropped, 1);
+        assert!(w.port.is_some());
+        assert!(w.next_frame_at <= before + FRAME_RETRY + Duration::from_secs(1));
+        chips.refuse_writes(None);
+        w.send_frame();
+        assert_eq!(
+            chips.written().len(),
+            bm::JOB_FRAME_LEN,
+            "the next frame went out"
+        );
+        chips.refuse_writes(Some(std::io::ErrorKind::BrokenPipe));
+        w.send_frame();
+        assert!(matches!(w.status, ChainStatus::Fault(_)), "{:?}", w.status);
+        assert!(w.port.is_none());
     }
 }

@@ -70,6 +70,8 @@ const DEBUG_REGISTER_WAIT: Duration = Duration::from_millis(200);
 /// comes back by itself, and an absent board costs one broadcast read every half minute.
 const BRING_UP_RETRY_FLOOR: Duration = Duration::from_secs(1);
 const BRING_UP_RETRY_CAP: Duration = Duration::from_secs(30);
+/// When a job frame the UART would not take is tried again.
+const FRAME_RETRY: Duration = Duration::from_millis(10);
 
 /// What the chain is doing, as the API reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -486,6 +488,12 @@ struct Worker {
     /// When to try a failed bring-up again (`None`: it did not fail, or the chain is off).
     retry_bring_up_at: Option<Instant>,
     bring_up_backoff: svcos_common::ipc::Backoff,
+    /// Every chip fell silent while fed: the chain reports a fault but keeps being fed, so the
+    /// first nonce of a chip that was only starved (a stalled host, a slow sim) ends it; a
+    /// bring-up retry is scheduled for chips that really stopped.
+    all_silent: bool,
+    /// Frames dropped because the UART would not take them in time (the far end stalled).
+    frames_dropped: u64,
 }
 
 impl Worker {
@@ -532,6 +540,8 @@ impl Worker {
                 BRING_UP_RETRY_FLOOR,
                 BRING_UP_RETRY_CAP,
             ),
+            all_silent: false,
+            frames_dropped: 0,
         }
     }
 
@@ -558,6 +568,7 @@ pub(super) mod testkit {
     pub(super) struct FakePort {
         stream: UnixStream,
         written: Arc<Mutex<Vec<u8>>>,
+        refuse: Arc<Mutex<Option<std::io::ErrorKind>>>,
     }
 
     impl ChainPort for FakePort {
@@ -571,6 +582,12 @@ pub(super) mod testkit {
             Ok(())
         }
         fn write_all(&mut self, bytes: &[u8]) -> Result<(), DriverError> {
+            if let Some(kind) = *self.refuse.lock().unwrap() {
+                return Err(DriverError::Io {
+                    device: "fake".into(),
+                    source: kind.into(),
+                });
+            }
             self.written.lock().unwrap().extend_from_slice(bytes);
             Ok(())
         }
@@ -589,6 +606,7 @@ pub(super) mod testkit {
     pub(super) struct Chips {
         stream: UnixStream,
         written: Arc<Mutex<Vec<u8>>>,
+        refuse: Arc<Mutex<Option<std::io::ErrorKind>>>,
     }
 
     impl Chips {
@@ -602,19 +620,26 @@ pub(super) mod testkit {
         pub(super) fn written(&self) -> Vec<u8> {
             self.written.lock().unwrap().clone()
         }
+        /// Make the host's writes fail with `kind` (`None`: take them again).
+        pub(super) fn refuse_writes(&self, kind: Option<std::io::ErrorKind>) {
+            *self.refuse.lock().unwrap() = kind;
+        }
     }
 
     pub(super) fn port() -> (Box<dyn ChainPort>, Chips) {
         let (host, chips) = UnixStream::pair().unwrap();
         let written = Arc::new(Mutex::new(Vec::new()));
+        let refuse = Arc::new(Mutex::new(None));
         (
             Box::new(FakePort {
                 stream: host,
                 written: Arc::clone(&written),
+                refuse: Arc::clone(&refuse),
             }),
             Chips {
                 stream: chips,
                 written,
+                refuse,
             },
         )
     }

@@ -68,6 +68,14 @@ pub enum DriverError {
     NoSuchLine(String),
 }
 
+impl DriverError {
+    /// The device did not take or give data in time; it may later (unlike a vanished device).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, DriverError::Io { source, .. }
+            if matches!(source.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock))
+    }
+}
+
 /// One hashboard UART.
 pub trait ChainPort: Send {
     /// Device path, for logs and the inventory.

@@ -240,8 +240,11 @@ impl ChainLink {
                         && traced_prev != Some(job.prev_block_hash)
                     {
                         // The first job of a new block on this chain: when its first byte was
-                        // read from the UART, and when its last byte's wire time was over.
+                        // read from the UART, and when its last byte's stop bit was on the wire
+                        // (`t`, the modelled time; this thread may notice it later, which
+                        // a chip on a real wire would not).
                         traced_prev = Some(job.prev_block_hash);
+                        let late = Instant::now().saturating_duration_since(t);
                         svcos_common::trace::record(
                             "job",
                             format_args!(
@@ -250,6 +253,7 @@ impl ChainLink {
                                 hex::encode(job.prev_block_hash),
                                 read_at[bytes_in % JOB_FRAME_LEN],
                                 svcos_common::trace::mono_ns()
+                                    .saturating_sub(late.as_nanos() as u64)
                             ),
                         );
                     }

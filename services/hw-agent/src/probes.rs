@@ -1,5 +1,5 @@
 //! Latency probes on the real paths: clean job → first frame on every chain, and nonce bytes
-//! read → SubmitShare sent. Always on (a lock and a push per event, at most a few per second),
+//! read → share answered on the `SubmitShares` stream. Always on (a lock and a push per event, at most a few per second),
 //! bounded, and read by the benchmark; production code never looks at them.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -62,18 +62,18 @@ impl Probes {
         }
     }
 
-    /// A share went out `after` its nonce bytes were read.
+    /// stratum-agent answered a share `after` its nonce bytes were read.
     pub fn share_submitted(&self, after: Duration) {
         push(&mut self.lock().nonce_submit, after);
     }
 
-    /// A share's SubmitShare call was issued `after` its nonce bytes were read (the part of
-    /// the path inside hw-agent).
+    /// A share went into the `SubmitShares` stream `after` its nonce bytes were read (the part
+    /// of the path inside hw-agent).
     pub fn share_dispatched(&self, after: Duration) {
         push(&mut self.lock().nonce_dispatch, after);
     }
 
-    /// Nonce read → SubmitShare issued.
+    /// Nonce read → share in the `SubmitShares` stream.
     pub fn nonce_dispatch_samples(&self) -> Vec<Duration> {
         self.lock().nonce_dispatch.iter().copied().collect()
     }
@@ -93,7 +93,7 @@ impl Probes {
         self.lock().clean_job.iter().copied().collect()
     }
 
-    /// Nonce read → SubmitShare sent.
+    /// Nonce read → share answered by stratum-agent.
     pub fn nonce_submit_samples(&self) -> Vec<Duration> {
         self.lock().nonce_submit.iter().copied().collect()
     }

@@ -226,6 +226,13 @@ pub async fn submit_shares(
                     queue.dropped_stale += 1;
                     continue;
                 }
+                // The channel holds MAX_IN_FLIGHT and every share in it is also awaited, so
+                // it is never full; closed means the stream ended, which the answers show next.
+                if l.tx.try_send(share.request.clone()).is_err() {
+                    queue.push_front(share);
+                    break;
+                }
+                // Counted once it is in the stream: a share put back above goes out again.
                 probes.share_dispatched(share.read_at.elapsed());
                 if svcos_common::trace::enabled() {
                     // Share-path trace: the share enters the stream.
@@ -237,12 +244,6 @@ pub async fn submit_shares(
                             svcos_common::trace::mono_ns()
                         ),
                     );
-                }
-                // The channel holds MAX_IN_FLIGHT and every share in it is also awaited, so
-                // it is never full; closed means the stream ended, which the answers show next.
-                if l.tx.try_send(share.request.clone()).is_err() {
-                    queue.push_front(share);
-                    break;
                 }
                 l.awaiting.push_back(share);
             }

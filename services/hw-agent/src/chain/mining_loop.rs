@@ -275,6 +275,8 @@ impl Worker {
                 // A chip keeps hashing its last frame, so this frame is dropped and the next
                 // one goes out soon; the chain stays up.
                 self.frames_dropped += 1;
+                // The version-mask write may have been in this frame: send it again.
+                self.chip_version_mask = None;
                 if self.frames_dropped.is_power_of_two() {
                     tracing::warn!(chain = self.chain(), dropped = self.frames_dropped, error = %e, "UART did not take a job frame in time; dropped it");
                 }
@@ -670,8 +672,8 @@ mod tests {
         w.send_frame();
         assert_eq!(
             chips.written().len(),
-            bm::JOB_FRAME_LEN,
-            "the next frame went out"
+            bm::JOB_FRAME_LEN + 11,
+            "the next frame went out, after the version mask the refused one carried"
         );
         chips.refuse_writes(Some(std::io::ErrorKind::BrokenPipe));
         w.send_frame();

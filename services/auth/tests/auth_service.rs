@@ -67,7 +67,9 @@ async fn start_with(root: &Path, clock: &ManualClock, params: Params) -> Running
         hash_params: params,
     };
     let task = tokio::spawn(svcos_auth::run_with(options, listener, shutdown.clone()));
-    let client = AuthServiceClient::new(ipc::channel_at(socket));
+    // A patient deadline: with the production parameters one hash of a debug build on a busy
+    // CI machine can outlast the usual 2 s call deadline, which is not what these tests test.
+    let client = AuthServiceClient::new(ipc::channel_with_timeout(socket, PATIENCE));
     Running {
         client,
         shutdown,

@@ -18,7 +18,7 @@ use svcos_proto::stratum::v1::{
 use tokio::sync::{mpsc, watch};
 use tonic::transport::Channel;
 
-use crate::chain::{ChainCommand, ChainHandle};
+use crate::chain::ChainHandle;
 use crate::probes::Probes;
 use crate::shares::{PendingShare, ShareQueue};
 use crate::work::{ActiveJob, JobBook};
@@ -109,7 +109,7 @@ pub async fn follow_jobs(
                         generation.store(gen_now, Ordering::Release);
                     }
                     for chain in chains.iter() {
-                        chain.send(ChainCommand::Job(Arc::clone(&job)));
+                        chain.job(Arc::clone(&job));
                     }
                     if received_ns != 0 {
                         svcos_common::trace::record(

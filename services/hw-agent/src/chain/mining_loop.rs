@@ -1,10 +1,43 @@
 //! The loop seam: the chain thread's real-time loop (poll, commands, frames, nonces,
 //! housekeeping, snapshots and the saved state) and power handling.
 
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+
 use super::*;
 
 impl Worker {
-    pub(super) fn run(&mut self, start: Start) {
+    /// The chain thread's life. It holds the worker's lock except while it sleeps in `poll`,
+    /// so [`ChainHandle::job`] can write a new block's first frame from the caller's thread
+    /// while this one sleeps, and otherwise queues the job for it.
+    pub(super) fn run(shared: &Mutex<Worker>, start: Start) {
+        let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
+        let mut w = lock();
+        w.start(start);
+        loop {
+            let mut due = w.next_housekeeping;
+            if w.feeding() {
+                due = due.min(w.next_frame_at);
+            }
+            let timeout = due.saturating_duration_since(Instant::now());
+            w.sleeping_until = Some(due);
+            let port_fd = w.port.as_ref().map(|p| p.poll_fd().as_raw_fd());
+            let wake_fd = w.wake.as_raw_fd();
+            drop(w);
+            let (port_ready, wake_ready) = wait(port_fd, wake_fd, timeout);
+            w = lock();
+            w.sleeping_until = None;
+            // A UART a caller let go of while this thread slept is closed here, after the poll
+            // that watched it.
+            w.lost_port = None;
+            if !w.turn(port_ready, wake_ready) {
+                break;
+            }
+        }
+        w.save_state();
+        w.publish();
+    }
+
+    fn start(&mut self, start: Start) {
         match start {
             Start::Reattach(r) => self.reattach(*r),
             Start::Cold(port) => {
@@ -19,60 +52,40 @@ impl Worker {
             }
         }
         self.publish();
-        let mut next_housekeeping = Instant::now() + HOUSEKEEPING;
-        loop {
-            let now = Instant::now();
-            let mut due = next_housekeeping;
-            if self.feeding() {
-                due = due.min(self.next_frame_at);
-            }
-            let timeout = due.saturating_duration_since(now);
-            let (port_ready, wake_ready) = self.wait(timeout);
-            if port_ready {
-                self.read_responses();
-            }
-            if wake_ready {
-                let mut b = [0u8; 64];
-                while self.wake.recv(&mut b).is_ok() {}
-            }
-            // Commands are drained every turn: a job must never wait behind a timeout.
-            if !self.drain_commands() {
-                break;
-            }
-            let now = Instant::now();
-            if self.feeding() && now >= self.next_frame_at {
-                self.send_frame();
-            }
-            if now >= next_housekeeping {
-                next_housekeeping = now + HOUSEKEEPING;
-                self.housekeeping();
-            }
-        }
-        self.save_state();
-        self.publish();
+        self.next_housekeeping = Instant::now() + HOUSEKEEPING;
     }
 
-    pub(super) fn wait(&self, timeout: Duration) -> (bool, bool) {
-        let ms = timeout.as_millis().min(u128::from(u16::MAX)) as u16;
-        // Sub-millisecond remainders round up so the loop does not spin.
-        let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
-        let wake_fd = self.wake.as_fd();
-        match &self.port {
-            Some(port) => {
-                let mut fds = [
-                    PollFd::new(port.poll_fd(), PollFlags::POLLIN),
-                    PollFd::new(wake_fd, PollFlags::POLLIN),
-                ];
-                let _ = poll(&mut fds, PollTimeout::from(ms));
-                let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
-                (ready(&fds[0]), ready(&fds[1]))
-            }
-            None => {
-                let mut fds = [PollFd::new(wake_fd, PollFlags::POLLIN)];
-                let _ = poll(&mut fds, PollTimeout::from(ms));
-                (false, fds[0].revents().is_some_and(|r| !r.is_empty()))
-            }
+    /// One turn after a wake-up; false on Stop.
+    fn turn(&mut self, port_ready: bool, wake_ready: bool) -> bool {
+        if port_ready {
+            self.read_responses();
         }
+        if wake_ready {
+            let mut b = [0u8; 64];
+            while self.wake.recv(&mut b).is_ok() {}
+        }
+        // Commands are drained every turn: a job must never wait behind a timeout.
+        if !self.drain_commands() {
+            return false;
+        }
+        let now = Instant::now();
+        if self.feeding() && now >= self.next_frame_at {
+            self.send_frame();
+        }
+        if now >= self.next_housekeeping {
+            self.next_housekeeping = now + HOUSEKEEPING;
+            self.housekeeping();
+        }
+        true
+    }
+
+    /// After a caller ran [`Worker::new_job`] while this thread slept: whether the thread must
+    /// wake before the deadline it went to sleep with (a frame retry due sooner, a UART let go).
+    pub(super) fn wants_wake(&self) -> bool {
+        self.lost_port.is_some()
+            || self
+                .sleeping_until
+                .is_some_and(|until| self.feeding() && self.next_frame_at < until)
     }
 
     pub(super) fn feeding(&self) -> bool {
@@ -171,6 +184,16 @@ impl Worker {
     }
 
     pub(super) fn new_job(&mut self, job: Arc<ActiveJob>) {
+        // A job queued for this thread while a later one was written directly (the thread was
+        // busy, then asleep) comes out of the queue after it, and must not replace it. The
+        // decode loop makes jobs one at a time, each well after the last nanosecond.
+        if self
+            .job
+            .as_ref()
+            .is_some_and(|cur| job.arrived < cur.arrived)
+        {
+            return;
+        }
         let invalidates = self
             .job
             .as_ref()
@@ -294,7 +317,9 @@ impl Worker {
     /// Let go of a UART that failed (unplugged adapter, hw-sim gone): the service ends so the
     /// supervisor starts it on a fresh discovery.
     fn lose_uart(&mut self, why: String) {
-        self.port = None;
+        // Not closed here: this may run on a caller's thread while the chain thread polls the
+        // descriptor (see `wait`).
+        self.lost_port = self.port.take();
         self.links.uarts.remove(self.setup.chain_id);
         self.links.uart_lost.notify_one();
         self.set_status(ChainStatus::Fault(why));
@@ -547,6 +572,37 @@ impl Worker {
     }
 }
 
+/// Sleep in `poll` on the UART (if any) and the wake-up socket, without the worker's lock.
+fn wait(port: Option<RawFd>, wake: RawFd, timeout: Duration) -> (bool, bool) {
+    let ms = timeout.as_millis().min(u128::from(u16::MAX)) as u16;
+    // Sub-millisecond remainders round up so the loop does not spin.
+    let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
+    // SAFETY: both descriptors belong to the worker, which the chain thread keeps alive (it
+    // holds an `Arc`) and which no other thread drops while it lives. The wake socket is never
+    // replaced. The port is only replaced or taken by the chain thread itself, except by
+    // `lose_uart` on a caller's thread, which parks it in `lost_port` until the chain thread's
+    // next turn, after this poll. So neither descriptor is closed while it is polled here.
+    let wake = unsafe { BorrowedFd::borrow_raw(wake) };
+    let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
+    match port {
+        Some(port) => {
+            // SAFETY: as above.
+            let port = unsafe { BorrowedFd::borrow_raw(port) };
+            let mut fds = [
+                PollFd::new(port, PollFlags::POLLIN),
+                PollFd::new(wake, PollFlags::POLLIN),
+            ];
+            let _ = poll(&mut fds, PollTimeout::from(ms));
+            (ready(&fds[0]), ready(&fds[1]))
+        }
+        None => {
+            let mut fds = [PollFd::new(wake, PollFlags::POLLIN)];
+            let _ = poll(&mut fds, PollTimeout::from(ms));
+            (false, ready(&fds[0]))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::reattach::chips_from_saved;
@@ -679,5 +735,115 @@ mod tests {
         w.send_frame();
         assert!(matches!(w.status, ChainStatus::Fault(_)), "{:?}", w.status);
         assert!(w.port.is_none());
+    }
+
+    fn job(id: &str, generation: u64, clean: bool) -> Arc<ActiveJob> {
+        Arc::new(ActiveJob::from_template(&template(id, 7, clean), generation, 0).unwrap())
+    }
+
+    #[test]
+    fn a_job_older_than_the_current_one_does_not_replace_it() {
+        let (mut kit, chips) = mining_for_an_hour();
+        let w = &mut kit.worker;
+        // Made first, queued behind a later job that went out directly.
+        let older = job("older", 4, true);
+        std::thread::sleep(Duration::from_millis(1));
+        let newer = job("newer", 4, true);
+        w.new_job(newer);
+        let written = chips.written().len();
+        assert!(written >= bm::JOB_FRAME_LEN, "the new block went out");
+        w.new_job(older);
+        assert_eq!(w.job.as_ref().unwrap().job_id, "newer");
+        assert_eq!(chips.written().len(), written, "no frame of the older job");
+    }
+
+    #[test]
+    fn a_job_written_for_a_sleeping_thread_wakes_it_only_when_it_must_act_sooner() {
+        let (mut kit, chips) = mining_for_an_hour();
+        let w = &mut kit.worker;
+        // Asleep until its next housekeeping.
+        w.sleeping_until = Some(Instant::now() + HOUSEKEEPING);
+        chips.refuse_writes(Some(std::io::ErrorKind::TimedOut));
+        w.new_job(job("a", 4, true));
+        assert_eq!(w.frames_dropped, 1);
+        assert!(
+            w.wants_wake(),
+            "the retry is due before the thread would wake"
+        );
+        // A thread already due to wake is left alone.
+        chips.refuse_writes(None);
+        w.sleeping_until = Some(Instant::now());
+        w.new_job(job("b", 5, true));
+        assert!(!w.wants_wake());
+        // A UART let go of on the caller's thread stays open until the thread's next turn.
+        w.sleeping_until = Some(Instant::now() + HOUSEKEEPING);
+        chips.refuse_writes(Some(std::io::ErrorKind::BrokenPipe));
+        w.new_job(job("c", 6, true));
+        assert!(w.port.is_none() && w.lost_port.is_some());
+        assert!(w.wants_wake());
+    }
+
+    /// A chain thread re-attached to four chips behind a fake UART (no bring-up on the wire),
+    /// once it reports mining.
+    fn running_chain() -> (ChainHandle, super::super::testkit::Chips) {
+        let (port, chips) = super::super::testkit::port();
+        let (links, _shares) = super::super::testkit::links(3);
+        let start = Start::Reattach(Box::new(Reattach {
+            port,
+            saved: saved_chain(4),
+            frames: Vec::new(),
+            decoder: ResponseDecoder::new(),
+            early: Vec::new(),
+        }));
+        let handle = spawn(super::super::testkit::setup(), start, links).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while handle.snapshot.borrow().status != ChainStatus::Mining {
+            assert!(Instant::now() < deadline, "the chain never mined");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        (handle, chips)
+    }
+
+    #[test]
+    fn a_new_block_goes_out_on_the_callers_thread_while_the_chain_thread_sleeps() {
+        let (handle, chips) = running_chain();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // The thread wakes for housekeeping every 250 ms; a job that meets it awake is queued,
+        // so try until one finds it asleep (nearly always the first).
+        for generation in 4.. {
+            let before = chips.written().len();
+            match handle.job(job("j", generation, true)) {
+                Delivery::Direct => {
+                    assert!(
+                        chips.written().len() >= before + bm::JOB_FRAME_LEN,
+                        "the frame is on the wire when the call returns"
+                    );
+                    assert_eq!(chips.last_writer(), Some(std::thread::current().id()));
+                    break;
+                }
+                Delivery::Queued => assert!(Instant::now() < deadline, "never found it asleep"),
+                Delivery::Gone => panic!("the chain thread is gone"),
+            }
+            std::thread::sleep(Duration::from_millis(3));
+        }
+        handle.stop();
+        assert_eq!(handle.job(job("late", 99, true)), Delivery::Gone);
+    }
+
+    #[test]
+    fn a_job_that_meets_the_chain_thread_busy_is_written_by_that_thread() {
+        let (handle, chips) = running_chain();
+        let worker = handle.worker.upgrade().unwrap();
+        let busy = worker.lock().unwrap();
+        assert_eq!(handle.job(job("j", 4, true)), Delivery::Queued);
+        drop(busy);
+        drop(worker);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while chips.written().len() < bm::JOB_FRAME_LEN {
+            assert!(Instant::now() < deadline, "the queued job never went out");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_ne!(chips.last_writer(), Some(std::thread::current().id()));
+        handle.stop();
     }
 }

@@ -1,17 +1,18 @@
 //! One hashboard chain: bring-up, re-attach, and the real-time loop on its own OS thread.
 //!
-//! The thread owns the UART, the response decoder, the job-id ring and the chain's accounting.
-//! It sleeps in `poll(2)` on two descriptors, the UART and a wake-up socket, so a nonce is
-//! handled the moment its bytes arrive and a new job the moment the control plane sends it;
-//! the only other wake-up is the next frame's due time. Commands arrive on a channel
+//! The thread owns the UART, the response decoder, the job-id ring and the chain's accounting,
+//! in a [`Worker`] it keeps locked except while it sleeps in `poll(2)` on two descriptors, the
+//! UART and a wake-up socket. A nonce is handled the moment its bytes arrive; a new job is taken
+//! on the caller's thread while this one sleeps ([`ChainHandle::job`]: no wake-up on the way to
+//! the wire) and is queued for it otherwise; the only other wake-up is the next frame's due
+//! time. Commands arrive on a channel
 //! ([`ChainCommand`]); state leaves as a read-only [`ChainSnapshot`] in a `watch` channel, so no
 //! reader ever waits for the chain and the chain never waits for a reader.
 
-use std::os::fd::AsFd;
 use std::os::unix::net::UnixDatagram;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -357,6 +358,17 @@ pub struct ChainLinks {
     pub saver: Arc<SaverWake>,
 }
 
+/// How [`ChainHandle::job`] delivered a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Taken on the caller's thread while the chain thread slept.
+    Direct,
+    /// Queued for the chain thread, which was busy.
+    Queued,
+    /// The chain thread is gone.
+    Gone,
+}
+
 /// The control plane's handle on a chain thread.
 pub struct ChainHandle {
     /// Chain index.
@@ -369,6 +381,9 @@ pub struct ChainHandle {
     pub saved: Arc<Mutex<Option<SavedChain>>>,
     /// The frames last written (job table of the re-attach file).
     pub frames: RecentFrames,
+    /// The chain thread's state, locked by that thread except while it sleeps (see
+    /// [`ChainHandle::job`]). Weak: the worker (and its UART) goes with the thread.
+    worker: Weak<Mutex<Worker>>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -381,6 +396,31 @@ impl ChainHandle {
         // A full socket buffer means a wake-up is already pending: fine.
         let _ = self.waker.send(&[1]);
         true
+    }
+
+    /// Hand the chain a job. While the chain thread sleeps, the caller runs the job's arrival
+    /// itself: for a new block that writes the first frame on the caller's thread, in the
+    /// same turn that decoded the job, instead of waking a chain thread per chain (a wake-up
+    /// each, and on two cores they preempt the loop that hands the job to the next chain).
+    /// While the thread is busy (a nonce, a bring-up, a debug read) the job is queued for it,
+    /// as any command. Fails only when the thread is gone.
+    pub fn job(&self, job: Arc<ActiveJob>) -> Delivery {
+        if let Some(worker) = self.worker.upgrade()
+            && let Ok(mut w) = worker.try_lock()
+        {
+            w.new_job(job);
+            let wake = w.wants_wake();
+            drop(w);
+            if wake {
+                let _ = self.waker.send(&[1]);
+            }
+            return Delivery::Direct;
+        }
+        if self.send(ChainCommand::Job(job)) {
+            Delivery::Queued
+        } else {
+            Delivery::Gone
+        }
     }
 
     /// Stop the thread and wait for it (the chips keep hashing, for a re-attach).
@@ -403,16 +443,16 @@ pub fn spawn(setup: ChainSetup, start: Start, links: ChainLinks) -> std::io::Res
     let saved = Arc::new(Mutex::new(None));
     let frames = RecentFrames::default();
     let chain_id = setup.chain_id;
-    let worker_saved = Arc::clone(&saved);
-    let worker_frames = Arc::clone(&frames);
+    let mut worker = Worker::new(setup, rx, wake_rx, snap_tx, Arc::clone(&saved), links);
+    worker.frames = Arc::clone(&frames);
+    let worker = Arc::new(Mutex::new(worker));
+    let weak = Arc::downgrade(&worker);
     let thread = std::thread::Builder::new()
         .name(format!("chain{chain_id}"))
         .stack_size(crate::THREAD_STACK)
         .spawn(move || {
             raise_priority(chain_id);
-            let mut w = Worker::new(setup, rx, wake_rx, snap_tx, worker_saved, links);
-            w.frames = worker_frames;
-            w.run(start);
+            Worker::run(&worker, start);
         })?;
     Ok(ChainHandle {
         chain_id,
@@ -421,6 +461,7 @@ pub fn spawn(setup: ChainSetup, start: Start, links: ChainLinks) -> std::io::Res
         snapshot: snap_rx,
         saved,
         frames,
+        worker: weak,
         thread: Mutex::new(Some(thread)),
     })
 }
@@ -494,6 +535,11 @@ struct Worker {
     all_silent: bool,
     /// Frames dropped because the UART would not take them in time (the far end stalled).
     frames_dropped: u64,
+    /// A UART let go of on a caller's thread, closed by the chain thread's next turn.
+    lost_port: Option<Box<dyn ChainPort>>,
+    /// The deadline the chain thread sleeps until (`None`: it is not asleep).
+    sleeping_until: Option<Instant>,
+    next_housekeeping: Instant,
 }
 
 impl Worker {
@@ -542,6 +588,9 @@ impl Worker {
             ),
             all_silent: false,
             frames_dropped: 0,
+            lost_port: None,
+            sleeping_until: None,
+            next_housekeeping: Instant::now() + HOUSEKEEPING,
         }
     }
 
@@ -559,7 +608,7 @@ impl Worker {
 #[cfg(test)]
 pub(super) mod testkit {
     use std::io::{Read, Write};
-    use std::os::fd::BorrowedFd;
+    use std::os::fd::{AsFd, BorrowedFd};
     use std::os::unix::net::UnixStream;
 
     use super::*;
@@ -569,6 +618,7 @@ pub(super) mod testkit {
         stream: UnixStream,
         written: Arc<Mutex<Vec<u8>>>,
         refuse: Arc<Mutex<Option<std::io::ErrorKind>>>,
+        writer: Arc<Mutex<Option<std::thread::ThreadId>>>,
     }
 
     impl ChainPort for FakePort {
@@ -589,6 +639,7 @@ pub(super) mod testkit {
                 });
             }
             self.written.lock().unwrap().extend_from_slice(bytes);
+            *self.writer.lock().unwrap() = Some(std::thread::current().id());
             Ok(())
         }
         fn read(&mut self, buf: &mut [u8]) -> Result<usize, DriverError> {
@@ -607,6 +658,7 @@ pub(super) mod testkit {
         stream: UnixStream,
         written: Arc<Mutex<Vec<u8>>>,
         refuse: Arc<Mutex<Option<std::io::ErrorKind>>>,
+        writer: Arc<Mutex<Option<std::thread::ThreadId>>>,
     }
 
     impl Chips {
@@ -620,6 +672,10 @@ pub(super) mod testkit {
         pub(super) fn written(&self) -> Vec<u8> {
             self.written.lock().unwrap().clone()
         }
+        /// The thread that wrote last.
+        pub(super) fn last_writer(&self) -> Option<std::thread::ThreadId> {
+            *self.writer.lock().unwrap()
+        }
         /// Make the host's writes fail with `kind` (`None`: take them again).
         pub(super) fn refuse_writes(&self, kind: Option<std::io::ErrorKind>) {
             *self.refuse.lock().unwrap() = kind;
@@ -630,16 +686,19 @@ pub(super) mod testkit {
         let (host, chips) = UnixStream::pair().unwrap();
         let written = Arc::new(Mutex::new(Vec::new()));
         let refuse = Arc::new(Mutex::new(None));
+        let writer = Arc::new(Mutex::new(None));
         (
             Box::new(FakePort {
                 stream: host,
                 written: Arc::clone(&written),
                 refuse: Arc::clone(&refuse),
+                writer: Arc::clone(&writer),
             }),
             Chips {
                 stream: chips,
                 written,
                 refuse,
+                writer,
             },
         )
     }
@@ -687,13 +746,10 @@ pub(super) mod testkit {
         _dir: tempfile::TempDir,
     }
 
-    /// A worker (not running its loop) at work generation `generation`.
-    pub(super) fn worker(generation: u64) -> Kit {
-        let dir = tempfile::tempdir().unwrap();
-        let (commands, rx) = std::sync::mpsc::channel();
-        let (_waker, wake) = UnixDatagram::pair().unwrap();
-        let setup = setup();
-        let (snap, _) = watch::channel(Arc::new(ChainSnapshot::initial(&setup)));
+    /// The plumbing of a chain at work generation `generation`, and where its shares go.
+    pub(super) fn links(
+        generation: u64,
+    ) -> (ChainLinks, tokio::sync::mpsc::Receiver<PendingShare>) {
         let (shares_tx, shares) = tokio::sync::mpsc::channel(16);
         let links = ChainLinks {
             shares: shares_tx,
@@ -705,6 +761,17 @@ pub(super) mod testkit {
             uarts: Arc::new(UartRegistry::default()),
             saver: Arc::new(SaverWake::default()),
         };
+        (links, shares)
+    }
+
+    /// A worker (not running its loop) at work generation `generation`.
+    pub(super) fn worker(generation: u64) -> Kit {
+        let dir = tempfile::tempdir().unwrap();
+        let (commands, rx) = std::sync::mpsc::channel();
+        let (_waker, wake) = UnixDatagram::pair().unwrap();
+        let setup = setup();
+        let (snap, _) = watch::channel(Arc::new(ChainSnapshot::initial(&setup)));
+        let (links, shares) = links(generation);
         let worker = Worker::new(setup, rx, wake, snap, Arc::new(Mutex::new(None)), links);
         Kit {
             worker,

@@ -9,15 +9,19 @@
 //! existing trace.
 //!
 //! Events (one line each; times in ns on the shared clock):
-//! - test pool: `notify PREV T` (clean notify in the socket buffer), `submit NONCE T` (read);
+//! - test pool: `notify PREV T [BEFORE]` (clean notify in the socket buffer; since the tenth
+//!   session also the stamp just before its `write`, which is the one used: the firmware's
+//!   real-time threads can preempt the pool between the write and T, and its frames then come
+//!   before T), `submit NONCE T` (read);
 //! - stratum-agent: `sa.notify PREV READ PARSED PUBLISHED` (line read by the connection task,
 //!   parsed by the agent, published to the job watch), `sa.stream PREV T` (taken by the
 //!   StreamJobs response stream), `sa.share NONCE RECEIVED ANSWERED` (SubmitShare handler),
 //!   `sa.queued NONCE T` (line queued for the connection task), `sa.wrote NONCE DEQUEUED
 //!   WRITTEN` (the connection task's write);
-//! - hw-agent: `hw.job PREV RECEIVED HANDED` (decoded from StreamJobs, commands sent to every
-//!   chain thread), `hw.frame CHAIN PREV TAKEN WRITE WRITTEN` (the chain thread took the job,
-//!   built the frame and called write, write returned), `hw.nonce CHAIN NONCE READ QUEUED`
+//! - hw-agent: `hw.job PREV RECEIVED HANDED` (decoded from StreamJobs, given to every chain),
+//!   `hw.frame CHAIN PREV TAKEN WRITE WRITTEN` (the job taken for the chain, on the decoding
+//!   thread while the chain thread sleeps or else by that thread; frame built and write called,
+//!   write returned), `hw.nonce CHAIN NONCE READ QUEUED`
 //!   (read from the UART, verified and queued as a share), `hw.dispatch NONCE T` (SubmitShare
 //!   call started);
 //! - hw-sim: `job CHAIN PREV FIRST DONE` (first byte of the frame read, frame's wire time over),
@@ -220,7 +224,13 @@ fn parse_text(text: &str) -> anyhow::Result<Trace> {
                 .push(at)
         };
         match f.first().copied() {
-            Some("notify") => t.notifies.push((text_at(1)?, num(2)?)),
+            Some("notify") => {
+                let at = match num(3) {
+                    Ok(before) if before > 0 => before,
+                    _ => num(2)?,
+                };
+                t.notifies.push((text_at(1)?, at));
+            }
             Some("job") => {
                 let chain = num(1)? as u32;
                 t.chains.insert(chain);
@@ -379,12 +389,14 @@ fn job_hops(t: &Trace) -> Hops {
         hops.push("parsed → published to the job watch", sa[1], sa[2]);
         hops.push("published → taken by the StreamJobs stream", sa[2], sa[3]);
         hops.push("stream → hw-agent decoded it (gRPC hop)", sa[3], hw[0]);
-        hops.push("decoded → handed to every chain thread", hw[0], hw[1]);
-        let handed = hw[1];
+        // Since the tenth session a sleeping chain's job is taken on the decoding thread (its
+        // frame written there) and only a busy chain's is handed to its thread, so this hop
+        // ends at the slowest chain's take, whichever thread took it.
+        let decoded = hw[0];
         worst_hop(
             &mut hops,
-            "handed → chain thread took it (slowest chain)",
-            worst(&|(f, _)| (handed, f[0])),
+            "decoded → taken for the chain (slowest chain)",
+            worst(&|(f, _)| (decoded, f[0])),
         );
         worst_hop(
             &mut hops,
@@ -656,17 +668,25 @@ submit 0000002b 6000000
     }
 
     #[test]
+    fn a_notify_counts_from_the_stamp_before_the_pools_write_when_there_is_one() {
+        let t = parse_text("notify bb 5000 900\nnotify cc 7000\n").unwrap();
+        assert_eq!(
+            t.notifies,
+            vec![("bb".to_string(), 900), ("cc".to_string(), 7000)]
+        );
+    }
+
+    #[test]
     fn the_job_path_splits_into_hops_with_the_slowest_chain_per_fan_out() {
         let t = parse_text(TRACE).unwrap();
         let hops = table(&mut job_hops(&t));
-        let want: [(&str, u64); 13] = [
+        let want: [(&str, u64); 12] = [
             ("pool socket → stratum-agent read the line", 1000),
             ("read → parsed (channel to the agent task)", 1000),
             ("parsed → published to the job watch", 1000),
             ("published → taken by the StreamJobs stream", 1000),
             ("stream → hw-agent decoded it (gRPC hop)", 1000),
-            ("decoded → handed to every chain thread", 1000),
-            ("handed → chain thread took it (slowest chain)", 1500),
+            ("decoded → taken for the chain (slowest chain)", 2500),
             ("took → frame built, write called (slowest chain)", 1000),
             ("write called → returned (slowest chain)", 2500),
             (

@@ -573,17 +573,27 @@ async fn connection(
             _ = shutdown.wait() => return Ok(()),
         };
         let garbage = pool.behavior().garbage;
+        let mut before_ns = 0;
         for line in out {
             if garbage {
                 write.write_all(b"}{ not json \x01\n").await?;
             }
+            if clean_notify.is_some() {
+                before_ns = svcos_common::trace::mono_ns();
+            }
             write.write_all(line.as_bytes()).await?;
         }
         if let Some(prev) = clean_notify {
-            // In the kernel's socket buffer now: the moment the miner could read it.
+            // In the kernel's socket buffer now: the moment the miner could read it. The stamp
+            // before the write goes along: the firmware's real-time threads may preempt this
+            // thread between the write and this stamp, and then the frames can come first.
             svcos_common::trace::record(
                 "notify",
-                format_args!("{} {}", hex::encode(prev), svcos_common::trace::mono_ns()),
+                format_args!(
+                    "{} {} {before_ns}",
+                    hex::encode(prev),
+                    svcos_common::trace::mono_ns()
+                ),
             );
         }
         let _ = peer;

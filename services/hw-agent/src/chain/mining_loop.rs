@@ -271,6 +271,7 @@ impl Worker {
         match port.write_all(&out) {
             Ok(()) => {
                 self.frames_sent += 1;
+                self.refusing = false;
                 if self.clean_pending == Some(job.generation) {
                     self.clean_pending = None;
                     self.links
@@ -298,6 +299,7 @@ impl Worker {
                 // A chip keeps hashing its last frame, so this frame is dropped and the next
                 // one goes out soon; the chain stays up.
                 self.frames_dropped += 1;
+                self.refusing = true;
                 // The version-mask write may have been in this frame: send it again.
                 self.chip_version_mask = None;
                 if self.frames_dropped.is_power_of_two() {
@@ -828,6 +830,39 @@ mod tests {
         }
         handle.stop();
         assert_eq!(handle.job(job("late", 99, true)), Delivery::Gone);
+    }
+
+    /// Hand the chain new blocks from `generation` on until one is taken directly (the
+    /// thread asleep); the next generation to use.
+    fn until_taken_directly(handle: &ChainHandle, generation: u64) -> u64 {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for g in generation.. {
+            match handle.job(job("j", g, true)) {
+                Delivery::Direct => return g + 1,
+                Delivery::Queued => assert!(Instant::now() < deadline, "never found it asleep"),
+                Delivery::Gone => panic!("the chain thread is gone"),
+            }
+            std::thread::sleep(Duration::from_millis(3));
+        }
+        unreachable!()
+    }
+
+    #[test]
+    fn a_chain_whose_uart_refused_its_last_frame_gets_its_jobs_queued_until_one_goes_out() {
+        let (handle, chips) = running_chain();
+        chips.refuse_writes(Some(std::io::ErrorKind::TimedOut));
+        let mut generation = until_taken_directly(&handle, 4);
+        // The line is stalled: a write would block the caller for the serial timeout, so the
+        // chain's own thread gets the jobs (and keeps retrying), asleep or not.
+        for _ in 0..5 {
+            assert_eq!(handle.job(job("j", generation, true)), Delivery::Queued);
+            generation += 1;
+            std::thread::sleep(Duration::from_millis(3));
+        }
+        // Once the chain thread's retry goes out, new blocks are taken directly again.
+        chips.refuse_writes(None);
+        until_taken_directly(&handle, generation);
+        handle.stop();
     }
 
     #[test]

@@ -402,11 +402,13 @@ impl ChainHandle {
     /// itself: for a new block that writes the first frame on the caller's thread, in the
     /// same turn that decoded the job, instead of waking a chain thread per chain (a wake-up
     /// each, and on two cores they preempt the loop that hands the job to the next chain).
-    /// While the thread is busy (a nonce, a bring-up, a debug read) the job is queued for it,
-    /// as any command. Fails only when the thread is gone.
+    /// While the thread is busy (a nonce, a bring-up, a debug read), or its UART refused the
+    /// last frame (a write then blocks for the serial timeout), the job is queued for it, as
+    /// any command. Fails only when the thread is gone.
     pub fn job(&self, job: Arc<ActiveJob>) -> Delivery {
         if let Some(worker) = self.worker.upgrade()
             && let Ok(mut w) = worker.try_lock()
+            && !w.refusing
         {
             w.new_job(job);
             let wake = w.wants_wake();
@@ -535,6 +537,9 @@ struct Worker {
     all_silent: bool,
     /// Frames dropped because the UART would not take them in time (the far end stalled).
     frames_dropped: u64,
+    /// The UART refused the last frame (timed out): a caller's thread leaves this chain's jobs
+    /// to its own thread, so a stalled line blocks that thread, not the job fan-out.
+    refusing: bool,
     /// A UART let go of on a caller's thread, closed by the chain thread's next turn.
     lost_port: Option<Box<dyn ChainPort>>,
     /// The deadline the chain thread sleeps until (`None`: it is not asleep).
@@ -588,6 +593,7 @@ impl Worker {
             ),
             all_silent: false,
             frames_dropped: 0,
+            refusing: false,
             lost_port: None,
             sleeping_until: None,
             next_housekeeping: Instant::now() + HOUSEKEEPING,

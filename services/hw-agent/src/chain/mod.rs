@@ -363,7 +363,7 @@ pub struct ChainLinks {
 pub enum Delivery {
     /// Taken on the caller's thread while the chain thread slept.
     Direct,
-    /// Queued for the chain thread, which was busy.
+    /// Queued for the chain thread: it was busy, or its UART refused the last frame.
     Queued,
     /// The chain thread is gone.
     Gone,
@@ -404,7 +404,7 @@ impl ChainHandle {
     /// each, and on two cores they preempt the loop that hands the job to the next chain).
     /// While the thread is busy (a nonce, a bring-up, a debug read), or its UART refused the
     /// last frame (a write then blocks for the serial timeout), the job is queued for it, as
-    /// any command. Fails only when the thread is gone.
+    /// any command. [`Delivery::Gone`] only when the thread has ended.
     pub fn job(&self, job: Arc<ActiveJob>) -> Delivery {
         if let Some(worker) = self.worker.upgrade()
             && let Ok(mut w) = worker.try_lock()

@@ -809,36 +809,30 @@ mod tests {
     #[test]
     fn a_new_block_goes_out_on_the_callers_thread_while_the_chain_thread_sleeps() {
         let (handle, chips) = running_chain();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        // The thread wakes for housekeeping every 250 ms; a job that meets it awake is queued,
-        // so try until one finds it asleep (nearly always the first).
-        for generation in 4.. {
-            let before = chips.written().len();
-            match handle.job(job("j", generation, true)) {
-                Delivery::Direct => {
-                    assert!(
-                        chips.written().len() >= before + bm::JOB_FRAME_LEN,
-                        "the frame is on the wire when the call returns"
-                    );
-                    assert_eq!(chips.last_writer(), Some(std::thread::current().id()));
-                    break;
-                }
-                Delivery::Queued => assert!(Instant::now() < deadline, "never found it asleep"),
-                Delivery::Gone => panic!("the chain thread is gone"),
-            }
-            std::thread::sleep(Duration::from_millis(3));
-        }
+        let (_, before) = until_taken_directly(&handle, &chips, 4);
+        assert!(
+            chips.written().len() >= before + bm::JOB_FRAME_LEN,
+            "the frame is on the wire when the call returns"
+        );
+        assert_eq!(chips.last_writer(), Some(std::thread::current().id()));
         handle.stop();
         assert_eq!(handle.job(job("late", 99, true)), Delivery::Gone);
     }
 
     /// Hand the chain new blocks from `generation` on until one is taken directly (the
-    /// thread asleep); the next generation to use.
-    fn until_taken_directly(handle: &ChainHandle, generation: u64) -> u64 {
+    /// thread asleep; it wakes for housekeeping every 250 ms, and a job that meets it awake is
+    /// queued). Returns the next generation to use and how many bytes the chips had been sent
+    /// before that call.
+    fn until_taken_directly(
+        handle: &ChainHandle,
+        chips: &super::super::testkit::Chips,
+        generation: u64,
+    ) -> (u64, usize) {
         let deadline = Instant::now() + Duration::from_secs(10);
         for g in generation.. {
+            let before = chips.written().len();
             match handle.job(job("j", g, true)) {
-                Delivery::Direct => return g + 1,
+                Delivery::Direct => return (g + 1, before),
                 Delivery::Queued => assert!(Instant::now() < deadline, "never found it asleep"),
                 Delivery::Gone => panic!("the chain thread is gone"),
             }
@@ -851,7 +845,7 @@ mod tests {
     fn a_chain_whose_uart_refused_its_last_frame_gets_its_jobs_queued_until_one_goes_out() {
         let (handle, chips) = running_chain();
         chips.refuse_writes(Some(std::io::ErrorKind::TimedOut));
-        let mut generation = until_taken_directly(&handle, 4);
+        let (mut generation, _) = until_taken_directly(&handle, &chips, 4);
         // The line is stalled: a write would block the caller for the serial timeout, so the
         // chain's own thread gets the jobs (and keeps retrying), asleep or not.
         for _ in 0..5 {
@@ -861,7 +855,7 @@ mod tests {
         }
         // Once the chain thread's retry goes out, new blocks are taken directly again.
         chips.refuse_writes(None);
-        until_taken_directly(&handle, generation);
+        until_taken_directly(&handle, &chips, generation);
         handle.stop();
     }
 

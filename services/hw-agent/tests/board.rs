@@ -208,9 +208,15 @@ async fn a_chain_whose_chips_all_stop_is_brought_up_again_once_they_answer() {
             t.chains[0].state != ChainState::Mining as i32
         })
         .await;
-    // The other chain goes on; the board mines on.
+    // The other chain goes on; the board mines on. On a slow machine chain 0's bring-up retry
+    // (1 s later) may already run when this sample is taken, and the board then says so.
     assert_eq!(t.chains[1].state, ChainState::Mining as i32);
-    assert_eq!(state(&t), MiningState::Mining, "{}", t.state_reason);
+    assert!(
+        matches!(state(&t), MiningState::Mining | MiningState::Bringup),
+        "{:?}: {}",
+        state(&t),
+        t.state_reason
+    );
     // The chips recover (as after a brown-out): the chain comes back by itself, without a
     // restart of hw-agent, and finds nonces again.
     bench

@@ -44,10 +44,32 @@ def _port_free(addr: str, port: int) -> bool:
             return False
 
 
+def _port_window() -> range:
+    """The 12k ports below the kernel's ephemeral range.
+
+    A port from the ephemeral range can become the local end of some outgoing connection between
+    picking it and the service's bind, and then stays taken for that connection's life.
+    """
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            start = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        start = 32768
+    low = max(1024, start - 12000)
+    return range(low, max(low + 1, start))
+
+
+_next_port = [os.getpid() * 7919]
+
+
 def _free_port(addr: str) -> int:
-    with socket.socket() as s:
-        s.bind((addr, 0))
-        return s.getsockname()[1]
+    window = _port_window()
+    for _ in window:
+        _next_port[0] += 1
+        port = window[_next_port[0] % len(window)]
+        if _port_free(addr, port):
+            return port
+    raise RuntimeError(f"no free port in {window}")
 
 
 def pick_loopback() -> str:

@@ -14,7 +14,6 @@ import http.client
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from conftest import _free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 RPC_USER, RPC_PASS = "rpcuser", "s3cret-pw"
@@ -46,9 +46,7 @@ def open_data_bin() -> Path:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return _free_port("127.0.0.1")
 
 
 class Upstreams:

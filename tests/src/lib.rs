@@ -17,6 +17,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -39,11 +40,33 @@ pub fn svcos_bin() -> PathBuf {
 }
 
 /// A TCP port on 127.0.0.1 that was free a moment ago.
+///
+/// It comes from below the kernel's ephemeral range: a port from that range can become the local
+/// end of any outgoing connection (another test's pool connection, say) between this call and the
+/// service's bind, and then stays taken for that connection's whole life. Each test process walks
+/// its own pid-seeded sequence, so tests running at once rarely even try the same port.
 pub fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind an ephemeral port")
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let (low, span) = port_window();
+    let seed = std::process::id().wrapping_mul(7919) % span;
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (low + (seed + n) % span) as u16;
+        if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {low}..{}", low + span);
+}
+
+/// The ports [`free_port`] draws from: the 12k below the ephemeral range's start.
+fn port_window() -> (u32, u32) {
+    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    let low = ephemeral_start.saturating_sub(12_000).max(1_024);
+    (low, ephemeral_start.saturating_sub(low).max(1))
 }
 
 /// Every service `svcos sim` runs, in boot order.

@@ -478,10 +478,7 @@ async fn dashboard_is_served_and_nothing_else() {
 async fn run_serves_health_on_its_socket_and_http_on_the_configured_port() {
     let dir = tempfile::tempdir().unwrap();
     let up = upstream(Arc::new(Notify::new())).await;
-    let http_port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let http_port = svcos_e2e::free_port();
     let mut cfg = svcos_common::config::Config::default();
     cfg.api.bind = "127.0.0.1".parse().unwrap();
     cfg.api.port = up.port();

@@ -72,11 +72,7 @@ async fn sigkill_while_mining_loses_and_repeats_nothing() {
     };
     let dir = tempfile::tempdir().unwrap();
     let layout = Layout::sim(dir.path());
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = svcos_e2e::free_port();
     let mut cfg = Config::default();
     cfg.sim.pool_port = port;
     cfg.sim.pool_difficulty = TEST_DIFFICULTY;
@@ -203,11 +199,7 @@ async fn shares_queued_while_the_pool_is_away_survive_a_sigkill() {
     };
     let dir = tempfile::tempdir().unwrap();
     let layout = Layout::sim(dir.path());
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = svcos_e2e::free_port();
     let mut cfg = Config::default();
     cfg.sim.pool_port = port;
     cfg.sim.pool_difficulty = TEST_DIFFICULTY;

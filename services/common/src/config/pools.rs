@@ -37,25 +37,8 @@ impl Default for PoolConfig {
 impl PoolConfig {
     /// Validate with `prefix` (e.g. `pools[0]`) naming the entry in errors.
     pub fn validate(&self, prefix: &str) -> Result<(), ConfigError> {
-        let rest = ["stratum+tcp://", "stratum+ssl://", "stratum2+tcp://"]
-            .iter()
-            .find_map(|s| self.url.strip_prefix(s));
-        let Some(rest) = rest else {
-            return Err(ConfigError::invalid(
-                format!("{prefix}.url"),
-                "must start with stratum+tcp://, stratum+ssl:// or stratum2+tcp://",
-            ));
-        };
-        let authority = rest.split('/').next().unwrap_or("");
-        let port_ok = authority.rsplit_once(':').is_some_and(|(host, port)| {
-            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
-        });
-        if !port_ok {
-            return Err(ConfigError::invalid(
-                format!("{prefix}.url"),
-                "needs host:port, e.g. stratum+tcp://pool.example:3333",
-            ));
-        }
+        check_pool_url(&self.url)
+            .map_err(|why| ConfigError::invalid(format!("{prefix}.url"), why))?;
         if self.user.is_empty()
             || self.user.len() > 256
             || self.user.chars().any(char::is_whitespace)
@@ -76,6 +59,82 @@ impl PoolConfig {
         }
         Ok(())
     }
+}
+
+/// Longest accepted pool URL, in bytes. Real ones are under 100 (a Stratum V2 URL with its
+/// authority key about 90); the cap keeps one bad write from growing the config file, every
+/// `/metrics` scrape and the cgminer `pools` reply by the URL's size.
+pub const MAX_POOL_URL_BYTES: usize = 512;
+
+/// Check a pool URL's shape: a known scheme, an optional `userinfo@`, a host that is a DNS name
+/// or an IP literal (IPv6 in brackets), a port 1-65535 and an optional path (the Stratum V2
+/// authority key). The URL reaches the config file, TOML strings, Prometheus labels and the
+/// cgminer text protocol (whose separators are `,`, `|` and `=`), so whitespace, control
+/// characters, quotes and those separators are refused anywhere in it. The error says what to fix.
+pub fn check_pool_url(url: &str) -> Result<(), String> {
+    if url.len() > MAX_POOL_URL_BYTES {
+        return Err(format!(
+            "is {} bytes long; at most {MAX_POOL_URL_BYTES}",
+            url.len()
+        ));
+    }
+    if let Some(c) = url
+        .chars()
+        .find(|c| c.is_whitespace() || c.is_control() || matches!(c, '"' | ',' | '|' | '=' | '\\'))
+    {
+        return Err(format!(
+            "contains {c:?}; spaces, control characters, quotes and , | = \\ are not allowed"
+        ));
+    }
+    let rest = ["stratum+tcp://", "stratum+ssl://", "stratum2+tcp://"]
+        .iter()
+        .find_map(|s| url.strip_prefix(s))
+        .ok_or("must start with stratum+tcp://, stratum+ssl:// or stratum2+tcp://")?;
+    let authority = rest.split('/').next().unwrap_or("");
+    // Credentials in the URL are masked wherever it is shown (`redact::mask_url_userinfo`).
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    const SHAPE: &str = "needs host:port, e.g. stratum+tcp://pool.example:3333";
+    let (host, port) = host_port.rsplit_once(':').ok_or(SHAPE)?;
+    if host.is_empty() || port.is_empty() {
+        return Err(SHAPE.into());
+    }
+    if !port.parse::<u16>().is_ok_and(|p| p > 0) {
+        return Err(format!("port {port:?} is not a number 1-65535"));
+    }
+    if let Some(v6) = host.strip_prefix('[') {
+        let ok = v6
+            .strip_suffix(']')
+            .is_some_and(|a| a.parse::<std::net::Ipv6Addr>().is_ok());
+        return if ok {
+            Ok(())
+        } else {
+            Err(format!("host {host:?} is not an IPv6 address"))
+        };
+    }
+    if host.parse::<std::net::Ipv4Addr>().is_ok() || is_dns_name(host) {
+        Ok(())
+    } else {
+        Err(format!(
+            "host {host:?} is not a DNS name (labels of letters, digits, - and _, each 1-63 \
+             characters, 253 in all) or an IP address (IPv6 in brackets)"
+        ))
+    }
+}
+
+/// A DNS name: dot-separated labels of ASCII letters, digits, `-` (not at either end) and `_`
+/// (found in LAN host names), each 1-63 bytes, at most 253 bytes in all; one trailing dot allowed.
+fn is_dns_name(host: &str) -> bool {
+    let name = host.strip_suffix('.').unwrap_or(host);
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            (1..=63).contains(&label.len())
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
 }
 
 /// `[stratum]`: pool-client behaviour. Times in seconds.
@@ -136,5 +195,88 @@ impl StratumConfig {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(url: &str) -> PoolConfig {
+        PoolConfig {
+            url: url.into(),
+            user: "worker".into(),
+            ..PoolConfig::default()
+        }
+    }
+
+    #[test]
+    fn valid_urls_are_accepted() {
+        for url in [
+            "stratum+tcp://pool.example:3333",
+            "stratum+tcp://pool.example.:3333",
+            "stratum+ssl://eu-1.pool_x.example.com:443",
+            "stratum+tcp://192.168.1.10:3333",
+            "stratum+tcp://[::1]:3333",
+            "stratum+tcp://[2001:db8::7]:65535",
+            "stratum+tcp://localhost:1",
+            "stratum2+tcp://p:34254/9bDuixKmZqAJnrmP746n8zU1wyAQRrus7th9dxnkPg6RzQvCnan",
+            "stratum+tcp://user:secret@pool.example:3333",
+            "stratum+tcp://pool.example:3333/",
+        ] {
+            pool(url)
+                .validate("pools[0]")
+                .unwrap_or_else(|e| panic!("{url}: {e}"));
+        }
+        let longest = format!(
+            "stratum+tcp://{}.example:3333",
+            ["a".repeat(63), "b".repeat(63), "c".repeat(63)].join(".")
+        );
+        pool(&longest).validate("pools[0]").unwrap();
+    }
+
+    #[test]
+    fn bad_urls_are_refused_naming_the_field() {
+        let huge = format!("stratum+tcp://{}:3333", "a".repeat(100_000));
+        let long_but_dns = format!(
+            "stratum+tcp://{}.example:3333/{}",
+            "a".repeat(60),
+            "k".repeat(460)
+        );
+        for (url, why) in [
+            (huge.as_str(), "at most 512"),
+            (long_but_dns.as_str(), "at most 512"),
+            ("stratum+tcp://pool\".example:3333", "contains '\"'"),
+            ("stratum+tcp://pool\nexample:3333", "contains '\\n'"),
+            ("stratum+tcp://pool example:3333", "contains ' '"),
+            ("stratum+tcp://pool,x:3333", "contains ','"),
+            ("stratum+tcp://pool|x:3333", "contains '|'"),
+            ("stratum+tcp://pool=x:3333", "contains '='"),
+            ("stratum+tcp://pool.example", "needs host:port"),
+            ("stratum+tcp://:3333", "needs host:port"),
+            ("stratum+tcp://pool.example:0", "not a number 1-65535"),
+            ("stratum+tcp://pool.example:65536", "not a number 1-65535"),
+            ("stratum+tcp://pool..example:3333", "not a DNS name"),
+            ("stratum+tcp://-pool.example:3333", "not a DNS name"),
+            ("stratum+tcp://pool!.example:3333", "not a DNS name"),
+            ("stratum+tcp://pöol.example:3333", "not a DNS name"),
+            ("stratum+tcp://[::g]:3333", "not an IPv6 address"),
+            ("http://pool.example:3333", "must start with"),
+        ] {
+            let err = pool(url).validate("pools[2]").expect_err(url);
+            assert_eq!(err.field(), Some("pools[2].url"), "{url}: {err}");
+            assert!(err.to_string().contains(why), "{url}: {err}");
+        }
+        let label = format!("stratum+tcp://{}.example:3333", "a".repeat(64));
+        assert!(pool(&label).validate("p").is_err());
+    }
+
+    #[test]
+    fn a_config_file_with_valid_pools_still_loads() {
+        let text = "[[pools]]\nurl = \"stratum+tcp://user:pw@pool.example:3333\"\nuser = \"w\"\n\
+                    [[pools]]\nurl = \"stratum2+tcp://10.0.0.2:34254/9bDuixKmZqAJnrmP746n8zU1wyAQRrus7th9dxnkPg6RzQvCnan\"\nuser = \"w\"\n";
+        let config = super::super::Config::from_toml_str(text, std::path::Path::new("c.toml"))
+            .expect("valid pools load");
+        assert_eq!(config.pools.len(), 2);
     }
 }

@@ -108,8 +108,7 @@ impl LoginThrottle {
             self.clients
                 .retain(|_, f| f.last_ms + LOGIN_FORGET_MS > now_ms);
             if self.clients.len() >= MAX_TRACKED {
-                // A flood from thousands of addresses: start over rather than grow.
-                self.clients.clear();
+                self.make_room(now_ms);
             }
         }
         let f = self.clients.entry(key).or_insert(Failures {
@@ -132,6 +131,31 @@ impl LoginThrottle {
         Ok(())
     }
 
+    /// Drop one record to admit a new address during a flood from thousands of them. An address
+    /// still inside its free failures goes first (least recently seen), so fresh addresses evict
+    /// each other and a flood cannot wipe the waits of the addresses already throttled; only
+    /// when every record carries a wait does the one ending soonest go.
+    fn make_room(&mut self, now_ms: i64) {
+        let victim = self
+            .clients
+            .iter()
+            .min_by_key(|(_, f)| {
+                let blocked = f.blocked_until_ms > now_ms;
+                (
+                    blocked,
+                    if blocked {
+                        f.blocked_until_ms
+                    } else {
+                        f.last_ms
+                    },
+                )
+            })
+            .map(|(k, _)| k.clone());
+        if let Some(k) = victim {
+            self.clients.remove(&k);
+        }
+    }
+
     /// The wait `client` now has before its next attempt (0 when none).
     pub fn wait_ms(&self, client: &str, now_ms: i64) -> i64 {
         self.clients
@@ -145,13 +169,18 @@ impl LoginThrottle {
     }
 }
 
-/// One key per address however it is spelled (`::ffff:10.0.0.1` is `10.0.0.1`).
+/// One key per client however its address is spelled (`::ffff:10.0.0.1` is `10.0.0.1`). An
+/// IPv6 client is its /64: a host on the LAN picks any address of its prefix (SLAAC privacy
+/// addresses), so a key per address would give a guesser a fresh allowance per address.
 fn normalise_client(client: &str) -> String {
     let trimmed = client.trim();
     match trimmed.parse::<IpAddr>() {
         Ok(IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
             Some(v4) => v4.to_string(),
-            None => v6.to_string(),
+            None => {
+                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+                format!("{}/64", std::net::Ipv6Addr::from(prefix))
+            }
         },
         Ok(ip) => ip.to_string(),
         // Not an address (a unit test, or a caller without one): bounded, used as is.
@@ -231,6 +260,40 @@ mod tests {
         assert_eq!(retry_after_secs(1000), 1);
         assert_eq!(retry_after_secs(1001), 2);
         assert_eq!(retry_after_secs(60_000), 60);
+    }
+
+    #[test]
+    fn an_ipv6_client_is_its_64() {
+        let mut t = LoginThrottle::default();
+        // Each guess from a new address of the same /64 counts against the same allowance.
+        for i in 0..=LOGIN_FREE_FAILURES {
+            assert_eq!(t.begin(&format!("fd00:1:2:3::{i:x}"), 0), Ok(()));
+        }
+        assert_eq!(t.wait_ms("fd00:1:2:3:aaaa::1", 0), LOGIN_FIRST_DELAY_MS);
+        assert!(t.begin("fd00:1:2:3:bbbb::2", 1).is_err());
+        // The next /64 is another client.
+        assert_eq!(t.wait_ms("fd00:1:2:4::1", 1), 0);
+    }
+
+    #[test]
+    fn a_flood_of_new_addresses_keeps_existing_waits() {
+        let mut t = LoginThrottle::default();
+        let mut now = 0;
+        for _ in 0..LOGIN_FREE_FAILURES + 4 {
+            assert_eq!(t.begin("10.9.9.9", now), Ok(()));
+            now += t.wait_ms("10.9.9.9", now);
+        }
+        assert_eq!(t.begin("10.9.9.9", now), Ok(()));
+        let wait = t.wait_ms("10.9.9.9", now);
+        assert_eq!(wait, 16 * LOGIN_FIRST_DELAY_MS);
+        // Twice the table's size in fresh addresses, one guess each, right afterwards.
+        for i in 0..2 * MAX_TRACKED as u32 {
+            let addr = std::net::Ipv4Addr::from(0x0b00_0000 + i);
+            assert_eq!(t.begin(&addr.to_string(), now + 1), Ok(()));
+        }
+        assert!(t.clients.len() <= MAX_TRACKED);
+        assert_eq!(t.wait_ms("10.9.9.9", now + 1), wait - 1);
+        assert!(t.begin("10.9.9.9", now + 2).is_err());
     }
 
     #[test]

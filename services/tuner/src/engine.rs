@@ -254,6 +254,9 @@ pub struct Engine {
     health_since_ms: i64,
     history: VecDeque<Sample>,
     latest: Option<Telemetry>,
+    /// When `last_measured` was measured at the point in force (None: it was not, e.g. it
+    /// came from a saved profile or the point changed since).
+    measured_at_ms: Option<i64>,
 }
 
 /// Why an operator request was refused.
@@ -287,12 +290,14 @@ impl Engine {
                 active: config.tuner.enabled,
                 mode: Mode::from_config(config.tuner.mode),
                 power_target_watt: config.tuner.power_target_watt,
+                operator_target_watt: 0.0,
                 hashrate_target_ths: config.tuner.hashrate_target_ths,
                 fixed_profile: String::new(),
                 tou: Default::default(),
             },
         };
-        Ok(Engine {
+        let operator_target = config.hardware.power_target_watt;
+        let mut engine = Engine {
             zone: svcos_common::timewin::SharedZone::new(config.system.zone()),
             config,
             limits: None,
@@ -325,7 +330,29 @@ impl Engine {
             health_since_ms: now_ms,
             history: VecDeque::new(),
             latest: None,
-        })
+            measured_at_ms: None,
+        };
+        // A config written while the tuner was down counts like one written while it ran.
+        engine.operator_target(operator_target)?;
+        Ok(engine)
+    }
+
+    /// The operator's power target (`[hardware].power_target_watt`, 0 = none) as the config
+    /// file now says. Every route that sets the power target (the setup wizard, the heat level,
+    /// `POST /api/config`, a fleet push) writes that key, so a change becomes the tuner's
+    /// configured target too: otherwise the tuner would keep tuning toward its own older figure
+    /// while every other surface shows the new one. Returns whether the target changed.
+    pub fn operator_target(&mut self, watt: f64) -> Result<bool, StoreError> {
+        if !watt.is_finite() || (watt - self.settings.operator_target_watt).abs() < 1e-9 {
+            return Ok(false);
+        }
+        self.settings.operator_target_watt = watt;
+        if watt > 0.0 {
+            self.settings.power_target_watt = watt;
+            self.replan = true;
+        }
+        self.store.save_settings(&self.settings)?;
+        Ok(watt > 0.0)
     }
 
     /// The board is known (from hw-agent's inventory); limits resolve against it.
@@ -403,25 +430,40 @@ impl Engine {
 
     /// The mode and target in force after time-of-use and dynamic power scaling.
     pub fn effective_target(&self, now_ms: i64) -> (Mode, f64) {
-        let Some(lim) = &self.limits else {
+        if self.limits.is_none() {
             return (self.settings.mode, 0.0);
-        };
+        }
         match self.settings.mode {
-            Mode::Power => {
-                let base = self
-                    .settings
-                    .tou
-                    .active(&self.zone(), now_ms)
-                    .map_or(self.settings.power_target_watt, |w| w.power_target_watt);
-                let t = (base - self.dps_reduction)
-                    .max(lim.dps_min_watt.min(base))
-                    .min(lim.max_power_watt)
-                    .min(self.hw_power_cap());
-                (Mode::Power, (t * 10.0).round() / 10.0)
-            }
+            Mode::Power => (Mode::Power, self.power_limit(now_ms)),
             Mode::Hashrate => (Mode::Hashrate, self.settings.hashrate_target_ths),
             m => (m, 0.0),
         }
+    }
+
+    /// The power target before dynamic power scaling and caps: the configured one, or a
+    /// time-of-use window's when lower (a window lowers the target for its hours; it never
+    /// raises it past what the operator configured).
+    fn base_power_target(&self, now_ms: i64) -> f64 {
+        let configured = self.settings.power_target_watt;
+        self.settings
+            .tou
+            .active(&self.zone(), now_ms)
+            .map_or(configured, |w| w.power_target_watt.min(configured))
+    }
+
+    /// What remains of the configured power target after time-of-use, dynamic power scaling,
+    /// the PSU limit and hw-agent's own cap, rounded to 0.1 W (down, so rounding never lifts
+    /// it above any of them). Never above the configured target, in any mode.
+    pub fn power_limit(&self, now_ms: i64) -> f64 {
+        let Some(lim) = &self.limits else {
+            return 0.0;
+        };
+        let base = self.base_power_target(now_ms);
+        let t = (base - self.dps_reduction)
+            .max(lim.dps_min_watt.min(base))
+            .min(lim.max_power_watt)
+            .min(self.hw_power_cap());
+        (t * 10.0 + 1e-6).floor() / 10.0
     }
 
     /// Power the tuner never exceeds now: the PSU limit, or hw-agent's power target if lower.
@@ -444,6 +486,9 @@ impl Engine {
 
     fn apply(&mut self, to: Point, now_ms: i64) -> Vec<Action> {
         let actions = diff(self.point.as_ref(), &to);
+        if self.point.as_ref() != Some(&to) {
+            self.measured_at_ms = None;
+        }
         self.point = Some(to);
         self.applied_at_ms = now_ms;
         self.window = None;
@@ -573,6 +618,7 @@ impl Engine {
         let w = self.window.take().expect("window just filled");
         let m = measure(&w, &t);
         self.last_measured = m.measured;
+        self.measured_at_ms = Some(now_ms);
         self.after_window(m, target, &lim, now_ms)
     }
 
@@ -684,8 +730,10 @@ impl Engine {
         };
         if lim.dps_enabled {
             let floor = lim.dps_min_watt;
-            let base = self.effective_target(now_ms).1 + self.dps_reduction;
-            let room = (t.power_watt.min(base) - floor).max(0.0);
+            // Cut from what the tuner holds now (the target less the cuts so far, as capped),
+            // never from a figure above the configured target.
+            let held = self.power_limit(now_ms);
+            let room = (t.power_watt.min(held) - floor).max(0.0);
             let cut = lim.dps_step_watt.min(room);
             self.dps_reduction += cut;
             if self.settings.mode == Mode::Power {
@@ -934,12 +982,42 @@ impl Engine {
             mode,
             target,
             point,
-            measured: self.last_measured,
+            measured: self.measured_now(),
             tuned_at_ms: now_ms,
             board_serial: self.serial(),
         };
         self.store.put_saved(p.clone())?;
         Ok(p)
+    }
+
+    /// The figures of the point in force: the last measurement window when it was taken at
+    /// this point, else the latest telemetry (1-minute hashrate less the error share since the
+    /// point was applied), so a point saved while disabled, in fixed mode or right after a
+    /// change records what the board draws rather than zeros or another point's figures.
+    fn measured_now(&self) -> Measured {
+        if self.measured_at_ms.is_some() && self.last_measured.power_watt > 0.0 {
+            return self.last_measured;
+        }
+        let Some(t) = &self.latest else {
+            return self.last_measured;
+        };
+        let (n, e) = self
+            .health_base
+            .as_ref()
+            .map_or((t.nonces, t.hw_errors), |b| {
+                b.since(t)
+                    .iter()
+                    .fold((0, 0), |(n, e), c| (n + c.nonces, e + c.hw_errors))
+            });
+        let err = rate(n, e);
+        let ths = t.hashrate.as_ref().map_or(0.0, |h| h.ghs_1m) / 1000.0;
+        Measured {
+            power_watt: t.power_watt,
+            hashrate_ths: ths,
+            efficiency_j_per_th: if ths > 0.0 { t.power_watt / ths } else { 0.0 },
+            hw_error_rate: err,
+            temp_max_c: t.temp_max_c,
+        }
     }
 
     /// Apply a saved name or a tuned id of this board (fixed mode).
@@ -1022,9 +1100,9 @@ impl Engine {
 
     /// GetState.
     pub fn view(&self, now_ms: i64) -> pb::GetStateResponse {
-        let (mode, target) = self
-            .target_in_force
-            .unwrap_or_else(|| self.effective_target(now_ms));
+        // Computed now, not the target of the last plan: that is stale while disabled, idle or
+        // between a config write and the next tick.
+        let (mode, target) = self.effective_target(now_ms);
         let efficiency = self
             .latest
             .as_ref()
@@ -1036,7 +1114,7 @@ impl Engine {
         let power_target = if mode == Mode::Power {
             target
         } else {
-            self.settings.power_target_watt
+            self.power_limit(now_ms)
         };
         pb::GetStateResponse {
             state: self.state.as_str().into(),

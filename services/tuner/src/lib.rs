@@ -187,6 +187,27 @@ impl<H: Hardware> Driver<H> {
     }
 }
 
+/// Hand every new `[hardware].power_target_watt` the governor reads to the engine, and wake the
+/// loop so the tuner re-plans at once rather than at its next tick.
+pub async fn follow_operator_target(
+    shared: Shared,
+    mut target: watch::Receiver<f64>,
+    shutdown: Shutdown,
+) {
+    loop {
+        tokio::select! {
+            changed = target.changed() => if changed.is_err() { return },
+            () = shutdown.wait() => return,
+        }
+        let watt = *target.borrow_and_update();
+        match shared.lock().operator_target(watt) {
+            Ok(true) => shared.wake.notify_one(),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(error = %e, "tuner settings not saved"),
+        }
+    }
+}
+
 /// Run the tuner until `shutdown`, serving gRPC (with health) on `listener`.
 pub async fn run(
     ctx: ServiceContext,
@@ -244,6 +265,11 @@ pub async fn run(
     let mut engine = Engine::new(ctx.config.clone(), store, clock.now_ms())?;
     engine.share_zone(power.zone.clone());
     let shared = Shared::new(engine, clock);
+    let target_task = tokio::spawn(follow_operator_target(
+        shared.clone(),
+        power.operator_target(),
+        shutdown.clone(),
+    ));
     let driver = Driver {
         shared: shared.clone(),
         hw: HwAgent(HwAgentServiceClient::new(channel)),
@@ -262,6 +288,7 @@ pub async fn run(
         ));
     ipc::serve(router, listener, shutdown).await?;
     let _ = loop_task.await;
+    let _ = target_task.await;
     let _ = power_task.await;
     let _ = history_task.await;
     Ok(())

@@ -147,8 +147,13 @@ pub struct Settings {
     pub active: bool,
     /// Mode.
     pub mode: Mode,
-    /// Power target, W.
+    /// Power target, W: the operator's `[hardware].power_target_watt` whenever that changes,
+    /// moved by the autotuner's own target routes in between.
     pub power_target_watt: f64,
+    /// The last `[hardware].power_target_watt` taken over (0 = none), so a restart takes over
+    /// only a config change made meanwhile and keeps a target set through the autotuner since.
+    #[serde(default)]
+    pub operator_target_watt: f64,
     /// Hashrate target, TH/s.
     pub hashrate_target_ths: f64,
     /// Fixed mode: the profile applied (a saved name or a tuned id).

@@ -239,6 +239,11 @@ impl Rig {
         self.driver.shared.lock().state()
     }
 
+    /// GetState at the rig's clock (time-of-use windows are read at that time).
+    fn view(&self) -> pb::GetStateResponse {
+        self.driver.shared.lock().view(self.clock.now_ms())
+    }
+
     async fn until(&self, what: &str, max_s: u32, f: impl Fn(&Rig) -> bool) {
         for _ in 0..max_s {
             self.second().await;
@@ -246,7 +251,7 @@ impl Rig {
                 return;
             }
         }
-        let view = self.driver.shared.lock().view(0);
+        let view = self.view();
         panic!("{what} not reached in {max_s} simulated s: {view:#?}");
     }
 }
@@ -282,7 +287,7 @@ async fn power_target_converges_saves_and_resumes_without_a_search() {
             }
         }
     }
-    let view = rig.driver.shared.lock().view(0);
+    let view = rig.view();
     let states: Vec<&str> = view.transitions.iter().map(|t| t.to.as_str()).collect();
     assert_eq!(states.first(), Some(&"tuning"), "{states:?}");
     assert_eq!(states.last(), Some(&"tuned"), "{states:?}");
@@ -295,7 +300,7 @@ async fn power_target_converges_saves_and_resumes_without_a_search() {
     let rig2 = Rig::new(config(), dir.path(), board.clone());
     rig2.until("tuned", 5, |r| r.state() == TunerState::Tuned)
         .await;
-    let view = rig2.driver.shared.lock().view(0);
+    let view = rig2.view();
     assert!(view.resumed, "{view:?}");
     assert!(view.reason.contains("resumed"), "{}", view.reason);
     assert!(
@@ -329,7 +334,7 @@ async fn overheat_backs_off_with_dynamic_power_scaling_then_recovers() {
     for _ in 0..10 {
         rig.second().await;
     }
-    let view = rig.driver.shared.lock().view(0);
+    let view = rig.view();
     assert!(view.dps_reduction_watt > 0.0, "{view:?}");
     assert!(view.power_target_watt < 120.0, "{view:?}");
     assert!(board.lock().unwrap().power() < before);
@@ -337,7 +342,7 @@ async fn overheat_backs_off_with_dynamic_power_scaling_then_recovers() {
     // Heat gone: the target comes back step by step and the tuner ends tuned at 120 W again.
     board.lock().unwrap().extra_heat_c = -20.0;
     rig.until("tuned at the full target", 3000, |r| {
-        let v = r.driver.shared.lock().view(0);
+        let v = r.view();
         r.state() == TunerState::Tuned
             && v.dps_reduction_watt == 0.0
             && v.power_target_watt == 120.0
@@ -391,7 +396,7 @@ async fn time_of_use_window_changes_the_power_target() {
         })
         .unwrap();
     rig.until("tuned at 100 W", 2000, |r| {
-        r.state() == TunerState::Tuned && r.driver.shared.lock().view(0).power_target_watt == 100.0
+        r.state() == TunerState::Tuned && r.view().power_target_watt == 100.0
     })
     .await;
     let p = board.lock().unwrap().power();
@@ -455,7 +460,7 @@ async fn recalibration_searches_again_and_hw_agents_power_target_caps_the_tuner(
     let rig = Rig::new(config(), dir.path(), board.clone());
     rig.until("tuned", 2000, |r| r.state() == TunerState::Tuned)
         .await;
-    let first = rig.driver.shared.lock().view(0).transitions.len();
+    let first = rig.view().transitions.len();
     rig.driver
         .shared
         .lock()
@@ -467,14 +472,14 @@ async fn recalibration_searches_again_and_hw_agents_power_target_caps_the_tuner(
     assert_eq!(board.lock().unwrap().voltage_mv, STOCK_MV);
     rig.until("tuned again", 2000, |r| r.state() == TunerState::Tuned)
         .await;
-    let view = rig.driver.shared.lock().view(0);
+    let view = rig.view();
     assert!(!view.resumed);
     assert!(view.transitions.len() > first);
 
     // hw-agent enforces a lower power target (the operator's governor): the tuner follows it.
     board.lock().unwrap().hw_power_target_watt = 105.0;
     rig.until("tuned under the cap", 2000, |r| {
-        r.state() == TunerState::Tuned && r.driver.shared.lock().view(0).power_target_watt == 105.0
+        r.state() == TunerState::Tuned && r.view().power_target_watt == 105.0
     })
     .await;
     let p = board.lock().unwrap().power();
@@ -486,4 +491,121 @@ async fn recalibration_searches_again_and_hw_agents_power_target_caps_the_tuner(
         rig.driver.shared.lock().recalibrate(0),
         Err(EngineError::Precondition(_))
     ));
+}
+
+/// Effective never above configured, whatever lowers it, read at every simulated second.
+fn assert_coherent(r: &Rig) {
+    let v = r.view();
+    assert!(
+        v.power_target_watt <= v.configured_power_target_watt,
+        "effective {} above configured {}: {v:#?}",
+        v.power_target_watt,
+        v.configured_power_target_watt
+    );
+}
+
+#[tokio::test]
+async fn the_operators_power_target_is_the_tuners_configured_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let board = Arc::new(Mutex::new(Board::new()));
+    // The wizard wrote 110 W while the tuner's own default is 120 W.
+    let mut c = config();
+    c.hardware.power_target_watt = 110.0;
+    let rig = Rig::new(c.clone(), dir.path(), board.clone());
+    rig.until("tuned at 110 W", 2000, |r| {
+        assert_coherent(r);
+        r.state() == TunerState::Tuned && r.view().power_target_watt == 110.0
+    })
+    .await;
+    assert_eq!(rig.view().configured_power_target_watt, 110.0);
+
+    // The heat level writes 100 W: configured and effective follow at once, before any tick.
+    assert!(rig.driver.shared.lock().operator_target(100.0).unwrap());
+    let v = rig.view();
+    assert_eq!(v.configured_power_target_watt, 100.0);
+    assert!(v.power_target_watt <= 100.0, "{v:?}");
+    rig.until("tuned at 100 W", 2000, |r| {
+        assert_coherent(r);
+        r.state() == TunerState::Tuned && r.view().power_target_watt == 100.0
+    })
+    .await;
+
+    // A target moved through the autotuner since survives a restart over the same config; a
+    // config changed while the tuner was down is taken over.
+    rig.driver.shared.lock().adjust(true, 1, 5.0).unwrap();
+    drop(rig);
+    c.hardware.power_target_watt = 100.0;
+    let rig = Rig::new(c.clone(), dir.path(), board.clone());
+    assert_eq!(rig.view().configured_power_target_watt, 105.0);
+    drop(rig);
+    c.hardware.power_target_watt = 95.0;
+    let rig = Rig::new(c, dir.path(), board.clone());
+    assert_eq!(rig.view().configured_power_target_watt, 95.0);
+    // "No target" (0) leaves the tuner's own.
+    assert!(!rig.driver.shared.lock().operator_target(0.0).unwrap());
+    assert_eq!(rig.view().configured_power_target_watt, 95.0);
+}
+
+#[tokio::test]
+async fn a_saved_profile_records_its_figures_and_applying_it_stays_under_the_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let board = Arc::new(Mutex::new(Board::new()));
+    let rig = Rig::new(config(), dir.path(), board.clone());
+    rig.until("tuned", 2000, |r| r.state() == TunerState::Tuned)
+        .await;
+    // Saved while the tuner is off (no measurement window at this point): the telemetry's
+    // figures, not zeros.
+    rig.driver.shared.lock().set_active(false).unwrap();
+    rig.until("disabled", 5, |r| r.state() == TunerState::Disabled)
+        .await;
+    // Stock is back on the chips: let the telemetry show it.
+    for _ in 0..3 {
+        rig.second().await;
+    }
+    let now = rig.clock.now_ms();
+    let p = rig
+        .driver
+        .shared
+        .lock()
+        .save_profile("my point", now)
+        .unwrap();
+    let drawn = board.lock().unwrap().power();
+    assert!(
+        (p.measured.power_watt - drawn).abs() < drawn * 0.05,
+        "{p:?} while the board draws {drawn} W"
+    );
+    assert!(
+        p.measured.hashrate_ths > 0.0 && p.measured.temp_max_c > 0.0,
+        "{p:?}"
+    );
+
+    // hw-agent holds a lower target (the governor's): applying the profile reports it as the
+    // effective target, never the tuner's configured figure above it.
+    board.lock().unwrap().hw_power_target_watt = 90.0;
+    rig.second().await;
+    rig.driver.shared.lock().apply_profile("my point").unwrap();
+    rig.until("fixed", 10, |r| r.state() == TunerState::Tuned)
+        .await;
+    let v = rig.view();
+    assert_eq!(v.configured_power_target_watt, 120.0);
+    assert_eq!(v.power_target_watt, 90.0, "{v:?}");
+
+    // Overheat in fixed mode: dynamic power scaling cuts from what is held, and effective stays
+    // under configured all along.
+    board.lock().unwrap().hw_power_target_watt = 0.0;
+    let limit = rig.driver.shared.lock().limits().unwrap().max_temp_c;
+    let t = board.lock().unwrap().temp();
+    board.lock().unwrap().extra_heat_c = limit - t + 3.0;
+    rig.until("backoff", 60, |r| {
+        assert_coherent(r);
+        r.state() == TunerState::Backoff
+    })
+    .await;
+    for _ in 0..20 {
+        rig.second().await;
+        assert_coherent(&rig);
+    }
+    let v = rig.view();
+    assert!(v.dps_reduction_watt > 0.0, "{v:?}");
+    assert!(v.power_target_watt < 120.0, "{v:?}");
 }

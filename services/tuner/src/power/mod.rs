@@ -220,6 +220,9 @@ pub struct Power {
     pub history: Arc<History>,
     /// `[system].timezone` in force, shared with the tuning engine's time-of-use windows.
     pub zone: svcos_common::timewin::SharedZone,
+    /// `[hardware].power_target_watt` in force, for the tuning engine's configured target:
+    /// this reload is the one place the tuner process learns of a config write.
+    operator_target: watch::Sender<f64>,
 }
 
 impl Power {
@@ -235,6 +238,7 @@ impl Power {
     ) -> Self {
         import_json_history(&dir.join("follower-history.json"), &history);
         let zone = svcos_common::timewin::SharedZone::new(config.system.zone());
+        let (operator_target, _) = watch::channel(config.hardware.power_target_watt);
         let state = PowerState {
             config_mtime: mtime(&config_path),
             config: Arc::new(config),
@@ -253,7 +257,14 @@ impl Power {
             telemetry,
             history,
             zone,
+            operator_target,
         }
+    }
+
+    /// `[hardware].power_target_watt` as of the latest config reload, marked changed on every
+    /// new value.
+    pub fn operator_target(&self) -> watch::Receiver<f64> {
+        self.operator_target.subscribe()
     }
 
     /// Lock the state (a panicked holder does not take the governor down).
@@ -271,6 +282,12 @@ impl Power {
         match Config::load(&self.config_path) {
             Ok(c) => {
                 self.zone.set(c.system.zone());
+                let watt = c.hardware.power_target_watt;
+                self.operator_target.send_if_modified(|w| {
+                    let changed = (*w - watt).abs() > 1e-9;
+                    *w = watt;
+                    changed
+                });
                 let mut st = self.lock();
                 st.config = Arc::new(c);
                 st.config_mtime = now;

@@ -392,10 +392,6 @@ def test_login_logout_and_session_expiry(sim, ready, browser):
         await page.js("sessionStorage.clear(); window.__before_reload = true")
         await page.call("Page.reload")
         await page.until("!window.__before_reload && !!document.getElementById('login-form')", 60, "the login form")
-        # A wrong password shows the envelope's message and stays on the login form.
-        await page.type("#login-password", "wrong password")
-        await page.js("document.getElementById('login-form').requestSubmit(); true")
-        error = await page.until("document.querySelector('#view-login .error')?.textContent", 90, "the login error")
         await page.type("#login-password", PASSWORD)
         await page.js("document.getElementById('login-form').requestSubmit(); true")
         await page.until("!!document.querySelector('nav')", 90, "the dashboard after login")
@@ -404,6 +400,12 @@ def test_login_logout_and_session_expiry(sim, ready, browser):
         await page.click("#logout")
         await page.until("!!document.getElementById('login-form')", 30, "the login form after logout")
         after_logout = await page.js("sessionStorage.getItem('svcos.token')")
+        notice = await page.js("document.getElementById('login-message')?.textContent")
+        # A wrong password says so in the owner's words, and the logout notice goes.
+        await page.type("#login-password", "wrong password")
+        await page.js("document.getElementById('login-form').requestSubmit(); true")
+        error = await page.until("document.querySelector('#view-login .error')?.textContent", 90, "the login error")
+        stale = await page.js("document.getElementById('login-message')?.textContent ?? null")
         # Expiry: the miner stops accepting the token (revoked here); the next poll returns to login.
         await page.type("#login-password", PASSWORD)
         await page.js("document.getElementById('login-form').requestSubmit(); true")
@@ -412,10 +414,11 @@ def test_login_logout_and_session_expiry(sim, ready, browser):
         status, _, body = http("DELETE", f"{sim.api_url}/api/auth/session/current", token=second)
         assert status == 200, body
         message = await page.until("document.getElementById('login-message')?.textContent", 30, "the expiry message")
-        return error, token, after_logout, message, page
+        return error, notice, stale, token, after_logout, message, page
 
-    error, token, after_logout, message, page = run_page(browser, sim.http_url, drive)
-    assert "password" in error.lower() or "401" in error or error, error
+    error, notice, stale, token, after_logout, message, page = run_page(browser, sim.http_url, drive)
+    assert error == "Wrong password.", error
+    assert notice == "You are logged out." and stale is None, (notice, stale)
     assert token and after_logout is None
     assert http("GET", f"{sim.api_url}/api/status", token=token)[0] == 401
     assert "session has ended" in message
@@ -491,6 +494,162 @@ def test_pool_edit_reaches_stratum_agent(sim, ready, browser):
     assert_clean(page)
 
 
+def tuner_status(sim, token):
+    status, _, body = http("GET", f"{sim.api_url}/api/autotuner/status", token=token)
+    assert status == 200 and body["schema"] == "svcos.api.autotuner.run_state.v1", body
+    return body
+
+
+def test_tuner_checkbox_turns_the_autotuner_off_and_on(sim, ready, browser):
+    """The Tuner screen reads the full run state: the checkbox shows `active`, unchecking turns
+    the tuner off on the miner, checking turns it on again; mode, steps and reason are shown."""
+    if not tuner_status(sim, ready)["active"]:
+        status, _, body = http("PUT", f"{sim.api_url}/api/autotuner/active", token=ready, body={"active": True})
+        assert status == 200, body
+
+    async def drive(page: Page):
+        await open_logged_in(page, sim, ready, "tuner")
+        await page.until("document.getElementById('tuner-active')?.checked === true && !document.getElementById('tuner-active').disabled",
+                         60, "the tuner checkbox checked while the tuner is on")
+        shown = await page.js("""({mode: document.querySelector('#screen-tuner [data-k=mode]').textContent,
+            steps: document.querySelector('#screen-tuner [data-k=steps]').textContent})""")
+        await page.click("#tuner-active")
+        off = wait_for(lambda: (lambda b: b["active"] is False and b)(tuner_status(sim, ready)), 60, "the tuner off after unchecking")
+        await page.until("document.getElementById('tuner-active').checked === false && !document.getElementById('tuner-active').disabled",
+                         60, "the checkbox unchecked")
+        await page.click("#tuner-active")
+        on = wait_for(lambda: (lambda b: b["active"] is True and b)(tuner_status(sim, ready)), 60, "the tuner on after checking")
+        await page.until("document.getElementById('tuner-active').checked === true && !document.getElementById('tuner-active').disabled",
+                         60, "the checkbox checked again")
+        await asyncio.sleep(0.5)
+        values = await page.check_values("#screen-tuner")
+        transitions = await page.js("[...document.querySelectorAll('#tuner-transitions li')].length")
+        return shown, off, on, values, transitions, page
+
+    shown, off, on, values, transitions, page = run_page(browser, sim.http_url, drive)
+    puts = [json.loads(r["post"]) for r in page.requests.values()
+            if r["method"] == "PUT" and urlparse(r["url"]).path == "/api/autotuner/active"]
+    assert puts == [{"active": False}, {"active": True}], puts
+    assert shown["mode"] != "–" and shown["steps"] != "–", shown
+    assert off["transitions"] and transitions > 0, (off, transitions)
+    assert values >= 6
+    assert_clean(page)
+
+
+def config_export(sim, token) -> str:
+    status, _, text = http("GET", f"{sim.api_url}/api/config/export", token=token)
+    assert status == 200, text
+    return text
+
+
+def test_rerunning_the_wizard_keeps_the_backup_pools(sim, ready, browser):
+    """Re-running the wizard's pool step edits pool 1 and keeps every other pool with its
+    stored password; a bad URL in pool 2 on the Pools screen is shown against pool 2."""
+    _, _, before = http("GET", f"{sim.api_url}/api/pools", token=ready)
+    exported = config_export(sim, ready)
+    first = before["pools"][0]
+    backup = {"url": f"stratum+tcp://{sim.bind}:1", "user": "backup.worker", "password": "backup-secret-7"}
+    status, _, body = http("POST", f"{sim.api_url}/api/pools", token=ready, body={"pools": [
+        {"url": first["url"], "user": first["user"], "password": "********"}, backup]})
+    assert status == 200, body
+    worker = f"rerun.w{int(time.time()) % 1000}"
+
+    async def drive(page: Page):
+        await open_logged_in(page, sim, ready, "settings")
+        await page.click("a[href='#/setup']")
+        await page.until("!!document.getElementById('wizard')", 60, "the wizard")
+        for _ in range(10):
+            at = await page.js("document.getElementById('wizard').dataset.step")
+            if at == "pool":
+                break
+            await page.click("#wizard-back")
+            await page.until(f"document.getElementById('wizard').dataset.step !== '{at}'", 30, "the previous step")
+        await page.until("document.getElementById('wizard')?.dataset.step === 'pool' && document.getElementById('wizard-pool-url').value !== ''",
+                         30, "the pool step filled with pool 1")
+        kept = await page.until("document.getElementById('wizard-pool-kept')?.textContent", 30, "the note on the kept pool")
+        await page.type("#wizard-pool-user", worker)
+        await page.click("#wizard-next")
+        await page.until("document.getElementById('wizard')?.dataset.step === 'mode'", 60, "the mode step")
+        # A bad URL for pool 2 on the Pools screen: the owner sees it against pool 2.
+        await page.click("#wizard-later")
+        await page.js("location.hash = '#/pools'; true")
+        await page.until("document.querySelectorAll('#screen-pools .pool-url').length === 2", 60, "both pools")
+        await page.js("document.querySelectorAll('#screen-pools .pool-url')[1].id = 'second-url'; true")
+        await page.type("#second-url", "not a pool url")
+        await page.click("#pool-save")
+        row_error = await page.until("document.querySelector('.pool[data-index=\"1\"] .pool-error')?.textContent", 30, "the error on pool 2")
+        switches = await page.js("[...document.querySelectorAll('.pool-switch')].map((li) => li.textContent)")
+        return kept, row_error, switches, page
+
+    try:
+        kept, row_error, switches, page = run_page(browser, sim.http_url, drive)
+        posts = [r for r in page.requests.values() if r["method"] == "POST" and urlparse(r["url"]).path == "/api/setup/step5-pool"]
+        assert len(posts) == 1 and posts[0]["status"] == 200, posts
+        _, _, after = http("GET", f"{sim.api_url}/api/pools", token=ready)
+        assert [(p["url"], p["user"]) for p in after["pools"]] == [(first["url"], worker), (backup["url"], backup["user"])], after
+        assert backup["password"] in config_export(sim, ready), "the backup pool's password was lost"
+        assert backup["url"] in kept
+        assert row_error.startswith("Pool 2 URL"), row_error
+        assert "resend" not in row_error and "pools[" not in row_error, row_error
+        assert all("-1" not in s for s in switches), switches
+        refused = [r for r in page.requests.values() if r["method"] == "POST" and urlparse(r["url"]).path == "/api/pools"]
+        assert len(refused) == 1 and refused[0]["status"] in (400, 422), refused
+        assert_clean(page, allowed_status=((refused[0]["status"], "/api/pools"),))
+    finally:
+        status, _, body = http("POST", f"{sim.api_url}/api/config/import", token=ready, body={"toml": exported})
+        assert status == 200, body
+
+
+def test_settings_saves_say_saved(sim, ready, browser):
+    async def drive(page: Page):
+        await open_logged_in(page, sim, ready, "settings")
+        await page.until("!!document.getElementById('price-save') && !!document.getElementById('donation-save')", 60, "the settings")
+        await page.type("#price", "0.31")
+        await page.click("#price-save")
+        price = await page.until("document.getElementById('price-saved')?.textContent", 30, "Saved under the price")
+        await page.click("#donation-save")
+        donation = await page.until("document.getElementById('donation-saved')?.textContent", 30, "Saved under the donation")
+        return price, donation, page
+
+    price, donation, page = run_page(browser, sim.http_url, drive)
+    assert price == "Saved" and donation == "Saved"
+    _, _, setup = http("GET", f"{sim.api_url}/api/setup/status")
+    econ = next(s for s in setup["steps"] if s["step"] == "economics")
+    assert econ["values"]["electricity_price_per_kwh"] == 0.31, econ
+    assert_clean(page)
+
+
+def test_phone_width_reaches_every_screen_without_sideways_scrolling(sim, ready, browser):
+    set_mode(sim, ready, "hacker")
+
+    async def drive(page: Page):
+        await page.call("Emulation.setDeviceMetricsOverride", width=390, height=844, deviceScaleFactor=1, mobile=True)
+        try:
+            await open_logged_in(page, sim, ready, "mining")
+            await page.until("document.querySelectorAll('nav a').length >= 14", 60, "every screen in the navigation")
+            await asyncio.sleep(0.5)
+            layout = await page.js("""({width: window.innerWidth, scroll: document.documentElement.scrollWidth,
+                nav: [...document.querySelectorAll('nav a')].map((a) => { const r = a.getBoundingClientRect(); return [a.textContent, r.left, r.right]; }),
+                header: document.querySelector('header').getBoundingClientRect().height})""")
+            shot = await page.screenshot()
+        finally:
+            await page.call("Emulation.clearDeviceMetricsOverride")
+        return layout, shot, page
+
+    try:
+        layout, shot, page = run_page(browser, sim.http_url, drive)
+    finally:
+        set_mode(sim, ready, "standard")
+    path = Path(tempfile.gettempdir()) / "svcos-dashboard-390px.png"
+    path.write_bytes(shot)
+    print(f"390 px layout: {layout}; screenshot {path}")
+    off = [(label, left, right) for label, left, right in layout["nav"] if left < 0 or right > layout["width"]]
+    assert not off, off
+    assert layout["scroll"] <= layout["width"], layout
+    # Host name and Log out on one line, the mode switch on the next.
+    assert layout["header"] <= 100, layout
+
+
 # ------------------------------------------------------------------------------------------ modes
 
 
@@ -503,6 +662,7 @@ def test_space_heater_mode_and_gating(sim, ready, browser):
         await asyncio.sleep(0.5)
         values = await page.check_values("#screen-heater")
         nav = await page.js("[...document.querySelectorAll('nav a')].map(a => a.textContent)")
+        slider_max = await page.js("Number(document.getElementById('heat-level').max)")
         # A Mining screen in Space Heater mode says which mode it needs instead of failing.
         await page.js("location.hash = '#/mining'; true")
         gate = await page.until("document.getElementById('gate')?.textContent", 30, "the mode gate")
@@ -510,14 +670,26 @@ def test_space_heater_mode_and_gating(sim, ready, browser):
         await page.click("#gate button")
         await page.until("!!document.getElementById('screen-mining')", 60, "the overview after switching")
         nav_after = await page.js("[...document.querySelectorAll('nav a')].map(a => a.textContent)")
-        return values, nav, gate, nav_after, page
+        mode_after = http("GET", f"{sim.api_url}/api/status", token=ready)[2]["mode"]
+        # Back to Space Heater with the header's switch: the heater mounts in Space Heater mode
+        # and asks for nothing that mode refuses.
+        await page.click("#mode-home")
+        await page.until("!!document.getElementById('screen-heater') && document.querySelectorAll('#screen-heater [data-k]').length > 3", 60, "the heater after switching")
+        await page.until("document.getElementById('mode-home').getAttribute('aria-checked') === 'true'", 30, "the switch on Space Heater")
+        await asyncio.sleep(2)
+        return values, nav, gate, nav_after, mode_after, slider_max, page
 
-    values, nav, gate, nav_after, page = run_page(browser, sim.http_url, drive)
+    try:
+        values, nav, gate, nav_after, mode_after, slider_max, page = run_page(browser, sim.http_url, drive)
+    finally:
+        set_mode(sim, ready, "standard")
     assert values >= 4
-    assert "Heater" in nav and "Overview" not in nav and "Services" not in nav, nav
+    assert "Heater" in nav and "Pools" in nav and "Overview" not in nav and "Services" not in nav, nav
     assert "needs Mining mode" in gate and "Space Heater" in gate, gate
     assert "Overview" in nav_after and "Services" not in nav_after, nav_after
-    assert http("GET", f"{sim.api_url}/api/status", token=ready)[2]["mode"] == "standard"
+    assert mode_after == "standard"
+    limit = http("GET", f"{sim.api_url}/api/config", token=ready)[2]["config"]["power"]["circuit_limit_watt"]
+    assert 0 < slider_max <= limit, (slider_max, limit)
     assert_clean(page)
 
 
@@ -596,10 +768,12 @@ def test_firmware_update_refusal_and_restore_preflight(sim, ready, browser):
             input.dispatchEvent(new Event('change', {{bubbles: true}})); return true; }})()""")
         await page.click("#update-start")
         shown = await page.until("document.getElementById('update-error')?.textContent", 60, "the refusal")
-        await page.until("document.querySelector('#update-upload progress')?.value === 100", 10, "the upload progress at 100 %")
-        # The status card follows the route: the refused operation ends in `failed` with the reason.
+        upload = await page.js("document.getElementById('update-upload')?.textContent")
+        # The status card follows the route: the refused operation ends in `failed` with the
+        # reason, marked as a refusal that installed nothing (no ladder of install steps).
         await page.until("JSON.parse(document.querySelector('#fw-update [data-k=phase]').dataset.v) === 'failed'", 30, "the failed state")
-        await page.until("document.querySelector('#update-steps .current')?.textContent === 'Failed'", 10, "the failed step")
+        refused_note = await page.until("document.getElementById('update-refused')?.textContent", 30, "the refusal note")
+        ladder = await page.js("!!document.getElementById('update-steps')")
         await asyncio.sleep(0.5)
         update_values = await page.check_values("#fw-update")
         # Restore to stock: preflight first, then the dialog, which is cancelled.
@@ -612,9 +786,11 @@ def test_firmware_update_refusal_and_restore_preflight(sim, ready, browser):
         await page.click("#confirm-cancel")
         await page.until("!document.querySelector('dialog[open]')", 10, "the dialog closed")
         await asyncio.sleep(1.5)
-        return shown, update_values, checks, lost, dialog, page
+        return shown, upload, refused_note, ladder, update_values, checks, lost, dialog, page
 
-    shown, update_values, checks, lost, dialog, page = run_page(browser, sim.http_url, drive)
+    shown, upload, refused_note, ladder, update_values, checks, lost, dialog, page = run_page(browser, sim.http_url, drive)
+    assert "256.0 KiB" in upload and "not installed" in upload, upload
+    assert "nothing was installed" in refused_note and ladder is False, (refused_note, ladder)
     uploads = [r for r in page.requests.values() if r["method"] == "POST" and urlparse(r["url"]).path == "/api/v1/firmware/update"]
     assert len(uploads) == 1, uploads
     refusal = uploads[0]

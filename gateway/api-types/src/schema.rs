@@ -187,7 +187,7 @@ pub const RESPONSES: &[(&str, &str, SchemaOf)] = &[
         of::<hw::VoltageAppliedBody>,
     ),
     ("GET", "/api/autotuner/state", of::<hw::TunerStateBody>),
-    ("GET", "/api/autotuner/status", of::<hw::TunerStateBody>),
+    ("GET", "/api/autotuner/status", of::<tune::RunStateBody>),
     ("GET", "/api/boot/phase", of::<mining::BootPhaseBody>),
     (
         "GET",

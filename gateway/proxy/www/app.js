@@ -62,6 +62,13 @@
       return d ? `${d} d ${h} h` : h ? `${h} h ${m} min` : `${m} min ${Math.floor(v % 60)} s`;
     },
     bool: (v) => (v === true ? "yes" : v === false ? "no" : "–"),
+    // Sizes from a few bytes (a wrong file) to a 1 GiB bundle, in the unit that shows them.
+    bytes: (v) => {
+      if (!isNum(v)) return "–";
+      if (v < 1024) return num(v, 0) + " B";
+      if (v < 1048576) return num(v / 1024, 1) + " KiB";
+      return num(v / 1048576, 1) + " MiB";
+    },
   };
   window.svcosFmt = FMT;
 
@@ -81,17 +88,39 @@
 
   // ---------------------------------------------------------------- API client
 
+  // The envelope's field paths ("pools[0].url", "home.night_mode.start") in the owner's words.
+  const FIELD_WORDS = { url: "URL", user: "worker", password: "password", quota: "quota", priority: "order" };
+  function fieldLabel(path) {
+    const pool = /^pools\[(\d+)\](?:\.(\w+))?$/.exec(path);
+    if (pool) return `Pool ${Number(pool[1]) + 1}${pool[2] ? ` ${FIELD_WORDS[pool[2]] || pool[2].replace(/_/g, " ")}` : ""}`;
+    const last = String(path).split(".").pop().replace(/\[\d+\]/g, "");
+    return last.replace(/_/g, " ").replace(/^./, (c) => c.toUpperCase());
+  }
+
   class ApiError extends Error {
     constructor(status, body) {
       const b = body && typeof body === "object" ? body : {};
-      let message = b.error || (status ? `HTTP ${status}` : "The miner is not answering");
-      if (b.detail) message += `: ${b.detail}`;
-      if (b.suggestion) message += ` — ${b.suggestion}`;
+      let message;
+      if (b.field && status >= 400 && status < 500) {
+        // A field error names the form field; the envelope's suggestion ("fix the named field
+        // and resend") is written for API clients, not for the owner at the form.
+        message = `${fieldLabel(b.field)}: ${b.detail || "this value is not accepted"}.`;
+      } else {
+        message = b.error || (status ? `HTTP ${status}` : "The miner is not answering");
+        if (b.detail) message += `: ${b.detail}`;
+        if (b.suggestion && !/\/api\/|\bresend\b|Authorization/.test(b.suggestion)) message += ` — ${b.suggestion}`;
+      }
       super(message);
       this.status = status;
       this.body = b;
     }
   }
+
+  // The pool row (0-based) a field error of a pool list names, or null.
+  const poolOfError = (e) => {
+    const m = e && e.body && /^pools\[(\d+)\]/.exec(e.body.field || "");
+    return m ? Number(m[1]) : null;
+  };
 
   let sessionEnded = () => {};
   let modeChanged = () => {};
@@ -128,8 +157,23 @@
     return data;
   }
 
+  function retryWords(b) {
+    const s = Number(b.retry_after_s ?? b.retry_after_secs ?? b.retry_after);
+    if (isNum(s) && s > 0) return `Try again in ${s < 90 ? `${Math.ceil(s)} seconds` : `${Math.ceil(s / 60)} minutes`}.`;
+    return b.suggestion || b.detail || "Wait a moment and try again.";
+  }
+
   async function login(password) {
-    const body = await api("POST", "/api/auth/session", { password }, { loginAttempt: true });
+    let body;
+    try {
+      body = await api("POST", "/api/auth/session", { password }, { loginAttempt: true });
+    } catch (e) {
+      // The envelope speaks to API clients (which header to send); the owner at the form needs
+      // to know only whether the password was wrong or they must wait.
+      if (e.status === 401) throw new Error("Wrong password.");
+      if (e.status === 429) throw new Error(`Too many login attempts. ${retryWords(e.body)}`);
+      throw e;
+    }
     if (!body || !body.token) throw new Error("the miner answered without a token");
     sessionStorage.setItem(TOKEN_KEY, body.token);
     return body;
@@ -296,7 +340,7 @@
     { id: "heater", label: "Heater", needs: "home", group: "home", view: () => HeaterScreen },
     { id: "mining", label: "Overview", needs: "standard", group: "standard", view: () => MiningScreen },
     { id: "chips", label: "Chips", needs: "standard", group: "standard", view: () => ChipsScreen },
-    { id: "pools", label: "Pools", needs: "home", group: "standard", view: () => PoolsScreen },
+    { id: "pools", label: "Pools", needs: "home", group: "home", view: () => PoolsScreen },
     { id: "tuner", label: "Tuner", needs: "standard", group: "standard", view: () => TunerScreen },
     { id: "shares", label: "Shares", needs: "standard", group: "standard", view: () => SharesScreen },
     { id: "diagnostics", label: "Diagnostics", needs: "hacker", group: "hacker", view: () => DiagnosticsScreen },
@@ -321,7 +365,7 @@
       <p>The miner is in <strong>${MODE_LABEL[mode] || mode}</strong> mode (API mode <code>${mode}</code>);
         this screen uses routes the API allows only in <strong>${MODE_LABEL[needs]}</strong> mode
         (<code>${needs}</code>) or above.</p>
-      <button type="button" disabled=${act.busy} onClick=${() => run(() => switchMode(needs).then(onModeChanged))}>
+      <button type="button" disabled=${act.busy} onClick=${() => run(() => switchMode(needs).then(() => onModeChanged(needs)))}>
         Switch to ${MODE_LABEL[needs]} mode</button>
       <${Err} error=${act.error} />
     </section>`;
@@ -364,7 +408,9 @@
     const [level, setLevel] = useState(null);
     const [room, setRoom] = useState(null);
     const cap = get(status, "mining.power_target_watt");
-    const maxLevel = Math.max(500, Math.round(((get(cfg, "power.circuit_limit_watt") || 0) || 2000) / 50) * 50);
+    // Rounded down to the slider's step: the slider never offers more than the circuit allows.
+    const circuit = get(cfg, "power.circuit_limit_watt");
+    const maxLevel = isNum(circuit) && circuit > 0 ? Math.floor(circuit / 50) * 50 : 2000;
     const levelValue = level !== null ? level : get(cfg, "hardware.power_target_watt") || 0;
     const price = econ.price;
     const heatKwh = isNum(h.heat_output_watt) ? (h.heat_output_watt / 1000) * 24 : undefined;
@@ -636,12 +682,13 @@
     const p = policy.data || {};
     return html`<div class="screen" id="screen-pools">
       <section class="card" data-src="/api/pools">
-        <div class="card-head"><h2>Pools</h2><span class="muted">active: pool ${FMT.text(get(q.data, "active_index"))}</span></div>
+        <div class="card-head"><h2>Pools</h2><span class="muted">active: pool ${isNum(get(q.data, "active_index")) && q.data.active_index >= 0 ? q.data.active_index + 1 : "–"}</span></div>
         <${Loading} q=${q} />
         <ol class="pool-list">
           ${rows.map((r, i) => {
             const live = draft ? null : get(pools[i], "status");
             const t = tests[i] || {};
+            const rowError = poolOfError(act.error) === i ? act.error : null;
             return html`<li class="pool" data-index=${i}>
               <div class="row wrap">
                 <${Field} label="URL"><input class="pool-url wide" value=${r.url} onInput=${(e) => edit(i, "url", e.target.value)} placeholder="stratum+tcp://host:3333" /><//>
@@ -653,8 +700,8 @@
                 accepted <${V} k=${`pools.${i}.status.accepted`} v=${live.accepted} f="int" /> · rejected <${V} k=${`pools.${i}.status.rejected`} v=${live.rejected} f="int" />
                 ${live.last_error ? html` · last error: ${live.last_error}` : null}</p>` : null}
               <div class="row wrap">
-                <button type="button" class="secondary" aria-label=${`Move pool ${i} up`} disabled=${i === 0} onClick=${() => move(i, -1)}>↑</button>
-                <button type="button" class="secondary" aria-label=${`Move pool ${i} down`} disabled=${i === rows.length - 1} onClick=${() => move(i, 1)}>↓</button>
+                <button type="button" class="secondary" aria-label=${`Move pool ${i + 1} up`} disabled=${i === 0} onClick=${() => move(i, -1)}>↑</button>
+                <button type="button" class="secondary" aria-label=${`Move pool ${i + 1} down`} disabled=${i === rows.length - 1} onClick=${() => move(i, 1)}>↓</button>
                 <button type="button" class="secondary pool-test" disabled=${t.busy} onClick=${() => test(i)}>Test</button>
                 <button type="button" class="secondary" onClick=${() => setDraft(rows.filter((_, j) => j !== i))}>Delete</button>
                 ${t.busy ? html`<span class="muted">testing…</span>` : null}
@@ -662,6 +709,7 @@
                   ${(t.res.steps || []).map((s) => `${s.name} ${s.ok ? "ok" : "failed"} (${s.elapsed_ms} ms)`).join(", ")} ${t.res.error || ""}</span>` : null}
                 <${Err} error=${t.error} />
               </div>
+              ${rowError ? html`<p class="error pool-error" role="alert">${rowError.message}</p>` : null}
             </li>`;
           })}
         </ol>
@@ -671,14 +719,15 @@
           ${draft ? html`<button type="button" class="secondary" onClick=${() => setDraft(null)}>Discard changes</button>` : null}
           ${act.result ? html`<span class="s-ok" role="status" id="pool-saved">Saved</span>` : null}
         </div>
-        <${Err} error=${act.error} />
+        <${Err} error=${poolOfError(act.error) === null ? act.error : null} />
       </section>
       <section class="card" data-src="/api/pools/failover_policy">
         <h2>Failover</h2>
         <p>Strategy: <strong><${V} k="strategy" v=${p.strategy} /></strong></p>
         <h3>Recent switches</h3>
         ${(p.recent_switches || []).length === 0 ? html`<p class="muted">No pool switch since the pool client started.</p>` : html`<ul>
-          ${(p.recent_switches || []).slice(-10).reverse().map((s) => html`<li>${FMT.time(s.timestamp_ms)}: pool ${s.from_index} → ${s.to_index}: ${s.reason}</li>`)}</ul>`}
+          ${(p.recent_switches || []).slice(-10).reverse().map((s) => html`<li class="pool-switch">${FMT.time(s.timestamp_ms)}: ${isNum(s.from_index) && s.from_index >= 0
+            ? `pool ${s.from_index + 1} → pool ${s.to_index + 1}` : `started on pool ${s.to_index + 1}`}: ${s.reason}</li>`)}</ul>`}
       </section>
     </div>`;
   }
@@ -686,7 +735,9 @@
   // ---------------------------------------------------------------- Tuner
 
   function TunerScreen() {
-    const q = usePoll(() => api("GET", "/api/autotuner/state"), SCREEN_POLL_MS);
+    // /status answers the full run state (active, mode, steps, transitions, profile); the
+    // compact /state has none of them.
+    const q = usePoll(() => api("GET", "/api/autotuner/status"), SCREEN_POLL_MS);
     const profiles = usePoll(() => api("GET", "/api/profiles"), 30000);
     const [act, run] = useAction();
     const [name, setName] = useState("");
@@ -697,15 +748,16 @@
       return r;
     });
     const allProfiles = [...(get(profiles.data, "tuned") || []), ...(get(profiles.data, "saved") || [])];
+    const inForce = s.profile || get(profiles.data, "active_profile") || null;
     return html`<div class="screen" id="screen-tuner">
-      <section class="card" data-src="/api/autotuner/state">
+      <section class="card" data-src="/api/autotuner/status">
         <div class="card-head"><h2>Autotuner</h2>
-          <label class="check"><input type="checkbox" id="tuner-active" checked=${!!s.active} disabled=${act.busy}
-            onChange=${(e) => write(() => api("PUT", "/api/autotuner/active", { active: e.target.checked }))} /> Tuning on</label></div>
+          <label class="check"><input type="checkbox" id="tuner-active" checked=${s.active === true} disabled=${act.busy || !q.data}
+            onChange=${() => write(() => api("PUT", "/api/autotuner/active", { active: s.active !== true }))} /> Tuning on</label></div>
         <${Loading} q=${q} />
         <div class="tiles">
-          <${Tile} label="State" sub=${s.reason}><span class=${stateClass(s.state)}><${V} k="state" v=${s.state} /></span><//>
-          <${Tile} label="Mode"><${V} k="mode" v=${s.mode} /><//>
+          <${Tile} label="State" sub=${html`<span id="tuner-reason"><${V} k="reason" v=${s.reason} /></span>`}><span class=${stateClass(s.state)}><${V} k="state" v=${s.state} /></span><//>
+          <${Tile} label="Mode" sub=${html`profile <${V} k="profile" v=${s.profile} />`}><${V} k="mode" v=${s.mode} /><//>
           <${Tile} label="Power target"><${V} k="power_target_watt" v=${s.power_target_watt} f="watt" /><//>
           <${Tile} label="Steps taken"><${V} k="steps" v=${s.steps} f="int" /><//>
         </div>
@@ -717,12 +769,14 @@
         </div>
         <${Err} error=${act.error || (q.data ? q.error : null)} />
         <h3>Recent transitions</h3>
-        <ul>${(s.transitions || []).slice(-8).reverse().map((t) => html`<li>${FMT.time(t.at_ms)}: ${t.from} → ${t.to} (${t.reason})</li>`)}</ul>
+        ${(s.transitions || []).length === 0 ? html`<p class="muted">${q.data ? "No state change yet." : ""}</p>` : html`<ul id="tuner-transitions">
+          ${s.transitions.slice(-8).reverse().map((t) => html`<li>${FMT.time(t.at_ms)}: ${t.from || "start"} → ${t.to}${t.reason ? ` (${t.reason})` : ""}</li>`)}</ul>`}
       </section>
       <section class="card" data-src="/api/profiles">
         <h2>Profiles</h2>
         ${allProfiles.length === 0 ? html`<p class="muted">No tuned or saved profile yet.</p>` : html`<ul>
-          ${allProfiles.map((p) => html`<li>${p.id || p.name} ${p.mode ? `(${p.mode})` : ""}
+          ${allProfiles.map((p) => html`<li class=${(p.id || p.name) === inForce ? "profile-active" : ""} aria-current=${(p.id || p.name) === inForce ? "true" : undefined}>
+            ${(p.id || p.name) === inForce ? html`<strong>${p.id || p.name}</strong> (in force)` : p.id || p.name} ${p.mode ? `(${p.mode})` : ""}
             <button type="button" class="secondary small" disabled=${act.busy} onClick=${() => write(() => api("POST", "/api/profiles", { name: p.id || p.name, action: "apply" }))}>Apply</button></li>`)}</ul>`}
         <div class="row">
           <${Field} label="Save the current point as"><input value=${name} onInput=${(e) => setName(e.target.value)} maxlength="64" /><//>
@@ -980,6 +1034,8 @@
     const [btc, setBtc] = useState(localStorage.getItem(BTC_KEY) || "");
     const [don, setDon] = useState(null);
     const [act, run] = useAction();
+    const [priceAct, runPrice] = useAction();
+    const [donAct, runDon] = useAction();
     const d = don || get(donation.data, "config") || {};
     const currencies = Intl.supportedValuesOf ? Intl.supportedValuesOf("currency") : ["USD", "EUR", "GBP"];
     const importFile = (file) => run(async () => {
@@ -999,12 +1055,14 @@
       </section>
       <section class="card" data-src="/api/setup/status">
         <h2>Electricity</h2>
-        <form class="row wrap" onSubmit=${(e) => { e.preventDefault(); run(async () => { await api("POST", "/api/setup/step-economics", { electricity_price_per_kwh: Number(price ?? econ.price ?? 0), currency: cur || econ.currency || "USD" }); await econ.reload(); return true; }); }}>
+        <form class="row wrap" onSubmit=${(e) => { e.preventDefault(); runPrice(async () => { await api("POST", "/api/setup/step-economics", { electricity_price_per_kwh: Number(price ?? econ.price ?? 0), currency: cur || econ.currency || "USD" }); await econ.reload(); return true; }); }}>
           <${Field} label="Price per kWh"><input id="price" type="number" min="0" max="10" step="0.001" value=${price ?? econ.price ?? ""} onInput=${(e) => setPrice(e.target.value)} /><//>
           <${Field} label="Currency"><select id="currency" value=${cur || econ.currency || "USD"} onChange=${(e) => setCur(e.target.value)}>
             ${currencies.map((c) => html`<option value=${c}>${c}</option>`)}</select><//>
-          <button type="submit" disabled=${act.busy}>Save</button>
+          <button type="submit" id="price-save" disabled=${priceAct.busy}>Save</button>
+          ${priceAct.result ? html`<span class="s-ok" role="status" id="price-saved">Saved</span>` : null}
         </form>
+        <${Err} error=${priceAct.error} />
       </section>
       <section class="card" data-src="/api/config/donation">
         <h2>Donation (optional)</h2>
@@ -1012,11 +1070,13 @@
         <dl class="kv" data-src="/api/donation/info"><dt>Pool</dt><dd><${V} k="pool_url" v=${get(info.data, "pool_url")} /></dd>
           <dt>Payout address</dt><dd><${V} k="payout_address" v=${get(info.data, "payout_address")} /></dd>
           <dt>Explorer</dt><dd>${get(info.data, "explorer_url") || "–"}</dd></dl>
-        <form class="row wrap" onSubmit=${(e) => { e.preventDefault(); run(async () => { await api("POST", "/api/config/donation", { enabled: !!d.enabled, percent: Number(d.percent) || 0 }); setDon(null); await donation.reload(); return true; }); }}>
+        <form class="row wrap" onSubmit=${(e) => { e.preventDefault(); runDon(async () => { await api("POST", "/api/config/donation", { enabled: !!d.enabled, percent: Number(d.percent) || 0 }); setDon(null); await donation.reload(); return true; }); }}>
           <label class="check"><input type="checkbox" id="donation-enabled" checked=${!!d.enabled} onChange=${(e) => setDon({ ...d, enabled: e.target.checked })} /> Donate</label>
           <${Field} label="Share of mining time (0–5 %)"><input id="donation-percent" type="number" min="0" max="5" step="0.1" value=${d.percent ?? 0} onInput=${(e) => setDon({ ...d, percent: e.target.value })} /><//>
-          <button type="submit" disabled=${act.busy}>Save</button>
+          <button type="submit" id="donation-save" disabled=${donAct.busy}>Save</button>
+          ${donAct.result ? html`<span class="s-ok" role="status" id="donation-saved">Saved</span>` : null}
         </form>
+        <${Err} error=${donAct.error} />
         <p class="muted">${get(donation.data, "note")}</p>
       </section>
       <section class="card" data-src="/api/config/backup/manifest">
@@ -1099,26 +1159,31 @@
     const [act, run] = useAction();
     const s = st.data || {};
     const start = () => run(async () => {
-      setSent({ loaded: 0, total: file.size });
+      setSent({ name: file.name, loaded: 0, total: file.size });
       try {
-        return await uploadBundle(file, force, (loaded, total) => setSent({ loaded, total }));
+        const done = await uploadBundle(file, force, (loaded, total) => setSent({ name: file.name, loaded, total: total || file.size }));
+        setSent({ name: file.name, loaded: file.size, total: file.size });
+        return done;
       } finally {
         st.reload();
       }
     });
     const pct = sent && sent.total ? (100 * sent.loaded) / sent.total : null;
     const refusal = act.error && act.error.body && act.error.body.refusal;
+    // A refused upload installed nothing: the status route reports it as `failed` with the
+    // refusal, which is no step of the install, so no ladder of install steps for it.
+    const refused = s.phase === "failed" && !!s.refusal;
     return html`<section class="card" id="fw-update" data-src=${UPDATE_STATUS}>
       <h2>Firmware update</h2>
       <dl class="kv"><dt>Running version</dt><dd><${V} k="running_version" v=${s.running_version} /></dd>
         <dt>Booted slot</dt><dd><${V} k="booted_slot" v=${s.booted_slot} /></dd>
         <dt>Primary slot</dt><dd><${V} k="primary_slot" v=${s.primary_slot} /></dd>
-        <dt>State</dt><dd class=${stateClass(s.phase === "committed" ? "ok" : s.phase)}><${V} k="phase" v=${s.phase} /></dd>
+        <dt>State</dt><dd class=${stateClass(s.phase === "committed" ? "ok" : s.phase)}><${V} k="phase" v=${s.phase} />${refused ? html` <span id="update-refused">(the upload was refused; nothing was installed)</span>` : null}</dd>
         <dt>Operation</dt><dd><${V} k="kind" v=${s.kind} /></dd>
         ${s.in_progress && s.progress ? html`<dt>Progress</dt><dd><${V} k="progress.percent" v=${s.progress.percent} f="percent" /> <${V} k="progress.message" v=${s.progress.message} /></dd>` : null}
         ${s.reason ? html`<dt>Reason</dt><dd id="update-reason"><${V} k="reason" v=${s.reason} /></dd>` : null}</dl>
       <${Err} error=${st.error} />
-      ${s.phase && s.phase !== "idle" ? html`<${PhaseSteps} phase=${s.phase} />` : null}
+      ${s.phase && s.phase !== "idle" && !refused ? html`<${PhaseSteps} phase=${s.phase} />` : null}
       ${(s.history || []).length ? html`<details id="update-history"><summary>State history (${s.history.length})</summary>
         <ol>${s.history.slice().reverse().map((h) => html`<li><time>${FMT.time(h.at_ms)}</time> ${PHASE_LABEL[h.phase] || h.phase}${h.note ? `: ${h.note}` : ""}</li>`)}</ol></details>` : null}
       <form class="row wrap" onSubmit=${(e) => { e.preventDefault(); if (file) start(); }}>
@@ -1126,9 +1191,10 @@
         <label class="check"><input type="checkbox" id="update-force" checked=${force} onChange=${(e) => setForce(e.target.checked)} /> Allow a downgrade</label>
         <button type="submit" id="update-start" disabled=${!file || act.busy || s.in_progress}>Upload and install</button>
       </form>
-      ${sent ? html`<p id="update-upload" role="status">Uploaded ${num(sent.loaded / 1048576, 1)} of ${num(sent.total / 1048576, 1)} MiB${" "}
+      ${sent && act.error ? html`<p id="update-upload" role="status">${sent.name} (${FMT.bytes(sent.total)}) was not installed.</p>`
+        : sent ? html`<p id="update-upload" role="status">${act.busy ? "Uploading" : "Uploaded"} ${FMT.bytes(sent.loaded)} of ${FMT.bytes(sent.total)}${" "}
         <progress max="100" value=${pct ?? 0} aria-label="Upload progress">${num(pct, 0)} %</progress></p>` : null}
-      ${act.error ? html`<div id="update-error"><${Err} error=${act.error} />${refusal ? html`<p class="muted">Refused: <code>${refusal}</code></p>` : null}</div>` : null}
+      ${act.error ? html`<div id="update-error" role="alert"><p class="error"><strong>The miner refused the update.</strong> ${act.error.message}</p>${refusal ? html`<p class="muted">Refusal code: <code>${refusal}</code></p>` : null}</div>` : null}
       ${act.result ? html`<p id="update-result" role="status">The bundle was installed; the miner now reboots into slot ${get(act.result, "to.slot") || "–"}.</p>` : null}
       ${(s.slots || []).length ? html`<table class="slots"><thead><tr><th>Slot</th><th>Boot name</th><th>State</th><th>Boot status</th><th>Version</th></tr></thead>
         <tbody>${s.slots.map((sl, i) => html`<tr><td><${V} k=${`slots.${i}.name`} v=${sl.name} /></td><td><${V} k=${`slots.${i}.bootname`} v=${sl.bootname} /></td>
@@ -1314,7 +1380,8 @@
 
   function WizPool({ doStep, act, next }) {
     const pools = usePoll(() => api("GET", "/api/pools"), 0);
-    const first = (get(pools.data, "pools") || [])[0] || {};
+    const existing = get(pools.data, "pools") || [];
+    const first = existing[0] || {};
     const [f, setF] = useState(null);
     const v = f || { url: first.url || "", user: first.user || "", password: "" };
     const [test, setTest] = useState(null);
@@ -1337,10 +1404,15 @@
       e.preventDefault();
       const b = body();
       if (!b.password) b.password = first.url === b.url && first.password ? first.password : "";
-      doStep(() => api("POST", "/api/setup/step5-pool", { pools: [b] }));
+      // The step sets the whole list: the first pool as edited here, every other pool as it is
+      // (masked URLs and passwords go back masked; the miner restores the stored secrets).
+      const rest = existing.slice(1).map((p, i) => ({ url: p.url, user: p.user, password: p.password ?? "", enabled: p.enabled !== false, priority: i + 1, quota: p.quota || 0 }));
+      doStep(() => api("POST", "/api/setup/step5-pool", { pools: [{ ...b, enabled: first.enabled !== false, priority: 0, quota: first.quota || 0 }, ...rest] }));
     };
     return html`<form onSubmit=${save}>
-      <p>Where should the miner send its work? More pools can be added later on the Pools screen.</p>
+      <p>Where should the miner send its work? ${existing.length > 1
+        ? html`This sets pool 1; the other ${existing.length - 1 === 1 ? "pool stays" : `${existing.length - 1} pools stay`} as ${existing.length - 1 === 1 ? "it is" : "they are"} (<span id="wizard-pool-kept">${existing.slice(1).map((p) => p.url).join(", ")}</span>).`
+        : "More pools can be added later on the Pools screen."}</p>
       <${Field} label="Pool URL"><input id="wizard-pool-url" class="wide" value=${v.url} required placeholder="stratum+tcp://pool.example:3333" onInput=${(e) => setF({ ...v, url: e.target.value })} /><//>
       <${Field} label="Worker (user name)"><input id="wizard-pool-user" value=${v.user} required onInput=${(e) => setF({ ...v, user: e.target.value })} /><//>
       <${Field} label="Pool password (often x or empty)"><input id="wizard-pool-pass" type="password" autocomplete="off" value=${v.password} onInput=${(e) => setF({ ...v, password: e.target.value })} /><//>
@@ -1457,7 +1529,7 @@
 
   // ---------------------------------------------------------------- login and the shell
 
-  function Login({ message, onLoggedIn }) {
+  function Login({ message, onAttempt, onLoggedIn }) {
     const [pw, setPw] = useState("");
     const [act, run] = useAction();
     const input = useRef(null);
@@ -1465,7 +1537,7 @@
     return html`<section class="card narrow" id="view-login">
       <h2>Log in</h2>
       ${message ? html`<p class="notice" role="status" id="login-message">${message}</p>` : null}
-      <form id="login-form" onSubmit=${(e) => { e.preventDefault(); run(async () => { await login(pw); setPw(""); onLoggedIn(); return true; }); }}>
+      <form id="login-form" onSubmit=${(e) => { e.preventDefault(); onAttempt(); run(async () => { await login(pw); setPw(""); onLoggedIn(); return true; }); }}>
         <input type="text" name="username" value="admin" autocomplete="username" hidden />
         <${Field} label="Password"><input id="login-password" ref=${input} type="password" autocomplete="current-password" value=${pw} onInput=${(e) => setPw(e.target.value)} required /><//>
         <button type="submit" disabled=${act.busy}>${act.busy ? "Checking…" : "Log in"}</button>
@@ -1535,15 +1607,19 @@
 
     // The one live poll every screen shares: /api/status.
     const refresh = useRef(() => {});
+    // Bumped by a mode switch from this page: an answer to a poll sent before it carries the
+    // old mode and must not bring back the old mode's screens (and their refused requests).
+    const modeSeq = useRef(0);
     useEffect(() => {
       if (phase !== "app") return undefined;
       let alive = true, timer = null;
       const tick = async () => {
         timer = null;
         if (!alive || document.hidden) return;
+        const seq = modeSeq.current;
         try {
           const s = await api("GET", "/api/status");
-          if (alive) {
+          if (alive && seq === modeSeq.current) {
             setStatus(s);
             setStatusError(null);
           }
@@ -1580,6 +1656,13 @@
 
     const mode = status && status.mode;
     modeChanged = () => refresh.current();
+    // The miner accepted a new mode: the page takes it at once, before any screen of the new
+    // mode mounts, so no screen asks for a route with the old mode's idea of what is allowed.
+    const modeSwitched = (m) => {
+      modeSeq.current += 1;
+      if (m) setStatus((s) => (s ? { ...s, mode: m } : s));
+      refresh.current();
+    };
     useEffect(() => {
       if (status && status.hostname) document.title = `${status.hostname} · svcOS`;
     }, [status && status.hostname]);
@@ -1587,7 +1670,7 @@
     let body;
     if (fatal) body = html`<section class="card narrow"><${Err} error=${fatal} /><p class="muted">Retrying…</p></section>`;
     else if (phase === "loading") body = html`<section class="card narrow"><p>Connecting to the miner…</p></section>`;
-    else if (phase === "login") body = html`<${Login} message=${message} onLoggedIn=${() => { setMessage(""); boot(); }} />`;
+    else if (phase === "login") body = html`<${Login} message=${message} onAttempt=${() => setMessage("")} onLoggedIn=${() => { setMessage(""); boot(); }} />`;
     else if (phase === "wizard" || route === "setup")
       body = html`<${Wizard} onLoggedIn=${() => {}} onDone=${() => { location.hash = "#/"; setPhase("app"); }} />`;
     else if (!status) body = statusError ? html`<section class="card"><${Err} error=${statusError} /></section>` : html`<section class="card narrow"><p>Loading…</p></section>`;
@@ -1597,7 +1680,7 @@
       const View = screen.view();
       body = allowed
         ? html`<${View} key=${screen.id} status=${status} mode=${mode} theme=${theme} setTheme=${setTheme} onLogout=${logout} refreshStatus=${() => refresh.current()} />`
-        : html`<${Gate} needs=${screen.needs} mode=${mode} onModeChanged=${() => refresh.current()} />`;
+        : html`<${Gate} needs=${screen.needs} mode=${mode} onModeChanged=${modeSwitched} />`;
     }
 
     const inApp = phase === "app" && status && route !== "setup";
@@ -1606,7 +1689,7 @@
       <a class="skip" href="#main">Skip to content</a>
       <header>
         <h1><img src=${document.querySelector("link[rel=icon]").href} alt="" width="24" height="24" /> <span id="hostname">${(status && status.hostname) || "svcOS"}</span></h1>
-        ${inApp ? html`<${ModeSwitch} mode=${mode} onChanged=${() => refresh.current()} />` : null}
+        ${inApp ? html`<${ModeSwitch} mode=${mode} onChanged=${modeSwitched} />` : null}
         ${inApp ? html`<button type="button" id="logout" class="secondary" onClick=${logout}>Log out</button>` : null}
       </header>
       ${inApp ? html`<nav aria-label="Screens"><ul>
@@ -1622,7 +1705,7 @@
     const [act, run] = useAction();
     return html`<div class="seg mode-switch" role="radiogroup" aria-label="Operating mode">
       ${["home", "standard", "hacker"].map((m) => html`<button type="button" role="radio" id=${`mode-${m}`} aria-checked=${m === mode} class=${m === mode ? "on" : ""} disabled=${act.busy}
-        onClick=${() => m !== mode && run(async () => { await switchMode(m); location.hash = `#/${HOME_SCREEN[m]}`; onChanged(); })}>${MODE_LABEL[m]}</button>`)}
+        onClick=${() => m !== mode && run(async () => { await switchMode(m); onChanged(m); location.hash = `#/${HOME_SCREEN[m]}`; })}>${MODE_LABEL[m]}</button>`)}
       ${act.error ? html`<span class="error" role="alert">${act.error.message}</span>` : null}
     </div>`;
   }

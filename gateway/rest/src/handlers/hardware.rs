@@ -59,7 +59,7 @@ pub fn routes() -> Vec<Route<AppState>> {
         route!(POST "/api/debug/chip/frequency", Bearer, P, Diagnostics, Full, "Set chip frequency (Hacker mode, confirm)", debug_frequency),
         route!(POST "/api/debug/chip/voltage", Bearer, P, Diagnostics, Full, "Set chain voltage (Hacker mode, confirm)", debug_voltage),
         route!(GET "/api/autotuner/state", Bearer, P, Tuning, Partial, "Tuner state from the tuner service", tuner_state),
-        route!(GET "/api/autotuner/status", Bearer, P, Tuning, Partial, "Tuner state from the tuner service", tuner_state),
+        route!(GET "/api/autotuner/status", Bearer, P, Tuning, Full, "The tuner's full run state: on/off, mode, reason, steps, transitions", tuner_run_state),
     ]
 }
 
@@ -399,4 +399,17 @@ async fn tuner_state(State(state): State<AppState>) -> ApiResult {
         .map_err(|s| ApiError::from_grpc("tuner", &s))?
         .into_inner();
     Ok(Json(TunerStateBody::from(&r)).into_response())
+}
+
+/// The full run state, the same body the tuner writes answer, so a screen that polls it and
+/// writes `PUT /api/autotuner/active` reads back what it wrote (the compact `state.v1` of
+/// `/api/autotuner/state` has no `active`, `mode`, `steps` or `transitions`).
+async fn tuner_run_state(State(state): State<AppState>) -> ApiResult {
+    let mut tuner = state.peers.tuner.clone();
+    let r = tuner
+        .get_state(GetStateRequest {})
+        .await
+        .map_err(|s| ApiError::from_grpc("tuner", &s))?
+        .into_inner();
+    Ok(Json(svcos_api_types::tuning::RunStateBody::from(&r)).into_response())
 }

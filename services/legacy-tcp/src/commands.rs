@@ -286,6 +286,23 @@ fn sorted_pools(p: &GetPoolsResponse) -> Vec<&PoolStatus> {
     v
 }
 
+/// `Best Share`: cgminer's wire type is an unsigned integer (its `best_diff` is a `uint64_t`,
+/// the share difficulty truncated), and typed clients (Go/Rust structs, BOS's `uint64`) read it
+/// so; pyasic does not read it at all. A best share of 1 or more is therefore that integer,
+/// truncated like cgminer's (never claiming a better share than found). Below 1, which only a
+/// pool with a fractional share difficulty (the simulator's, a test pool) produces, the integer
+/// would be 0 and read as "no share yet", so the exact difficulty goes out as a real with the
+/// 8 decimals of every other difficulty field; 0 stays 0.
+pub fn best_share(difficulty: f64) -> Value {
+    if !difficulty.is_finite() || difficulty <= 0.0 {
+        Value::UInt(0)
+    } else if difficulty < 1.0 {
+        diff(difficulty)
+    } else {
+        Value::UInt(difficulty as u64)
+    }
+}
+
 fn pct(part: f64, whole: f64) -> f64 {
     if whole > 0.0 {
         part / whole * 100.0
@@ -342,7 +359,7 @@ fn summary(view: &View<'_>) -> Reply {
             .add("Work Utility", rate(per_min(acc_diff + rej_diff)))
             .add("Difficulty Accepted", diff(acc_diff))
             .add("Difficulty Rejected", diff(rej_diff))
-            .add("Best Share", p.best_share.max(0.0).round() as u64);
+            .add("Best Share", best_share(p.best_share));
         if let Some(t) = view.telemetry {
             r.add(
                 "Device Hardware%",
@@ -449,7 +466,7 @@ fn pools(view: &View<'_>) -> Reply {
                 .add("Stratum Difficulty", diff(pool.difficulty))
                 .add("Has Vmask", pool.version_rolling)
                 .add("Has GBT", false)
-                .add("Best Share", pool.best_share.max(0.0).round() as u64)
+                .add("Best Share", best_share(pool.best_share))
                 .add(
                     "Pool Rejected%",
                     Value::Real(pct(pool.rejected_difficulty, total_diff), 4),
@@ -738,7 +755,7 @@ fn lcd(view: &View<'_>) -> Reply {
         missing.push("hw-agent");
     }
     if let Some(p) = view.pools {
-        r.add("Best Share", p.best_share.max(0.0).round() as u64)
+        r.add("Best Share", best_share(p.best_share))
             .add("Found Blocks", p.found_blocks);
         let active = p
             .pools
@@ -1364,6 +1381,32 @@ mod tests {
             &Value::from("pool0.example".to_string())
         );
         assert_eq!(field(&r, 1, "Status"), &Value::from("Dead"));
+    }
+
+    #[test]
+    fn a_fractional_best_share_is_not_reported_as_none() {
+        let t = telemetry();
+        let mut p = pools();
+        p.best_share = 0.00092;
+        for pool in &mut p.pools {
+            pool.best_share = 0.00092;
+        }
+        for (command, index) in [("summary", 0), ("pools", 0), ("lcd", 0)] {
+            let r = single(run(command, false, Some(&t), Some(&p)));
+            assert_eq!(field(&r, index, "Best Share"), &diff(0.00092), "{command}");
+        }
+        let table = [
+            (0.0, Value::UInt(0)),
+            (-1.0, Value::UInt(0)),
+            (f64::NAN, Value::UInt(0)),
+            (0.5, diff(0.5)),
+            (1.0, Value::UInt(1)),
+            // Truncated like cgminer's uint64: never a better share than found.
+            (1234.9, Value::UInt(1234)),
+        ];
+        for (d, want) in table {
+            assert_eq!(best_share(d), want, "{d}");
+        }
     }
 
     #[test]

@@ -24,6 +24,9 @@ pub enum Frame {
 ///
 /// JSON (first non-blank byte `{`) is complete once a whole JSON value has been read, or
 /// as soon as the bytes cannot become valid JSON any more (so garbage is answered at once).
+/// Bytes after the value other than blanks make the whole buffer the request, which [`parse`]
+/// then refuses as cgminer does (its jansson `json_loads` rejects trailing data); bytes that
+/// arrive only after the reply went out are not read.
 /// Plain text is complete at the first newline or NUL, or else with whatever the first read
 /// brought: cgminer answers after a single `recv`, and plain-text clients such as
 /// `echo -n summary | nc` neither terminate the line nor half-close.
@@ -36,7 +39,14 @@ pub fn frame(buf: &[u8]) -> Frame {
         let mut values = serde_json::Deserializer::from_slice(&buf[start..])
             .into_iter::<serde::de::IgnoredAny>();
         match values.next() {
-            Some(Ok(_)) => Frame::Complete(start + values.byte_offset()),
+            Some(Ok(_)) => {
+                let end = start + values.byte_offset();
+                if buf[end..].iter().all(|b| is_blank(*b)) {
+                    Frame::Complete(end)
+                } else {
+                    Frame::Complete(buf.len())
+                }
+            }
             Some(Err(e)) if e.is_eof() => Frame::Incomplete,
             _ => Frame::Complete(buf.len()),
         }
@@ -93,7 +103,10 @@ impl Request {
 /// Why a request could not be parsed; each maps to a cgminer status code.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ParseError {
-    /// Not a JSON object, not UTF-8, or empty (cgminer code 23).
+    /// Nothing but blanks (spaces, newlines, NULs). cgminer looks the empty word up as a
+    /// command and answers `Invalid command` (code 14).
+    Empty,
+    /// Not a JSON object, not UTF-8, or followed by more than blanks (cgminer code 23).
     InvalidJson,
     /// A JSON object without `command` (code 24).
     MissingCommand,
@@ -104,7 +117,7 @@ pub enum ParseError {
 /// Parse one complete request (the bytes [`frame`] accepted).
 pub fn parse(bytes: &[u8]) -> Result<Request, ParseError> {
     let Some(start) = bytes.iter().position(|b| !is_blank(*b)) else {
-        return Err(ParseError::InvalidJson);
+        return Err(ParseError::Empty);
     };
     let bytes = &bytes[start..];
     if bytes[0] == b'{' {
@@ -119,6 +132,9 @@ fn parse_json(bytes: &[u8]) -> Result<Request, ParseError> {
     let Some(Ok(Value::Object(object))) = values.next() else {
         return Err(ParseError::InvalidJson);
     };
+    if !bytes[values.byte_offset()..].iter().all(|b| is_blank(*b)) {
+        return Err(ParseError::InvalidJson);
+    }
     let command = match object.get("command") {
         None => return Err(ParseError::MissingCommand),
         Some(Value::String(s)) => s.clone(),
@@ -178,7 +194,9 @@ mod tests {
             (br#"{"command":"summ"#, Frame::Incomplete),
             (br#"{"command":"summary"}"#, Frame::Complete(21)),
             (br#"  {"command":"summary"}  "#, Frame::Complete(23)),
-            (br#"{"command":"summary"}{"x":1}"#, Frame::Complete(21)),
+            (br#"{"command":"summary"}{"x":1}"#, Frame::Complete(28)),
+            (br#"{"command":"summary"} garbage"#, Frame::Complete(29)),
+            (b"{\"command\":\"summary\"}\n\0", Frame::Complete(21)),
             (b"{]", Frame::Complete(2)),
             (b"summary", Frame::Complete(7)),
             (b"summary|0\nrest", Frame::Complete(9)),
@@ -227,7 +245,20 @@ mod tests {
             (b"[1,2]", ok(Format::Plain, "[1,2]", None)),
             (b"{", Err(ParseError::InvalidJson)),
             (b"{]", Err(ParseError::InvalidJson)),
-            (b"", Err(ParseError::InvalidJson)),
+            (b"", Err(ParseError::Empty)),
+            (b" \r\n\0\t", Err(ParseError::Empty)),
+            (
+                br#"{"command":"summary"} garbage"#,
+                Err(ParseError::InvalidJson),
+            ),
+            (
+                br#"{"command":"summary"}{"x":1}"#,
+                Err(ParseError::InvalidJson),
+            ),
+            (
+                b"{\"command\":\"summary\"} \n\0",
+                ok(Format::Json, "summary", None),
+            ),
             (br#"{"parameter":"1"}"#, Err(ParseError::MissingCommand)),
             (br#"{"command":5}"#, Err(ParseError::CommandNotString)),
         ];

@@ -207,17 +207,20 @@ impl Server {
         .await;
     }
 
-    /// Read one request and produce the bytes to send; `None` closes without a reply
-    /// (the client sent nothing at all).
+    /// Read one request and produce the bytes to send; `None` closes without a reply (the
+    /// client sent no byte before the read timeout, so it may not even speak this protocol).
+    /// A client that sent only blanks and closed its side is answered, as cgminer answers an
+    /// empty request.
     async fn read_and_answer(&self, stream: &mut TcpStream, ip: IpAddr) -> Option<Vec<u8>> {
         let mut buf: Vec<u8> = Vec::with_capacity(256);
         let mut chunk = [0u8; 2048];
         let deadline = Instant::now() + self.limits.read_timeout;
         let len = loop {
             match timeout_at(deadline, stream.read(&mut chunk)).await {
-                Ok(Ok(0)) | Err(_) => {
-                    // EOF or timeout: answer what arrived (truncated input gets an error).
-                    if buf.iter().all(|b| b.is_ascii_whitespace() || *b == 0) {
+                Ok(Ok(0)) => break buf.len(),
+                Err(_) => {
+                    // Timeout: answer what arrived (truncated input gets an error).
+                    if buf.is_empty() {
                         return None;
                     }
                     break buf.len();
@@ -230,7 +233,8 @@ impl Server {
                     if buf.len() >= self.limits.max_request {
                         let format = protocol::guess_format(&buf);
                         tracing::debug!(%ip, "request too large");
-                        return Some(self.encode(&Response::Single(too_large(format)), format));
+                        let reply = too_large(format, self.limits.max_request);
+                        return Some(self.encode(&Response::Single(reply), format));
                     }
                 }
                 Ok(Err(_)) => return None,
@@ -372,6 +376,7 @@ impl Server {
 
 fn parse_error(e: ParseError) -> Reply {
     Reply::status(match e {
+        ParseError::Empty => Status::error(code::INVCMD, "Invalid command: empty request"),
         ParseError::InvalidJson => Status::invalid_json(),
         ParseError::MissingCommand => Status::error(code::MISCMD, "Missing JSON 'command'"),
         ParseError::CommandNotString => Status::invalid_command(),
@@ -390,9 +395,13 @@ fn over_cap() -> Reply {
     ))
 }
 
-fn too_large(format: Format) -> Reply {
+/// The code is what cgminer gives a request past its buffer (it parses the truncated bytes:
+/// `Invalid JSON`, or an unknown plain command), so clients keyed on codes see cgminer's; the
+/// message says what is actually wrong.
+fn too_large(format: Format, max: usize) -> Reply {
+    let msg = format!("Request too long: at most {max} bytes");
     Reply::status(match format {
-        Format::Json => Status::invalid_json(),
-        Format::Plain => Status::invalid_command(),
+        Format::Json => Status::error(code::INVJSON, msg),
+        Format::Plain => Status::error(code::INVCMD, msg),
     })
 }

@@ -388,12 +388,58 @@ async fn malformed_truncated_and_oversized_input_gets_status_e() {
     let v: serde_json::Value = serde_json::from_slice(&out[..out.len() - 1]).unwrap();
     assert_eq!(status(&v).1, 23);
 
-    // Oversized: 9 KiB of an unterminated JSON string.
+    // Oversized: 9 KiB of an unterminated JSON string, and valid JSON of 9 KiB, are refused
+    // for their size, and the reply says so.
+    let too_long = "Request too long: at most 8192 bytes";
     let mut big = br#"{"command":""#.to_vec();
     big.extend(std::iter::repeat_n(b'a', 9 * 1024));
     let out = raw(addr, &big).await;
     let v: serde_json::Value = serde_json::from_slice(&out[..out.len() - 1]).unwrap();
-    assert_eq!(status(&v), ("E", 23, "Invalid JSON"));
+    assert_eq!(status(&v), ("E", 23, too_long));
+    let valid = format!(
+        r#"{{"command":"summary","parameter":"{}"}}"#,
+        "a".repeat(9 * 1024)
+    );
+    let out = raw(addr, valid.as_bytes()).await;
+    let v: serde_json::Value = serde_json::from_slice(&out[..out.len() - 1]).unwrap();
+    assert_eq!(status(&v), ("E", 23, too_long));
+
+    // Trailing bytes after the JSON value: cgminer's parser refuses the request.
+    for request in [
+        &br#"{"command":"summary"} garbage"#[..],
+        br#"{"command":"summary"}{"command":"pools"}"#,
+    ] {
+        let out = raw(addr, request).await;
+        let v: serde_json::Value = serde_json::from_slice(&out[..out.len() - 1]).unwrap();
+        assert_eq!(
+            status(&v),
+            ("E", 23, "Invalid JSON"),
+            "{:?}",
+            String::from_utf8_lossy(request)
+        );
+    }
+    // Blanks after it are fine.
+    let v = json(addr, "{\"command\":\"summary\"}\r\n").await;
+    assert_eq!(status(&v).0, "S");
+
+    // Nothing but blanks, then a half-close: an error reply, not silence.
+    for request in [&b""[..], b"   ", b"\n", b"\0\0", b" \t\r\n\0"] {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(request).await.unwrap();
+        s.shutdown().await.unwrap();
+        let mut out = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
+            .await
+            .expect("server closes the connection after the reply")
+            .unwrap();
+        assert_eq!(out.last(), Some(&0), "{request:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out[..out.len() - 1]).unwrap();
+        assert_eq!(
+            status(&v),
+            ("E", 14, "Invalid command: empty request"),
+            "{request:?}"
+        );
+    }
 
     // Binary garbage in plain text.
     let out = raw(addr, b"\x01\x02\xfe\xff|\x00").await;

@@ -38,6 +38,9 @@ pub enum ProxyRefusal {
     /// No `Host` header at all.
     #[error("missing Host header")]
     MissingHost,
+    /// More than one `Host` header: the check would see one and the gateway might read another.
+    #[error("more than one Host header")]
+    DuplicateHost,
     /// Not `/`, `/static/*` or `/api/*`.
     #[error("not found")]
     NotFound,
@@ -68,6 +71,11 @@ impl ProxyRefusal {
                 StatusCode::BAD_REQUEST,
                 "HTTP/1.1 requests must carry a Host header",
                 "",
+            ),
+            ProxyRefusal::DuplicateHost => (
+                StatusCode::BAD_REQUEST,
+                "a request names exactly one host (RFC 9112 section 3.2)",
+                "send one Host header",
             ),
             ProxyRefusal::NotFound => (
                 StatusCode::NOT_FOUND,
@@ -165,6 +173,7 @@ mod tests {
         let table = [
             (ProxyRefusal::BadHost, 421),
             (ProxyRefusal::MissingHost, 400),
+            (ProxyRefusal::DuplicateHost, 400),
             (ProxyRefusal::NotFound, 404),
             (ProxyRefusal::MethodNotAllowed, 405),
             (ProxyRefusal::GatewayDown, 503),

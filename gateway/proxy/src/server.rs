@@ -33,6 +33,15 @@ struct Proxy {
 
 impl Proxy {
     async fn handle(&self, request: Request<Incoming>, peer: SocketAddr) -> Response<ProxyBody> {
+        if request
+            .headers()
+            .get_all(header::HOST)
+            .iter()
+            .nth(1)
+            .is_some()
+        {
+            return ProxyRefusal::DuplicateHost.to_response();
+        }
         // An absolute-form target carries the host; otherwise the Host header does.
         let host = match request.uri().authority() {
             Some(authority) => Some(authority.as_str()),

@@ -390,6 +390,26 @@ async fn foreign_or_missing_host_is_refused_before_forwarding() {
 }
 
 #[tokio::test]
+async fn a_second_host_header_is_refused_before_forwarding() {
+    let up = upstream(Arc::new(Notify::new())).await;
+    let (proxy, _shutdown) = start_proxy(config(up)).await;
+    for (first, second) in [("192.168.1.20", "evil.example"), ("localhost", "localhost")] {
+        let answer = raw(
+            proxy,
+            &format!("POST /api/x HTTP/1.1\r\nHost: {first}\r\nHost: {second}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
+        )
+        .await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{second}: {answer}");
+        assert!(!answer.contains("x-upstream"), "never reached the gateway");
+        let body = answer.split("\r\n\r\n").nth(1).unwrap();
+        assert_eq!(
+            assert_envelope(&Bytes::from(body.to_string()))["error"],
+            "more than one Host header"
+        );
+    }
+}
+
+#[tokio::test]
 async fn dashboard_is_served_and_nothing_else() {
     let up = upstream(Arc::new(Notify::new())).await;
     let (proxy, _shutdown) = start_proxy(config(up)).await;

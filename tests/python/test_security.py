@@ -262,6 +262,54 @@ def test_foreign_host_gets_the_same_status_on_both_ports_and_extra_names_work(st
     assert status == 200, body
 
 
+def test_cross_site_browser_writes_are_refused_and_the_miners_own_pages_are_not(stack, token):
+    """A page on another site may make the browser send a "simple" POST (a form, or fetch with
+    text/plain) without asking first; it must not log in, set the password or act."""
+    login_body = json.dumps({"password": PASSWORD}).encode()
+
+    def restarts():
+        status, _, body = http("GET", f"{stack.api_url}/api/system/health", token=token)
+        assert status == 200, body
+        return {s["name"]: s["restarts"] for s in body["services"]}
+
+    before = restarts()
+    for name, port in {"gateway": stack.api_port, "proxy": stack.http_port}.items():
+        for path in ("/api/auth/session", "/api/auth/setup", "/api/setup/skip-safety", "/api/action/reboot"):
+            for headers in (
+                {"Origin": "http://evil.example", "Content-Type": "text/plain"},
+                {"Origin": "http://evil.example", "Content-Type": "application/x-www-form-urlencoded"},
+                {"Origin": "null", "Content-Type": "text/plain;charset=+json"},
+                {"Sec-Fetch-Site": "cross-site", "Content-Type": "text/plain"},
+            ):
+                status, _, body = raw_http(stack.bind, port, "POST", path, headers, login_body, source="127.0.0.221")
+                assert status == 403, (name, path, headers, body)
+                assert body["error"] == "cross-site request refused", body
+        # Without an Origin a JSON look-alike media type is still not JSON.
+        status, _, body = raw_http(stack.bind, port, "POST", "/api/auth/session",
+                                   {"Content-Type": "text/plain;charset=+json"}, login_body, source="127.0.0.221")
+        assert status == 415, (name, body)
+        # The dashboard's own origin (the proxy forwards Host and Origin as they came), and
+        # clients that are not browsers, still log in.
+        origin = f"http://{stack.bind}:{port}"
+        for headers in ({"Origin": origin, "Sec-Fetch-Site": "same-origin", "Content-Type": "application/json"},
+                        {"Content-Type": "application/json"}):
+            status, _, body = raw_http(stack.bind, port, "POST", "/api/auth/session", headers, login_body, source="127.0.0.221")
+            assert status == 200 and body["token"], (name, headers, body)
+    assert restarts() == before, "the refused reboots restarted nothing"
+
+
+def test_a_second_host_header_is_refused_on_both_ports(stack):
+    for port in (stack.api_port, stack.http_port):
+        with socket.create_connection((stack.bind, port), timeout=10) as s:
+            s.sendall(f"GET /api/auth/status HTTP/1.1\r\nHost: {stack.bind}\r\nHost: evil.example\r\nConnection: close\r\n\r\n".encode())
+            answer = b""
+            while chunk := s.recv(65536):
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400"), (port, head)
+        assert json.loads(body)["error"] == "more than one Host header", body
+
+
 def test_forwarded_for_is_believed_only_from_the_proxy(stack):
     """The setup limit (3 per 60 s per address) cannot be dodged by naming other addresses."""
     src = "127.0.0.211"
@@ -508,6 +556,11 @@ def test_read_only_api_tokens_and_password_change(stack, token):
         assert body["error"] == "this token is read-only" and body.get("token_scope") == "read", body
     status, _, body = http("GET", f"{api}/api/auth/tokens", token=ro)
     assert status == 403, body
+    # The backup carries secrets in the clear: the owner's, never a read token's.
+    status, _, body = http("GET", f"{api}/api/config/export", token=ro)
+    assert status == 403 and body.get("token_scope") == "read", body
+    assert "export" in body["detail"] and POOL_SECRET not in json.dumps(body), body
+    assert "[[pools]]" in export(stack, token)
 
     # MCP: read tools answer, control tools need the owner.
     from test_mcp import field, mcp_session  # the official MCP SDK client

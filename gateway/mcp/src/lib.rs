@@ -24,11 +24,13 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, Method};
+use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::Response;
 use futures::future::BoxFuture;
+use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde::de::IgnoredAny;
 use serde_json::{Map, Value};
 
 /// A REST answer as a tool sees it: the JSON body of a 2xx, or the error envelope of anything
@@ -85,6 +87,10 @@ pub fn envelope(
 /// `POST /mcp`: hand the request to the stateless Streamable HTTP transport. Bodies above
 /// `max_body_bytes` are refused (the gateway passes its `[api].max_body_bytes`).
 pub async fn handle(gateway: Arc<dyn Gateway>, max_body_bytes: usize, req: Request) -> Response {
+    let req = match checked_message(req, max_body_bytes).await {
+        Ok(req) => req,
+        Err(refusal) => return refusal,
+    };
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
@@ -98,4 +104,64 @@ pub async fn handle(gateway: Arc<dyn Gateway>, max_body_bytes: usize, req: Reque
         config,
     );
     service.handle(req).await.map(Body::new)
+}
+
+/// A JSON body that is not one JSON-RPC message gets 400 with the envelope here: rmcp answers it
+/// 415 "unsupported media type", which sends a client that did set `application/json` after the
+/// wrong fault. The Streamable HTTP transport asks for an HTTP error status such as 400 for input
+/// the server cannot accept; `jsonrpc_code` carries JSON-RPC's own verdict (-32700 parse error,
+/// -32600 invalid request). Any other content type is left to rmcp's 415.
+async fn checked_message(req: Request, max_body_bytes: usize) -> Result<Request, Response> {
+    let json = req
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            let essence = v.split_once(';').map_or(v, |(essence, _)| essence);
+            essence.trim().eq_ignore_ascii_case("application/json")
+        });
+    if !json {
+        return Ok(req);
+    }
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, max_body_bytes).await else {
+        return Err(refusal(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            envelope(
+                "request body too large",
+                &format!("the limit is {max_body_bytes} bytes ([api].max_body_bytes)"),
+                Some("unclassified_error"),
+                "send a smaller message",
+                &[],
+            ),
+        ));
+    };
+    if let Err(e) = serde_json::from_slice::<ClientJsonRpcMessage>(&bytes) {
+        let (error, jsonrpc_code) = if serde_json::from_slice::<IgnoredAny>(&bytes).is_err() {
+            ("malformed JSON body", -32700)
+        } else {
+            ("not a JSON-RPC 2.0 request or notification", -32600)
+        };
+        return Err(refusal(
+            StatusCode::BAD_REQUEST,
+            envelope(
+                error,
+                &e.to_string(),
+                Some("unclassified_error"),
+                "send one JSON-RPC 2.0 message object, e.g. {\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}",
+                &[("jsonrpc_code", jsonrpc_code.into())],
+            ),
+        ));
+    }
+    Ok(Request::from_parts(parts, Body::from(bytes)))
+}
+
+fn refusal(status: StatusCode, envelope: Value) -> Response {
+    let mut resp = Response::new(Body::from(envelope.to_string()));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
 }

@@ -289,8 +289,28 @@ fn wrap_foreign(status: StatusCode, body: &[u8]) -> ApiError {
         }
         return e;
     }
+    let parsed = serde_json::from_str::<Value>(&text);
+    // Already the envelope (the MCP crate answers its own refusals with it): kept whole.
+    if let Ok(Value::Object(obj)) = &parsed
+        && let Some(Value::String(msg)) = obj.get("error")
+        && let Some(code) = obj
+            .get("code")
+            .and_then(Value::as_str)
+            .and_then(|c| ErrorCode::ALL.into_iter().find(|k| k.as_str() == c))
+    {
+        let mut e = ApiError::new(status, msg.clone()).code(code);
+        for (k, v) in obj {
+            match (k.as_str(), v) {
+                ("error" | "code", _) => {}
+                ("detail", Value::String(d)) => e.detail = d.clone(),
+                ("suggestion", Value::String(s)) => e.suggestion = s.clone(),
+                _ => e = e.with(k, v.clone()),
+            }
+        }
+        return e;
+    }
     // An older handler's `{"error": "..."}` keeps its message.
-    if let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(&text)
+    if let Ok(Value::Object(obj)) = parsed
         && let Some(Value::String(msg)) = obj.get("error")
     {
         let detail = obj
@@ -370,5 +390,13 @@ mod tests {
         let e = wrap_foreign(StatusCode::CONFLICT, br#"{"error":"old style"}"#);
         assert_eq!(e.error, "old style");
         assert_eq!(e.code, Some(ErrorCode::LegacyError));
+        let e = wrap_foreign(
+            StatusCode::BAD_REQUEST,
+            br#"{"error":"bad","detail":"d","code":"unclassified_error","suggestion":"s","jsonrpc_code":-32700}"#,
+        );
+        assert_eq!(
+            e.body(),
+            serde_json::json!({"error": "bad", "detail": "d", "code": "unclassified_error", "suggestion": "s", "jsonrpc_code": -32700})
+        );
     }
 }

@@ -1,10 +1,11 @@
-//! What runs before every handler: body-size limit, bearer auth, mode gating, the debug confirm
-//! rule, and the audit record of writes. Plus the whole-router Host check (DNS-rebinding
-//! defence).
+//! What runs before every handler: body-size limit, bearer auth, mode gating, the body rule of
+//! writes (nothing or a JSON object), the debug confirm rule, and the audit record of writes.
+//! Plus the whole-router Host check (DNS-rebinding defence) and Origin check (cross-site request
+//! forgery defence).
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
@@ -89,6 +90,9 @@ pub async fn guard(State(g): State<GuardCtx>, req: Request, next: Next) -> Respo
                 if session.read_only && g.meta.mutates() && g.meta.path != "/mcp" {
                     return read_only_forbidden().into_response();
                 }
+                if session.read_only && crate::routing::reveals_secrets(g.meta.path) {
+                    return read_only_secrets_forbidden().into_response();
+                }
                 session_id = Some(session.session_id.clone());
                 req.extensions_mut().insert(session);
             }
@@ -102,15 +106,29 @@ pub async fn guard(State(g): State<GuardCtx>, req: Request, next: Next) -> Respo
         return mode_forbidden(current, required).into_response();
     }
 
-    if required == Mode::Hacker && g.meta.mutates() {
-        let (parts, body) = req.into_parts();
-        let bytes = match http_body_util::Limited::new(body, max_body).collect().await {
+    // Every write's body is checked here, before its handler runs, so a route that reads no
+    // body still refuses a malformed or non-JSON one instead of acting on it, and a debug
+    // write's confirm rule reads a body already known to be JSON.
+    let mut body = None;
+    if g.meta.mutates() && !crate::routing::takes_raw_body(g.meta.path) {
+        let (parts, raw) = req.into_parts();
+        let bytes = match http_body_util::Limited::new(raw, max_body).collect().await {
             Ok(c) => c.to_bytes(),
             Err(_) => return payload_too_large(max_body).into_response(),
         };
-        let confirmed = serde_json::from_slice::<Value>(&bytes)
-            .ok()
-            .and_then(|v| v.get("confirm").and_then(Value::as_bool))
+        let arrays = crate::routing::accepts_json_array(g.meta.path);
+        body = match crate::body::json_body(&parts.headers, &bytes, arrays) {
+            Ok(v) => v,
+            Err(e) => return e.into_response(),
+        };
+        req = Request::from_parts(parts, Body::from(bytes));
+    }
+
+    if required == Mode::Hacker && g.meta.mutates() {
+        let confirmed = body
+            .as_ref()
+            .and_then(|v| v.get("confirm"))
+            .and_then(Value::as_bool)
             == Some(true);
         if !confirmed {
             return ApiError::new(
@@ -122,7 +140,6 @@ pub async fn guard(State(g): State<GuardCtx>, req: Request, next: Next) -> Respo
             .with("current_mode", current.as_str())
             .into_response();
         }
-        req = Request::from_parts(parts, Body::from(bytes));
     }
 
     let resp = next.run(req).await;
@@ -158,6 +175,18 @@ pub fn read_only_forbidden() -> ApiError {
         .with("token_scope", "read")
 }
 
+/// 403: a read that answers secrets in the clear, presented with a read-only API token.
+pub fn read_only_secrets_forbidden() -> ApiError {
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        "this token is read-only and this answer holds secrets",
+    )
+    .detail("the config export (a backup) carries pool, MQTT and webhook secrets unmasked; API tokens read masked copies only (GET /api/config)")
+    .code(crate::envelope::ErrorCode::UnclassifiedError)
+    .suggestion("log in with the owner password (POST /api/auth/session) to take a backup")
+    .with("token_scope", "read")
+}
+
 /// 403 naming the current and the required mode.
 pub fn mode_forbidden(current: Mode, required: Mode) -> ApiError {
     ApiError::new(
@@ -180,6 +209,14 @@ pub fn mode_forbidden(current: Mode, required: Mode) -> ApiError {
 /// Whole-router check (DNS-rebinding defence): the Host header must name this miner by the
 /// policy the proxy uses too ([`svcos_common::hostcheck`]); a refusal is 421 on both ports.
 pub async fn host_check(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    // Two Host headers would let a rebinding page pass the first and leave the second for
+    // whatever reads the last one; no client sends two (RFC 9112 §3.2).
+    if req.headers().get_all(header::HOST).iter().nth(1).is_some() {
+        return ApiError::bad_request("more than one Host header")
+            .detail("a request names exactly one host (RFC 9112 section 3.2)")
+            .suggestion("send one Host header")
+            .into_response();
+    }
     if let Some(host) = req.headers().get(header::HOST) {
         let ok = host.to_str().ok().is_some_and(|h| {
             let config = state.config();
@@ -197,6 +234,81 @@ pub async fn host_check(State(state): State<AppState>, req: Request, next: Next)
         }
     }
     next.run(req).await
+}
+
+/// Whole-router check (cross-site request forgery defence): a state-changing request a browser
+/// sent on behalf of another site's page is refused with 403. Browsers send such "simple"
+/// requests (a form post, `text/plain`) without a CORS preflight and mark them with `Origin`
+/// (and `Sec-Fetch-Site`); clients that are not browsers (curl, pyasic, fleet tools) send
+/// neither and pass. Same origin means `Origin`'s host and port are the `Host` header's: the
+/// port-80 proxy forwards `Host` and `Origin` unchanged, so the dashboard it serves is same-origin
+/// to the gateway too.
+pub async fn origin_check(req: Request, next: Next) -> Response {
+    let safe = matches!(
+        *req.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+    );
+    if !safe && let Some(why) = cross_site(req.headers()) {
+        return ApiError::new(StatusCode::FORBIDDEN, "cross-site request refused")
+            .detail(why)
+            .code(crate::envelope::ErrorCode::UnclassifiedError)
+            .suggestion(
+                "use the dashboard served by the miner itself, or call the API from a client that is not a browser page of another site",
+            )
+            .into_response();
+    }
+    next.run(req).await
+}
+
+/// Why a request is cross-site, or `None` when it is same-origin or carries no browser marks.
+pub fn cross_site(headers: &axum::http::HeaderMap) -> Option<String> {
+    let fetch_site = headers
+        .get_all("sec-fetch-site")
+        .iter()
+        .any(|v| v.as_bytes().eq_ignore_ascii_case(b"cross-site"));
+    if fetch_site {
+        return Some("the browser marked it Sec-Fetch-Site: cross-site".into());
+    }
+    let mut origins = headers.get_all(header::ORIGIN).iter();
+    let origin = origins.next()?;
+    if origins.next().is_some() {
+        return Some("more than one Origin header".into());
+    }
+    let origin = origin.to_str().unwrap_or("").trim();
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    if host.is_some_and(|host| same_origin(origin, host)) {
+        None
+    } else {
+        // `Origin: null` (a sandboxed or file page) lands here too: it names no origin at all.
+        Some(format!(
+            "Origin {origin:?} is not this miner ({})",
+            host.unwrap_or("no Host header")
+        ))
+    }
+}
+
+/// Whether `origin` (`scheme://host[:port]`) names the same host and port as a `Host` value,
+/// an omitted port being the scheme's default.
+pub fn same_origin(origin: &str, host: &str) -> bool {
+    let Ok(origin) = origin.parse::<axum::http::Uri>() else {
+        return false;
+    };
+    let default_port = match origin.scheme_str() {
+        Some(s) if s.eq_ignore_ascii_case("http") => 80,
+        Some(s) if s.eq_ignore_ascii_case("https") => 443,
+        _ => return false,
+    };
+    if origin.path_and_query().is_some_and(|p| p.as_str() != "/") {
+        return false;
+    }
+    let (Some(origin), Ok(host)) = (
+        origin.authority(),
+        host.trim().parse::<axum::http::uri::Authority>(),
+    ) else {
+        return false;
+    };
+    origin.host().eq_ignore_ascii_case(host.host())
+        && origin.port_u16().unwrap_or(default_port) == host.port_u16().unwrap_or(default_port)
 }
 
 /// The session of an authenticated request, if the route required one.

@@ -213,6 +213,24 @@ pub fn is_upload(path: &str) -> bool {
     UPLOAD_PATHS.contains(&path)
 }
 
+/// Whether the guard leaves `path`'s body to its handler: bundle uploads stream raw bytes, and
+/// `/mcp` is a JSON-RPC transport with its own rules (a batch is an array). Every other write
+/// takes nothing, a JSON object, or (see [`accepts_json_array`]) a bare array.
+pub fn takes_raw_body(path: &str) -> bool {
+    is_upload(path) || path == "/mcp"
+}
+
+/// The writes whose documented body may also be a bare JSON array (the pool list).
+pub fn accepts_json_array(path: &str) -> bool {
+    matches!(path, "/api/pools" | "/api/setup/step5-pool")
+}
+
+/// Reads that answer secrets in the clear (a backup must restore them), so a read-only API
+/// token, which every other read accepts, is refused here: a backup needs an owner session.
+pub fn reveals_secrets(path: &str) -> bool {
+    path == "/api/config/export"
+}
+
 /// Wizard writes reachable without a token while no password exists.
 pub fn first_boot_open(path: &str) -> bool {
     matches!(

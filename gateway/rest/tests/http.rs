@@ -335,7 +335,7 @@ async fn debug_writes_need_confirm_in_hacker_mode() {
                 "{not json",
             )
             .await;
-        assert_eq!(r.status, 428);
+        assert_eq!(r.status, 400, "malformed, not unconfirmed");
     }
     let r = h
         .send_json(

@@ -174,3 +174,48 @@ async fn read_tools_never_reach_a_write() {
         .collect();
     assert!(paths.iter().all(|p| *p == "/mcp"), "{paths:?}");
 }
+
+#[tokio::test]
+async fn a_malformed_message_is_400_with_the_envelope_not_415() {
+    let h = Harness::start(opts(Mode::Standard)).await;
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    for (body, jsonrpc_code) in [
+        (r#"{"jsonrpc":"2.0","id":2,"#, -32700),
+        ("[]", -32600),
+        (r#"{"id":1}"#, -32600),
+    ] {
+        let req = http::Request::post(format!("{}/mcp", h.base))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("authorization", format!("Bearer {GOOD}"))
+            .body(Full::new(Bytes::from(body)))
+            .unwrap();
+        let resp = tokio::time::timeout(Duration::from_secs(10), client.request(req))
+            .await
+            .expect("/mcp must not hang")
+            .expect("request");
+        assert_eq!(resp.status(), 400, "{body}");
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let reply = common::Reply {
+            status: 400,
+            headers: Default::default(),
+            body: bytes,
+        };
+        let e = reply.envelope();
+        assert_eq!(e["code"], "unclassified_error", "{e}");
+        assert_eq!(e["jsonrpc_code"], jsonrpc_code, "{e}");
+        assert!(
+            !e["suggestion"].as_str().unwrap().contains("Content-Type"),
+            "{e}"
+        );
+    }
+    // A body that is not declared JSON is still the media type's fault.
+    let req = http::Request::post(format!("{}/mcp", h.base))
+        .header("content-type", "text/plain")
+        .header("accept", "application/json, text/event-stream")
+        .header("authorization", format!("Bearer {GOOD}"))
+        .body(Full::new(Bytes::from("{}")))
+        .unwrap();
+    let resp = client.request(req).await.unwrap();
+    assert_eq!(resp.status(), 415);
+}

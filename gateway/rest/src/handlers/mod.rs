@@ -20,7 +20,7 @@ pub mod ws;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -48,33 +48,19 @@ pub async fn not_found(uri: Uri) -> ApiError {
         .suggestion("GET /api/index lists the declared routes")
 }
 
-/// Parse an optional JSON body: empty means `{}`; otherwise it must be JSON with
-/// `Content-Type: application/json`. Errors come back as the envelope.
+/// Parse an optional JSON object body into `T`: empty means `{}`; what is refused is
+/// [`crate::body::json_body`]'s rule. Errors come back as the envelope.
 pub fn parse_body<T: DeserializeOwned>(headers: &HeaderMap, body: &Bytes) -> ApiResult<T> {
-    let trimmed = body.iter().all(u8::is_ascii_whitespace);
-    let value: Value = if trimmed {
-        Value::Object(Default::default())
-    } else {
-        let is_json = headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| {
-                let ct = ct.to_ascii_lowercase();
-                ct.starts_with("application/json") || ct.contains("+json")
-            });
-        if !is_json {
-            return Err(
-                ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "expected a JSON body")
-                    .code(ErrorCode::UnclassifiedError)
-                    .suggestion("send Content-Type: application/json"),
-            );
-        }
-        serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request("malformed JSON body")
-                .detail(e.to_string())
-                .suggestion("send a JSON object of the documented shape")
-        })?
-    };
+    typed(crate::body::json_body(headers, body, false)?)
+}
+
+/// [`parse_body`] for the bodies documented as an object or a bare array (the pool list).
+pub fn parse_list_body<T: DeserializeOwned>(headers: &HeaderMap, body: &Bytes) -> ApiResult<T> {
+    typed(crate::body::json_body(headers, body, true)?)
+}
+
+fn typed<T: DeserializeOwned>(value: Option<Value>) -> ApiResult<T> {
+    let value = value.unwrap_or_else(|| Value::Object(Default::default()));
     serde_json::from_value(value).map_err(|e| {
         ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unexpected JSON body")
             .detail(e.to_string())

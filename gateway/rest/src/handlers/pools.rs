@@ -17,7 +17,7 @@ use svcos_api_types::status::Pool;
 use svcos_common::config::{ConfigError, PoolConfig};
 use svcos_proto::stratum::v1::{GetSv2StatusRequest, GetSv2StatusResponse, TestPoolRequest};
 
-use super::{ApiResult, ok, parse_body};
+use super::{ApiResult, ok, parse_body, parse_list_body};
 use crate::config_write::{SECRET_MASK, apply, parse_pool_list, unmask_pools, validation_error};
 use crate::envelope::{ApiError, ErrorCode};
 use crate::routing::Route;
@@ -71,7 +71,7 @@ async fn get_pools(State(state): State<AppState>) -> Response {
 }
 
 async fn post_pools(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let PoolListRequest(body) = parse_body(&headers, &body)?;
+    let PoolListRequest(body) = parse_list_body(&headers, &body)?;
     let mut pools =
         parse_pool_list(&body).map_err(|e| validation_error(ErrorCode::PoolValidation, &e))?;
     let old = state.config();

@@ -54,6 +54,10 @@ impl Calls {
     pub fn get(&self, name: &str) -> usize {
         self.0.lock().unwrap().get(name).copied().unwrap_or(0)
     }
+    /// Every count so far, for "nothing happened" checks.
+    pub fn snapshot(&self) -> HashMap<&'static str, usize> {
+        self.0.lock().unwrap().clone()
+    }
 }
 
 // ---------------------------------------------------------------- auth
@@ -980,6 +984,35 @@ impl Harness {
         }
         if let Some(ct) = content_type {
             b = b.header("content-type", ct);
+        }
+        let req = b.body(Full::new(body.into())).unwrap();
+        let resp = tokio::time::timeout(Duration::from_secs(10), self.client.request(req))
+            .await
+            .expect("request must not hang")
+            .expect("request");
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    /// A request with these headers (repeated names are sent repeated) and body.
+    pub async fn request_with(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Bytes>,
+    ) -> Reply {
+        let mut b = http::Request::builder()
+            .method(method)
+            .uri(format!("{}{}", self.base, path));
+        for (name, value) in headers {
+            b = b.header(*name, *value);
         }
         let req = b.body(Full::new(body.into())).unwrap();
         let resp = tokio::time::timeout(Duration::from_secs(10), self.client.request(req))

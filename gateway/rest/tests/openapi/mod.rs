@@ -52,6 +52,8 @@ pub fn error_schema() -> Value {
             "current_mode": {"type": "string", "enum": ["home", "standard", "hacker"], "description": "Mode gating: the mode the miner is in."},
             "required_mode": {"type": "string", "enum": ["home", "standard", "hacker"], "description": "Mode gating: the mode the operation needs."},
             "retry_after_s": {"type": "integer", "minimum": 1, "description": "Rate limiting: seconds to wait (also in Retry-After)."},
+            "token_scope": {"type": "string", "enum": ["read"], "description": "403 to a read-only API token: its scope."},
+            "jsonrpc_code": {"type": "integer", "enum": [-32700, -32600], "description": "POST /mcp 400: JSON-RPC's verdict on the body (parse error, invalid request)."},
         },
     })
 }

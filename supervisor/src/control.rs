@@ -103,4 +103,14 @@ impl SupervisorService for ControlService {
     ) -> Result<Response<pb::ServiceResponse>, Status> {
         reply(self.handle.start(&request.into_inner().name).await)
     }
+
+    async fn restart_stack(
+        &self,
+        _request: Request<pb::RestartStackRequest>,
+    ) -> Result<Response<pb::RestartStackResponse>, Status> {
+        let services = self.handle.restart_stack().await.map_err(to_status)?;
+        Ok(Response::new(pb::RestartStackResponse {
+            services: services.iter().map(ToString::to_string).collect(),
+        }))
+    }
 }

@@ -153,6 +153,9 @@ pub enum Command {
     Stop(ServiceName, Reply),
     /// Start a stopped or failed service.
     Start(ServiceName, Reply),
+    /// Restart the whole stack like a reboot (reverse-order stop, boot-order start, no crash
+    /// counted); answered with the services in boot order once it is scheduled.
+    RestartStack(oneshot::Sender<Vec<ServiceName>>),
 }
 
 /// How the control plane reaches the manager.
@@ -215,6 +218,17 @@ impl Handle {
     /// Start a stopped or failed service; resolves when it is SERVING.
     pub async fn start(&self, name: &str) -> Result<ServiceInfo, ControlError> {
         self.call(name, Command::Start).await
+    }
+
+    /// Restart the whole stack as a reboot does; resolves once it is under way, with the
+    /// services in boot order (the caller may be one of them).
+    pub async fn restart_stack(&self) -> Result<Vec<ServiceName>, ControlError> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(Command::RestartStack(tx))
+            .await
+            .map_err(|_| ControlError::ShuttingDown)?;
+        rx.await.map_err(|_| ControlError::ShuttingDown)
     }
 
     /// Receive every state change from now on.
@@ -376,8 +390,12 @@ struct Manager {
     booting: Option<ServiceName>,
     /// Counts boot steps, so a start timeout only ever ends the step it was set for.
     boot_step: usize,
-    /// Set by a reboot decision under [`RebootAction::RestartStack`]; acted on by the run loop.
+    /// Set by a reboot decision under [`RebootAction::RestartStack`] or a requested stack
+    /// restart; acted on by the run loop.
     stack_restart_pending: bool,
+    /// A stack restart is booting; when its boot queue empties, the services not running are
+    /// reported.
+    stack_restart_booting: bool,
 }
 
 /// Start the manager task: it adopts or starts every service in boot order, supervises them
@@ -432,6 +450,7 @@ pub fn start(settings: Settings, shutdown: Shutdown) -> (Handle, tokio::task::Jo
         booting: None,
         boot_step: 0,
         stack_restart_pending: false,
+        stack_restart_booting: false,
     };
     let task = tokio::spawn(manager.run(command_rx, events_rx, shutdown));
     (handle, task)
@@ -602,6 +621,9 @@ impl Manager {
     fn advance_boot(&mut self) {
         while self.booting.is_none() {
             let Some(service) = self.boot_queue.pop_front() else {
+                if std::mem::take(&mut self.stack_restart_booting) {
+                    self.report_stack_restart();
+                }
                 if !*self.ready_tx.borrow() {
                     self.ready_tx.send_replace(true);
                     tracing::info!("boot complete");
@@ -846,6 +868,11 @@ impl Manager {
                 self.slots[i].waiters.push((WaitFor::Stopped, reply));
                 self.begin_stop(i, AfterStop::StayStopped);
             }
+            Command::RestartStack(reply) => {
+                tracing::warn!("whole-stack restart requested");
+                self.stack_restart_pending = true;
+                let _ = reply.send(self.settings.services.clone());
+            }
             Command::Start(service, reply) => {
                 let i = self.idx(service);
                 tracing::info!(%service, "start requested");
@@ -1029,9 +1056,42 @@ impl Manager {
         }
     }
 
-    /// The sim's reboot: everything down in reverse boot order, histories cleared, boot again.
+    /// Say which services a whole-stack restart did not bring back (they go on under their
+    /// restart policy; the rest were started regardless).
+    fn report_stack_restart(&self) {
+        let down: Vec<String> = self
+            .slots
+            .iter()
+            .filter(|s| s.state != State::Running)
+            .map(|s| {
+                let why = s
+                    .failure
+                    .as_deref()
+                    .or(s.last_exit.as_deref())
+                    .unwrap_or("");
+                format!(
+                    "{} ({}{}{why})",
+                    s.service,
+                    s.state.as_str(),
+                    if why.is_empty() { "" } else { ": " }
+                )
+            })
+            .collect();
+        if down.is_empty() {
+            tracing::info!(
+                services = self.slots.len(),
+                "whole-stack restart done: every service is running"
+            );
+        } else {
+            tracing::error!(not_running = %down.join(", "), "whole-stack restart done, but not every service came back");
+        }
+    }
+
+    /// The sim's reboot, and a requested whole-stack restart: everything down in reverse boot
+    /// order, histories cleared, boot again. Stopping hw-agent before hw-sim keeps it from seeing
+    /// its UARTs vanish (which it treats as a crash).
     async fn restart_stack(&mut self, events: &mut mpsc::UnboundedReceiver<Event>) {
-        tracing::warn!("escalation: restarting the whole stack");
+        tracing::warn!("restarting the whole stack");
         // Nothing may boot while everything stops.
         self.boot_queue.clear();
         self.booting = None;
@@ -1046,6 +1106,7 @@ impl Manager {
         }
         self.boot_queue = self.settings.services.iter().copied().collect();
         self.booting = None;
+        self.stack_restart_booting = true;
         self.advance_boot();
     }
 

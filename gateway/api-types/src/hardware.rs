@@ -608,9 +608,11 @@ pub struct RebootBody {
     pub schema: &'static str,
     /// Always `reboot`.
     pub action: &'static str,
-    /// Every supervised service but the supervisor and the gateway, in boot order.
-    pub restarted: Vec<Restarted>,
-    /// The gateway restarts itself shortly after this answer.
+    /// Every supervised service, in boot order: the supervisor stops them in reverse boot order
+    /// and starts them again in boot order, as a reboot would, right after this answer (the
+    /// gateway and the proxy included). Whether each came back: `/api/system/health`.
+    pub services: Vec<String>,
+    /// The gateway is among them, so it goes away for a moment after this answer.
     pub gateway_restart_scheduled: bool,
 }
 

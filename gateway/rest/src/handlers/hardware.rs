@@ -20,7 +20,7 @@ use svcos_proto::hwagent::v1::{
     FanMode, GetInventoryRequest, GetInventoryResponse, GetTelemetryRequest, LedMode,
     SetFanRequest, SetFrequencyRequest, SetLedRequest, SetSleepRequest, SetVoltageRequest,
 };
-use svcos_proto::supervisor::v1::ServiceRequest;
+use svcos_proto::supervisor::v1::{RestartStackRequest, ServiceRequest};
 use svcos_proto::tuner::v1::GetStateRequest;
 
 use super::{ApiResult, ok, parse_body};
@@ -190,35 +190,26 @@ async fn supervisor_restart(state: &AppState, name: &str) -> ApiResult<Restarted
 }
 
 async fn reboot(State(state): State<AppState>) -> ApiResult {
-    // The gateway runs unprivileged, so a "reboot" restarts every supervised service, which is
-    // everything the firmware controls: in boot order, the gateway itself last and only after
-    // this answer has been sent.
-    let services = supervised_services(&state).await?;
-    let mut restarted = Vec::new();
-    let mut restart_self = false;
-    for s in &services {
-        match s.name.as_str() {
-            "gateway" => restart_self = true,
-            "supervisor" => {}
-            name => restarted.push(supervisor_restart(&state, name).await?),
-        }
-    }
-    if restart_self {
-        let mut sup = state.peers.supervisor.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            let _ = sup
-                .restart(ServiceRequest {
-                    name: "gateway".into(),
-                })
-                .await;
-        });
-    }
+    // The gateway runs unprivileged and is itself one of the services, so the supervisor does
+    // the whole-stack restart: every service stopped in reverse boot order (hw-agent before the
+    // simulated board, so it never sees its UARTs vanish), then started in boot order, nothing
+    // counted as a crash, one service that does not come back not keeping the others down.
+    // Restarting them one by one from here stopped the simulated board under a running
+    // hw-agent and left the rest down after the first failed restart. The answer goes out
+    // before the gateway stops: its listener drains open requests first.
+    let mut sup = state.peers.supervisor.clone();
+    let services = sup
+        .restart_stack(RestartStackRequest {})
+        .await
+        .map_err(|s| ApiError::from_grpc("supervisor", &s))?
+        .into_inner()
+        .services;
+    let gateway_restart_scheduled = services.iter().any(|s| s == "gateway");
     ok(RebootBody {
         schema: "svcos.api.action.v1",
         action: "reboot",
-        restarted,
-        gateway_restart_scheduled: restart_self,
+        services,
+        gateway_restart_scheduled,
     })
 }
 

@@ -729,6 +729,15 @@ impl sup::supervisor_service_server::SupervisorService for SupSvc {
     ) -> Result<Response<sup::ServiceResponse>, Status> {
         Err(Status::unimplemented("start"))
     }
+    async fn restart_stack(
+        &self,
+        _: Request<sup::RestartStackRequest>,
+    ) -> Result<Response<sup::RestartStackResponse>, Status> {
+        self.0.restarts.lock().unwrap().push("<stack>".into());
+        Ok(Response::new(sup::RestartStackResponse {
+            services: vec!["hw-agent".into(), "gateway".into()],
+        }))
+    }
 }
 
 // ---------------------------------------------------------------- harness

@@ -305,6 +305,12 @@ impl SupervisorService for FakeSupervisor {
     ) -> Result<Response<sup::ServiceResponse>, Status> {
         Err(Status::unimplemented("fake"))
     }
+    async fn restart_stack(
+        &self,
+        _: Request<sup::RestartStackRequest>,
+    ) -> Result<Response<sup::RestartStackResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
 }
 
 /// An S9-like board: three chains of 63 chips (one chip missing on the third), two fans.

@@ -769,9 +769,9 @@ def test_firmware_update_refusal_and_restore_preflight(sim, ready, browser):
         await page.click("#update-start")
         shown = await page.until("document.getElementById('update-error')?.textContent", 60, "the refusal")
         upload = await page.js("document.getElementById('update-upload')?.textContent")
-        # The status card follows the route: the refused operation ends in `failed` with the
-        # reason, marked as a refusal that installed nothing (no ladder of install steps).
-        await page.until("JSON.parse(document.querySelector('#fw-update [data-k=phase]').dataset.v) === 'failed'", 30, "the failed state")
+        # The status card follows the route: a refused bundle installs nothing, so the phase stays
+        # what it was, and the card marks the refusal (no ladder of install steps).
+        await page.until(f"JSON.parse(document.querySelector('#fw-update [data-k=phase]').dataset.v) === {json.dumps(before['phase'])}", 30, "the unchanged phase")
         refused_note = await page.until("document.getElementById('update-refused')?.textContent", 30, "the refusal note")
         ladder = await page.js("!!document.getElementById('update-steps')")
         await asyncio.sleep(0.5)
@@ -799,7 +799,9 @@ def test_firmware_update_refusal_and_restore_preflight(sim, ready, browser):
     assert envelope["refusal"] and envelope["error"] in shown and envelope["refusal"] in shown, (envelope, shown)
     assert update_values >= 5
     after = http("GET", f"{sim.api_url}/api/v1/firmware/update/status", token=ready)[2]
-    assert after["phase"] == "failed" and after["refusal"] == envelope["refusal"]
+    assert after["phase"] == before["phase"] and after["refusal"] == envelope["refusal"], after
+    assert after["last_error"] and after["last_error"] in refused_note, (after, refused_note)
+    assert after["history"] == before["history"], after
     for key in ("booted_slot", "primary_slot", "running_version"):
         assert after[key] == before[key], key
     assert [(s["name"], s["version"], s["boot_status"]) for s in after["slots"]] == \

@@ -192,7 +192,10 @@ def test_refused_bundles_leave_the_running_slot_untouched(life):
     good = make_bundle(work, "good-small", small, "50.0.0", life["key"], life["cert"])
     truncated = work / "truncated.raucb"
     truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    junk = work / "junk.raucb"
+    junk.write_bytes(os.urandom(20 * 1024))
     cases = [
+        ("not_a_bundle", 400, junk),
         ("wrong_key", 400, make_bundle(work, "stranger", small, "50.0.0", other_key, other_cert)),
         ("bad_digest", 400, make_bad_digest_bundle(work, small, life["key"], life["cert"])),
         ("truncated", 400, truncated),
@@ -203,12 +206,28 @@ def test_refused_bundles_leave_the_running_slot_untouched(life):
     before = status(sim, token)
     assert before["booted_slot"] == "A" and before["slot_manager_reachable"], before
     for refusal, code, bundle in cases:
+        prev = status(sim, token)
         got, body = upload(sim, token, bundle)
         assert got == code, (refusal, got, body)
         assert body["refusal"] == refusal, body
         assert body["error"], body
+        if refusal == "not_a_bundle":
+            # Not "cut short … upload the complete file": re-sending the same file cannot help.
+            assert "not a RAUC bundle" in body["error"], body
+            assert "complete" not in body["suggestion"], body
+        if refusal == "truncated":
+            assert "complete .raucb" in body["suggestion"], body
         s = status(sim, token)
-        assert s["phase"] == "failed" and s["refusal"] == refusal, s
+        assert s["refusal"] == refusal and s["last_error"] == body["error"], (s, body)
+        if refusal == "bad_digest":
+            # Found by the slot manager while installing (it checks each image's digest as it
+            # extracts): an install ran and failed.
+            assert s["phase"] == "failed", s
+        else:
+            # Refused while verifying, nothing installed: no operation ran, so the status still
+            # shows the one before; the refusal and its message are beside it.
+            assert s["phase"] == prev["phase"] and s["history"] == prev["history"], (refusal, s)
+            assert s["operation_id"] == prev["operation_id"], s
         assert s["booted_slot"] == "A" and s["primary_slot"] == "A", s
         assert s["running_version"] == before["running_version"], s
         # Nothing was written to the inactive slot.

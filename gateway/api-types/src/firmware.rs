@@ -123,6 +123,12 @@ pub struct UpdateStatusBody {
     pub updated_at_ms: i64,
     /// The current operation's phase changes.
     pub history: Vec<PhaseStep>,
+    /// The latest refusal or failure ("" when the latest request did not fail). A bundle
+    /// refused while verifying installs nothing and leaves `phase` and `history` as they were;
+    /// this, `refusal` and `last_error_at_ms` then tell of it.
+    pub last_error: String,
+    /// When `last_error` happened, Unix ms (0 when none).
+    pub last_error_at_ms: i64,
 }
 
 impl UpdateStatusBody {
@@ -191,6 +197,8 @@ impl UpdateStatusBody {
                 })
                 .collect(),
             updated_at_ms: s.updated_at_ms,
+            last_error: s.last_error.clone(),
+            last_error_at_ms: s.last_error_at_ms,
             history: s
                 .history
                 .iter()

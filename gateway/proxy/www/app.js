@@ -1170,15 +1170,15 @@
     });
     const pct = sent && sent.total ? (100 * sent.loaded) / sent.total : null;
     const refusal = act.error && act.error.body && act.error.body.refusal;
-    // A refused upload installed nothing: the status route reports it as `failed` with the
-    // refusal, which is no step of the install, so no ladder of install steps for it.
-    const refused = s.phase === "failed" && !!s.refusal;
+    // A refused upload installed nothing: the status keeps its phase and names the refusal,
+    // which is no step of the install, so no ladder of install steps for it.
+    const refused = !!s.refusal && !s.in_progress;
     return html`<section class="card" id="fw-update" data-src=${UPDATE_STATUS}>
       <h2>Firmware update</h2>
       <dl class="kv"><dt>Running version</dt><dd><${V} k="running_version" v=${s.running_version} /></dd>
         <dt>Booted slot</dt><dd><${V} k="booted_slot" v=${s.booted_slot} /></dd>
         <dt>Primary slot</dt><dd><${V} k="primary_slot" v=${s.primary_slot} /></dd>
-        <dt>State</dt><dd class=${stateClass(s.phase === "committed" ? "ok" : s.phase)}><${V} k="phase" v=${s.phase} />${refused ? html` <span id="update-refused">(the upload was refused; nothing was installed)</span>` : null}</dd>
+        <dt>State</dt><dd class=${stateClass(s.phase === "committed" ? "ok" : s.phase)}><${V} k="phase" v=${s.phase} />${refused ? html` <span id="update-refused">(the last upload was refused; nothing was installed${s.last_error ? `: ${s.last_error}` : ""})</span>` : null}</dd>
         <dt>Operation</dt><dd><${V} k="kind" v=${s.kind} /></dd>
         ${s.in_progress && s.progress ? html`<dt>Progress</dt><dd><${V} k="progress.percent" v=${s.progress.percent} f="percent" /> <${V} k="progress.message" v=${s.progress.message} /></dd>` : null}
         ${s.reason ? html`<dt>Reason</dt><dd id="update-reason"><${V} k="reason" v=${s.reason} /></dd>` : null}</dl>

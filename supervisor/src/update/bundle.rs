@@ -48,9 +48,13 @@ pub enum BundleError {
     /// The content does not match what was signed (the bundle or one of its images).
     #[error("digest mismatch: {0}")]
     BadDigest(String),
-    /// Not a complete bundle (cut short, empty, or not a bundle at all).
-    #[error("not a complete RAUC bundle: {0}")]
+    /// Starts like a bundle, but the file ends before the sizes it declares (an upload cut short).
+    #[error("the bundle is cut short: {0}")]
     Truncated(String),
+    /// Not a RAUC bundle at all: no squashfs image at the start, no plausible signature size at
+    /// the end, or no CMS signature where one should be.
+    #[error("not a RAUC bundle: {0}")]
+    NotABundle(String),
     /// The manifest is for another model.
     #[error("bundle is for {bundle:?}, this unit is {unit:?}")]
     WrongModel {
@@ -84,6 +88,7 @@ impl BundleError {
             BundleError::WrongKey(_) => "wrong_key",
             BundleError::BadDigest(_) => "bad_digest",
             BundleError::Truncated(_) => "truncated",
+            BundleError::NotABundle(_) => "not_a_bundle",
             BundleError::WrongModel { .. } => "wrong_model",
             BundleError::Downgrade { .. } => "downgrade",
             BundleError::BadManifest(_) => "bad_manifest",
@@ -99,7 +104,9 @@ impl BundleError {
             .collect::<Vec<_>>()
             .join("; ");
         let lower = msg.to_ascii_lowercase();
-        if lower.contains("invalid bundle format")
+        if lower.contains("no valid cms") {
+            BundleError::NotABundle(format!("no valid CMS signature ({msg})"))
+        } else if lower.contains("invalid bundle format")
             || lower.contains("exceeds bundle size")
             || lower.contains("too small")
             || lower.contains("squashfs")
@@ -170,8 +177,69 @@ pub fn parse_info(json: &str) -> Result<Manifest, BundleError> {
     })
 }
 
+/// The squashfs superblock's magic, `hsqs` (little-endian 0x73717368).
+const SQUASHFS_MAGIC: &[u8; 4] = b"hsqs";
+/// Size of the squashfs superblock; `bytes_used` (u64 LE) sits at offset 40.
+const SQUASHFS_SUPERBLOCK: u64 = 96;
+/// Largest signature RAUC accepts (`MAX_BUNDLE_SIGNATURE_SIZE`, 64 KiB).
+const MAX_SIGNATURE_BYTES: u64 = 64 * 1024;
+
+/// Tell a file that is no bundle from one cut short, from its layout alone, before `rauc` reads
+/// it. `rauc` reads the trailing 64-bit signature size first, so for random bytes it reports an
+/// absurd signature size "exceeding the bundle size", which reads like a truncated upload; an
+/// owner told to "upload the complete file" would retry the same wrong file. A bundle is a
+/// squashfs image (magic `hsqs`, its own length in the superblock), then a DER CMS signature
+/// (a SEQUENCE, first byte 0x30), then the signature's size as a big-endian u64.
+pub fn check_layout(bundle: &Path) -> Result<(), BundleError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let io = |e: std::io::Error| BundleError::Tool(format!("{}: {e}", bundle.display()));
+    let mut f = std::fs::File::open(bundle).map_err(io)?;
+    let len = f.metadata().map_err(io)?.len();
+    let mut head = [0u8; SQUASHFS_SUPERBLOCK as usize];
+    let got = f.read(&mut head).map_err(io)?;
+    if got < 4 || &head[..4] != SQUASHFS_MAGIC {
+        return Err(BundleError::NotABundle(format!(
+            "the file ({len} bytes) does not start with a squashfs image"
+        )));
+    }
+    if len < SQUASHFS_SUPERBLOCK + 8 {
+        return Err(BundleError::Truncated(format!(
+            "the file ends after {len} bytes, inside the squashfs header"
+        )));
+    }
+    let image_len = u64::from_le_bytes(head[40..48].try_into().unwrap_or_default());
+    if len < image_len.saturating_add(8) {
+        return Err(BundleError::Truncated(format!(
+            "the file ends after {len} bytes, but its squashfs image alone is {image_len} bytes"
+        )));
+    }
+    let mut tail = [0u8; 8];
+    f.seek(SeekFrom::End(-8)).map_err(io)?;
+    f.read_exact(&mut tail).map_err(io)?;
+    let sig_len = u64::from_be_bytes(tail);
+    let room = len - 8 - image_len;
+    if sig_len == 0 || sig_len > MAX_SIGNATURE_BYTES || sig_len > room {
+        // The image is whole, so what is missing is the signature after it: either the upload
+        // stopped inside it, or the file is a bare squashfs that was never signed.
+        return Err(BundleError::Truncated(format!(
+            "the squashfs image is complete ({image_len} bytes) but the signature after it is \
+             missing or cut short (the file is {len} bytes)"
+        )));
+    }
+    let mut first = [0u8; 1];
+    f.seek(SeekFrom::Start(len - 8 - sig_len)).map_err(io)?;
+    f.read_exact(&mut first).map_err(io)?;
+    if first[0] != 0x30 {
+        return Err(BundleError::NotABundle(format!(
+            "no CMS signature where the trailer says one starts ({sig_len} bytes before it)"
+        )));
+    }
+    Ok(())
+}
+
 /// Verify the signature of `bundle` against `keyring` and read its manifest.
 pub async fn inspect(bundle: &Path, keyring: &Path) -> Result<Manifest, BundleError> {
+    check_layout(bundle)?;
     let out = Command::new(RAUC)
         .arg("info")
         .arg(format!("--keyring={}", keyring.display()))
@@ -299,6 +367,10 @@ mod tests {
                 "Invalid bundle format: Failed to seek to end of bundle",
                 "truncated",
             ),
+            (
+                "Invalid bundle format: Signature data is no valid CMS",
+                "not_a_bundle",
+            ),
             ("something else entirely", "verifier_unavailable"),
         ] {
             assert_eq!(BundleError::from_rauc(stderr).code(), code, "{stderr}");
@@ -331,5 +403,91 @@ mod tests {
             check_images(&m, dir.path()).unwrap_err().code(),
             "bad_manifest"
         );
+    }
+
+    /// A squashfs superblock declaring `image_len` bytes, padded like mksquashfs to 4 KiB.
+    fn image(image_len: u64) -> Vec<u8> {
+        let mut img = vec![0u8; image_len.next_multiple_of(4096) as usize];
+        img[..4].copy_from_slice(SQUASHFS_MAGIC);
+        img[40..48].copy_from_slice(&image_len.to_le_bytes());
+        img
+    }
+
+    fn with_signature(mut img: Vec<u8>, sig: &[u8]) -> Vec<u8> {
+        img.extend_from_slice(sig);
+        img.extend_from_slice(&(sig.len() as u64).to_be_bytes());
+        img
+    }
+
+    fn layout_of(bytes: &[u8]) -> Result<(), BundleError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.raucb");
+        std::fs::write(&path, bytes).unwrap();
+        check_layout(&path)
+    }
+
+    #[test]
+    fn layout_tells_a_non_bundle_from_a_cut_upload() {
+        // Deterministic "random" bytes: what an owner uploads by picking the wrong file.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let junk: Vec<u8> = (0..20_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let mut sig = vec![0x30, 0x82, 0x01, 0x00];
+        sig.resize(300, 0x11);
+        let whole = with_signature(image(10_000), &sig);
+        let mut not_cms = sig.clone();
+        not_cms[0] = 0x00;
+        for (name, bytes, want) in [
+            ("random bytes", junk.clone(), Err("not_a_bundle")),
+            ("empty file", Vec::new(), Err("not_a_bundle")),
+            (
+                "a text file",
+                b"hello, this is not firmware\n".to_vec(),
+                Err("not_a_bundle"),
+            ),
+            ("header only", whole[..50].to_vec(), Err("truncated")),
+            (
+                "cut inside the image",
+                whole[..6_000].to_vec(),
+                Err("truncated"),
+            ),
+            (
+                "cut inside the signature",
+                whole[..whole.len() - 100].to_vec(),
+                Err("truncated"),
+            ),
+            ("a bare squashfs", image(10_000), Err("truncated")),
+            (
+                "garbage for a signature",
+                with_signature(image(10_000), &not_cms),
+                Err("not_a_bundle"),
+            ),
+            ("whole", whole.clone(), Ok(())),
+        ] {
+            let got = layout_of(&bytes).map_err(|e| e.code());
+            assert_eq!(got, want, "{name}");
+        }
+        let msg = layout_of(&junk).unwrap_err().to_string();
+        assert!(msg.starts_with("not a RAUC bundle"), "{msg}");
+    }
+
+    #[tokio::test]
+    async fn rauc_is_not_asked_about_random_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("junk.raucb");
+        // `rauc info` on these reads a huge signature size and says it "exceeds bundle size".
+        let mut bytes = vec![0xa5u8; 20_000];
+        bytes[19_992..].copy_from_slice(&u64::MAX.to_be_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let err = inspect(&path, &dir.path().join("keyring.pem"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "not_a_bundle", "{err}");
     }
 }

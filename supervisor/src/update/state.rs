@@ -141,6 +141,10 @@ pub struct Record {
     pub updated_at_ms: i64,
     /// Recent phase changes, oldest first.
     pub history: Vec<PhaseChange>,
+    /// The latest refusal or failure, kept also when a refusal left the phase alone.
+    pub last_error: String,
+    /// When `last_error` happened, Unix ms.
+    pub last_error_at_ms: i64,
 }
 
 impl Record {
@@ -175,7 +179,23 @@ impl Record {
     pub fn fail(&mut self, now_ms: i64, refusal: &str, reason: &str) {
         self.reason = reason.to_string();
         self.refusal = refusal.to_string();
+        self.last_error = reason.to_string();
+        self.last_error_at_ms = now_ms;
         self.enter(Phase::Failed, now_ms, reason);
+    }
+
+    /// A request refused while verifying: nothing was installed, so no operation ran and the
+    /// status goes back to `before` (what it said before the attempt: phase, versions, history,
+    /// operation id); only `refusal`, `last_error` and its time tell of the attempt. A `failed`
+    /// phase with an install history would read as if an install had been tried and gone wrong.
+    pub fn refused(before: &Record, now_ms: i64, refusal: &str, message: &str) -> Record {
+        Record {
+            schema: SCHEMA.into(),
+            refusal: refusal.to_string(),
+            last_error: message.to_string(),
+            last_error_at_ms: now_ms,
+            ..before.clone()
+        }
     }
 
     /// Load the record; a missing file is a fresh `Idle` record, an unreadable one is reported.
@@ -313,6 +333,30 @@ pub fn compare_versions(a: &str, b: &str) -> std::cmp::Ordering {
 mod tests {
     use super::*;
     use std::cmp::Ordering::*;
+
+    #[test]
+    fn a_refusal_while_verifying_leaves_the_previous_operation_showing() {
+        let mut before = Record::default();
+        before = before.begin(OpKind::Update, 1);
+        before.enter(Phase::Installing, 2, "");
+        before.enter(Phase::PendingReboot, 3, "");
+        before.enter(Phase::BootingNewSlot, 4, "");
+        before.enter(Phase::Committed, 5, "");
+        let attempt = before.begin(OpKind::Update, 10);
+        assert_eq!(attempt.phase, Phase::Verifying);
+        let after = Record::refused(&before, 11, "not_a_bundle", "not a RAUC bundle: x");
+        assert_eq!(after.phase, Phase::Committed);
+        assert_eq!(after.operation_id, before.operation_id);
+        assert_eq!(after.history, before.history);
+        assert_eq!(
+            (after.refusal.as_str(), after.last_error.as_str()),
+            ("not_a_bundle", "not a RAUC bundle: x")
+        );
+        assert_eq!(after.last_error_at_ms, 11);
+        // The next operation starts clean.
+        let next = after.begin(OpKind::Update, 20);
+        assert!(next.last_error.is_empty() && next.refusal.is_empty());
+    }
 
     fn facts(booted: &str, primary: &str) -> BootFacts {
         BootFacts {

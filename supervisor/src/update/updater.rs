@@ -130,9 +130,8 @@ impl Refusal {
     pub fn to_status(&self) -> Status {
         let msg = self.message.clone();
         let mut status = match self.code.as_str() {
-            "wrong_key" | "bad_digest" | "truncated" | "bad_manifest" | "bad_path" => {
-                Status::invalid_argument(msg)
-            }
+            "wrong_key" | "bad_digest" | "truncated" | "not_a_bundle" | "bad_manifest"
+            | "bad_path" => Status::invalid_argument(msg),
             "io" => Status::internal(msg),
             _ => Status::failed_precondition(msg),
         };
@@ -211,7 +210,12 @@ fn classify_last_error(msg: &str) -> &'static str {
         "wrong_model"
     } else if lower.contains("certificate") || lower.contains("trusted key") {
         "wrong_key"
-    } else if lower.contains("not a complete") || lower.contains("invalid bundle") {
+    } else if lower.contains("not a rauc bundle") {
+        "not_a_bundle"
+    } else if lower.contains("cut short")
+        || lower.contains("not a complete")
+        || lower.contains("invalid bundle")
+    {
         "truncated"
     } else {
         "install_failed"
@@ -404,6 +408,8 @@ impl Updater {
                 })
                 .collect(),
             forced: r.forced,
+            last_error: r.last_error.clone(),
+            last_error_at_ms: r.last_error_at_ms,
         }
     }
 
@@ -444,6 +450,7 @@ impl Updater {
                 "another update or restore is under way",
             ));
         };
+        let before = self.record();
         let result = self.install_locked(source, consume, force, kind).await;
         if consume {
             let _ = std::fs::remove_file(source);
@@ -461,7 +468,13 @@ impl Updater {
                 let refusal_code = refusal.code.clone();
                 let message = refusal.message.clone();
                 self.change(|r| {
-                    if r.phase.in_progress() {
+                    if r.operation_id == before.operation_id {
+                        // Refused before it began (busy): the record is another operation's.
+                        r.last_error = message.clone();
+                        r.last_error_at_ms = now_ms();
+                    } else if r.phase == Phase::Verifying {
+                        *r = Record::refused(&before, now_ms(), &refusal_code, &message);
+                    } else if r.phase.in_progress() {
                         r.fail(now_ms(), &refusal_code, &message);
                     }
                 });
@@ -1065,6 +1078,7 @@ mod tests {
             ("wrong_key", tonic::Code::InvalidArgument),
             ("bad_digest", tonic::Code::InvalidArgument),
             ("truncated", tonic::Code::InvalidArgument),
+            ("not_a_bundle", tonic::Code::InvalidArgument),
             ("wrong_model", tonic::Code::FailedPrecondition),
             ("downgrade", tonic::Code::FailedPrecondition),
             ("busy", tonic::Code::FailedPrecondition),

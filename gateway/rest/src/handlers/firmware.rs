@@ -141,7 +141,14 @@ fn refused(status: &tonic::Status) -> ApiError {
             .suggestion(match code.as_str() {
                 "wrong_key" => "sign the bundle with a key whose certificate is in the keyring",
                 "bad_digest" => "the bundle was altered after signing; rebuild and re-sign it",
-                "truncated" => "upload the complete .raucb file",
+                "truncated" => {
+                    "the file ends early: upload the complete .raucb file again (check its size \
+                     against the original)"
+                }
+                "not_a_bundle" => {
+                    "this file is not a svcOS firmware bundle: choose the signed .raucb file \
+                     built for this miner"
+                }
                 "wrong_model" => "use the bundle built for this model",
                 "downgrade" => "add ?force=true to install an older version on purpose",
                 "busy" => {
@@ -380,5 +387,48 @@ mod tests {
         assert_eq!(status_json(&busy, Some((1, None)))["phase"], "installing");
         assert_eq!(status_json(&idle, None)["phase"], "committed");
         assert_eq!(status_json(&idle, None)["in_progress"], false);
+    }
+
+    #[test]
+    fn a_non_bundle_and_a_cut_upload_get_different_advice() {
+        let refusal = |code: &str, msg: &str| {
+            let mut status = tonic::Status::invalid_argument(msg);
+            status
+                .metadata_mut()
+                .insert("svcos-refusal", code.parse().unwrap());
+            refused(&status).body()
+        };
+        let junk = refusal(
+            "not_a_bundle",
+            "not a RAUC bundle: the file (20480 bytes) does not start with a squashfs image",
+        );
+        assert_eq!(junk["refusal"], "not_a_bundle");
+        let advice = junk["suggestion"].as_str().unwrap();
+        assert!(advice.contains("not a svcOS firmware bundle"), "{advice}");
+        assert!(!advice.contains("complete"), "{advice}");
+        let cut = refusal("truncated", "the bundle is cut short: …");
+        assert_eq!(cut["refusal"], "truncated");
+        assert!(
+            cut["suggestion"]
+                .as_str()
+                .unwrap()
+                .contains("complete .raucb")
+        );
+    }
+
+    #[test]
+    fn the_latest_error_is_shown_beside_an_unchanged_phase() {
+        let after_refusal = pb::UpdateStatus {
+            phase: pb::UpdatePhase::Idle as i32,
+            refusal: "not_a_bundle".into(),
+            last_error: "not a RAUC bundle: …".into(),
+            last_error_at_ms: 7,
+            ..Default::default()
+        };
+        let v = status_json(&after_refusal, None);
+        assert_eq!(v["phase"], "idle");
+        assert_eq!(v["last_error"], "not a RAUC bundle: …");
+        assert_eq!(v["last_error_at_ms"], 7);
+        assert_eq!(v["history"], serde_json::json!([]));
     }
 }

@@ -223,8 +223,14 @@ def test_zz_stack_survives_and_mines_again(wsim, wtoken, baseline):
 def test_zzz_reboot_last(wsim):
     """A reboot (every service restarted, the gateway last) leaves a stack that mines."""
     token = login(wsim)
+    before = wsim.services()["gateway"]["pid"]
     code, _, body = http("POST", f"{wsim.api_url}/api/action/reboot", token, {}, timeout=60)
     assert code == 200, body
+    # The answer comes before the stack goes down: wait for the new gateway, not the old one.
+    wait_for(
+        lambda: (g := wsim.services()["gateway"])["pid"] != before and g["state"] == "running",
+        240, "a new gateway after the reboot",
+    )
     wait_for(
         lambda: http("GET", f"{wsim.api_url}/api/auth/status", timeout=2)[0] == 200,
         120, "the gateway after the reboot",

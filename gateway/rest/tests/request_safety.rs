@@ -249,7 +249,7 @@ async fn body_less_actions_take_nothing_or_an_object() {
             String::from_utf8_lossy(&r.body)
         );
     }
-    assert_eq!(*h.supervisor.restarts.lock().unwrap(), ["hw-agent"; 3]);
+    assert_eq!(*h.supervisor.restarts.lock().unwrap(), ["<stack>"; 3]);
     let r = h
         .request(
             "POST",

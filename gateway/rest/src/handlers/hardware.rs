@@ -21,7 +21,6 @@ use svcos_proto::hwagent::v1::{
     SetFanRequest, SetFrequencyRequest, SetLedRequest, SetSleepRequest, SetVoltageRequest,
 };
 use svcos_proto::supervisor::v1::{RestartStackRequest, ServiceRequest};
-use svcos_proto::tuner::v1::GetStateRequest;
 
 use super::{ApiResult, ok, parse_body};
 use crate::envelope::ApiError;
@@ -383,12 +382,7 @@ async fn debug_voltage(
 }
 
 async fn tuner_state(State(state): State<AppState>) -> ApiResult {
-    let mut tuner = state.peers.tuner.clone();
-    let r = tuner
-        .get_state(GetStateRequest {})
-        .await
-        .map_err(|s| ApiError::from_grpc("tuner", &s))?
-        .into_inner();
+    let r = super::tuner_get_state(&state).await?;
     Ok(Json(TunerStateBody::from(&r)).into_response())
 }
 
@@ -396,11 +390,6 @@ async fn tuner_state(State(state): State<AppState>) -> ApiResult {
 /// writes `PUT /api/autotuner/active` reads back what it wrote (the compact `state.v1` of
 /// `/api/autotuner/state` has no `active`, `mode`, `steps` or `transitions`).
 async fn tuner_run_state(State(state): State<AppState>) -> ApiResult {
-    let mut tuner = state.peers.tuner.clone();
-    let r = tuner
-        .get_state(GetStateRequest {})
-        .await
-        .map_err(|s| ApiError::from_grpc("tuner", &s))?
-        .into_inner();
+    let r = super::tuner_get_state(&state).await?;
     Ok(Json(svcos_api_types::tuning::RunStateBody::from(&r)).into_response())
 }

@@ -8,7 +8,6 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use svcos_common::bounds::{FREQUENCY_MHZ, VOLTAGE_MV};
 use svcos_proto::hwagent::v1::{GetInventoryRequest, Telemetry};
-use svcos_proto::tuner::v1::GetStateRequest;
 
 use super::{ApiResult, json, ok};
 use crate::envelope::ApiError;
@@ -236,12 +235,7 @@ async fn efficiency(State(state): State<AppState>) -> ApiResult {
 }
 
 async fn autotuner_target(State(state): State<AppState>) -> ApiResult {
-    let mut tuner = state.peers.tuner.clone();
-    let r = tuner
-        .get_state(GetStateRequest {})
-        .await
-        .map_err(|s| ApiError::from_grpc("tuner", &s))?
-        .into_inner();
+    let r = super::tuner_get_state(&state).await?;
     let configured = state.config().hardware.power_target_watt;
     Ok(Json(TunerTargetBody::new(&r, configured)).into_response())
 }

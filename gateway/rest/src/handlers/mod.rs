@@ -69,6 +69,18 @@ fn typed<T: DeserializeOwned>(value: Option<Value>) -> ApiResult<T> {
     })
 }
 
+/// The tuner's state, which each tuner read route renders in its own shape.
+pub async fn tuner_get_state(
+    state: &crate::state::AppState,
+) -> Result<svcos_proto::tuner::v1::GetStateResponse, ApiError> {
+    let mut tuner = state.peers.tuner.clone();
+    Ok(tuner
+        .get_state(svcos_proto::tuner::v1::GetStateRequest {})
+        .await
+        .map_err(|s| ApiError::from_grpc("tuner", &s))?
+        .into_inner())
+}
+
 /// Round a float for JSON output (telemetry does not need 15 digits).
 pub fn round(x: f64, digits: i32) -> f64 {
     let p = 10f64.powi(digits);

@@ -78,14 +78,6 @@ fn field_error(field: &str, message: impl Into<String>) -> ApiError {
         .with("field", field)
 }
 
-async fn get_state(state: &AppState) -> ApiResult<pb::GetStateResponse> {
-    let mut t = state.peers.tuner.clone();
-    Ok(t.get_state(pb::GetStateRequest {})
-        .await
-        .map_err(grpc)?
-        .into_inner())
-}
-
 fn changed(s: Option<pb::GetStateResponse>) -> Response {
     Json(RunStateBody::from(&s.unwrap_or_default())).into_response()
 }
@@ -180,7 +172,7 @@ async fn list(state: &AppState) -> ApiResult<pb::ListProfilesResponse> {
 
 async fn saved_status(State(state): State<AppState>) -> ApiResult {
     let l = list(&state).await?;
-    let s = get_state(&state).await?;
+    let s = super::tuner_get_state(&state).await?;
     ok(SavedStatusBody::new(&l, &s))
 }
 
@@ -490,7 +482,7 @@ async fn profitability(
 }
 
 async fn dps(State(state): State<AppState>) -> ApiResult {
-    let s = get_state(&state).await?;
+    let s = super::tuner_get_state(&state).await?;
     let c = state.config();
     ok(DpsBody {
         schema: "svcos.api.power.dps.v1",

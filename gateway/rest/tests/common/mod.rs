@@ -985,28 +985,15 @@ impl Harness {
         content_type: Option<&str>,
         body: impl Into<Bytes>,
     ) -> Reply {
-        let mut b = http::Request::builder()
-            .method(method)
-            .uri(format!("{}{}", self.base, path));
-        if let Some(t) = token {
-            b = b.header("authorization", format!("Bearer {t}"));
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let mut headers = Vec::new();
+        if let Some(a) = auth.as_deref() {
+            headers.push(("authorization", a));
         }
         if let Some(ct) = content_type {
-            b = b.header("content-type", ct);
+            headers.push(("content-type", ct));
         }
-        let req = b.body(Full::new(body.into())).unwrap();
-        let resp = tokio::time::timeout(Duration::from_secs(10), self.client.request(req))
-            .await
-            .expect("request must not hang")
-            .expect("request");
-        let status = resp.status().as_u16();
-        let headers = resp.headers().clone();
-        let body = resp.into_body().collect().await.unwrap().to_bytes();
-        Reply {
-            status,
-            headers,
-            body,
-        }
+        self.request_with(method, path, &headers, body).await
     }
 
     /// A request with these headers (repeated names are sent repeated) and body.

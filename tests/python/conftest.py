@@ -4,6 +4,7 @@ The stack binds a loopback address of its own (127.0.0.N) so that the legacy API
 the real port 4028, which is the only port pyasic probes.
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -243,12 +244,50 @@ def pytest_terminal_summary(terminalreporter):
 
 @pytest.fixture(scope="session")
 def token(sim) -> str:
-    """A bearer token for the sim, setting the first-boot password if needed."""
+    """A bearer token for the shared sim."""
+    return login(sim)
+
+
+def login(sim) -> str:
+    """A bearer token for `sim`, setting the first-boot password if none is set yet."""
     status, _, body = http("GET", f"{sim.api_url}/api/auth/status")
     assert status == 200, body
-    http("POST", f"{sim.api_url}/api/auth/setup", body={"password": PASSWORD})
+    if not body.get("password_set"):
+        status, _, body = http("POST", f"{sim.api_url}/api/auth/setup", body={"password": PASSWORD})
+        assert status in (200, 201), body
     status, _, body = http("POST", f"{sim.api_url}/api/auth/session", body={"password": PASSWORD})
     assert status == 200, body
-    tok = body.get("token") or body.get("access_token")
+    tok = body.get("token")
     assert tok, body
     return tok
+
+
+@contextlib.contextmanager
+def own_stack(tmp: Path):
+    """A stack of a test module's own in `tmp` (for tests that change what others read), with
+    an owner token: yields (sim, token)."""
+    s = start_sim(tmp)
+    try:
+        yield s, login(s)
+    finally:
+        stop_sim(s)
+
+
+def accepted_shares(sim, token) -> int:
+    """Shares the pool answered "accepted" to, as stratum-agent counted its verdicts; 0 while
+    /api/status has no pool section yet."""
+    status, _, body = http("GET", f"{sim.api_url}/api/status", token)
+    if status != 200 or not isinstance(body, dict) or not body.get("pools"):
+        return 0
+    return int(body["pools"]["accepted"])
+
+
+def cgminer(sim, command: str) -> dict:
+    """One request on the cgminer port the way pyasic sends it (bare JSON, read to EOF)."""
+    with socket.create_connection((sim.bind, sim.legacy_port), timeout=5) as s:
+        s.sendall(json.dumps({"command": command}).encode())
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    assert data.endswith(b"\0"), data[-50:]
+    return json.loads(data[:-1])

@@ -11,14 +11,12 @@ under load is no failure, a wrong number never matches).
 """
 
 import json
-import socket
 import threading
-import time
 
 import pytest
 from websockets.sync.client import connect as ws_connect
 
-from conftest import PASSWORD, http, start_sim, stop_sim, wait_for
+from conftest import cgminer, http, own_stack, wait_for
 from test_mqtt import MOSQUITTO, MOSQUITTO_PASSWD, Broker, Collector
 
 FACTOR = 1.25
@@ -29,23 +27,8 @@ SAME = 0.051
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    s = start_sim(tmp_path_factory.mktemp("calibration"))
-    try:
-        http("POST", f"{s.api_url}/api/auth/setup", body={"password": PASSWORD})
-        status, _, body = http("POST", f"{s.api_url}/api/auth/session", body={"password": PASSWORD})
-        assert status == 200, body
-        yield s, body["token"]
-    finally:
-        stop_sim(s)
-
-
-def cgminer(sim, command: str) -> dict:
-    with socket.create_connection((sim.bind, sim.legacy_port), timeout=5) as s:
-        s.sendall(json.dumps({"command": command}).encode())
-        chunks = []
-        while chunk := s.recv(65536):
-            chunks.append(chunk)
-    return json.loads(b"".join(chunks).rstrip(b"\0"))
+    with own_stack(tmp_path_factory.mktemp("calibration")) as st:
+        yield st
 
 
 def status(sim, token) -> dict:

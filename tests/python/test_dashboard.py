@@ -467,6 +467,49 @@ def test_mining_screens_show_the_rest_answers_and_charts_draw_history(sim, ready
     assert_clean(page)
 
 
+def test_status_poll_stays_one_loop_when_refreshed_while_a_request_is_out(sim, ready, browser):
+    """A refresh (a visibility change, a mode switch, a saved hostname) that arrives while the
+    shared /api/status request is out must not start a second polling loop beside the first."""
+
+    async def drive(page: Page):
+        await open_logged_in(page, sim, ready, "mining")
+        await page.until("document.querySelectorAll('#screen-mining [data-k]').length > 10", 60, "the overview")
+        # Every /api/status answer is held 1 s in the page, so the refreshes below all land while
+        # one is out; the page counts how many are out at once.
+        await page.js("""(() => {
+            const real = window.fetch;
+            window.__status = { out: 0, most: 0, sent: 0 };
+            window.fetch = async (url, init) => {
+              if (!String(url).startsWith('/api/status')) return real(url, init);
+              const st = window.__status;
+              st.out += 1; st.sent += 1; st.most = Math.max(st.most, st.out);
+              try {
+                await new Promise((r) => setTimeout(r, 1000));
+                return await real(url, init);
+              } finally { st.out -= 1; }
+            };
+            return true; })()""")
+        # The page's own refresh path: it polls at once when the tab becomes visible.
+        await page.js("document.dispatchEvent(new Event('visibilitychange')); true")
+        await page.until("window.__status.out === 1", 10, "a status request out")
+        for _ in range(5):
+            await page.js("document.dispatchEvent(new Event('visibilitychange')); true")
+            await asyncio.sleep(0.03)
+        await page.until("window.__status.out === 0 && window.__status.sent >= 2", 10, "the follow-up request")
+        after_burst = await page.js("window.__status.sent")
+        # Two poll periods (5 s each) and a margin: one loop sends two more.
+        await asyncio.sleep(11)
+        return after_burst, await page.js("window.__status"), page
+
+    after_burst, st, page = run_page(browser, sim.http_url, drive)
+    print(f"status requests: {after_burst} through the burst, {st}")
+    assert st["most"] == 1, st
+    # The one out when the burst began, then one more for the whole burst.
+    assert after_burst == 2, after_burst
+    assert st["sent"] - after_burst <= 3, st
+    assert_clean(page)
+
+
 def test_pool_edit_reaches_stratum_agent(sim, ready, browser):
     worker = f"dash.edit{int(time.time()) % 1000}"
 

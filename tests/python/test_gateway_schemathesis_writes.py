@@ -29,7 +29,6 @@ Bounded for CI: `SVCOS_SCHEMATHESIS_WRITES_EXAMPLES` examples per operation (def
 hypothesis deadline, a 30 s client timeout per request.
 """
 
-import json
 import os
 import shutil
 import tomllib
@@ -41,7 +40,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from conftest import PASSWORD, http, start_sim, stop_sim, wait_for
+from conftest import PASSWORD, accepted_shares, http, start_sim, stop_sim, wait_for
 from schemathesis.checks import response_schema_conformance
 from test_gateway_schemathesis import DERIVED, MEDIA, PLANNED, assert_envelope, header
 
@@ -128,14 +127,6 @@ def restore_endpoints(sim, token, baseline):
     patch = {section: saved[section] for section in ("api", "legacy")}
     code, _, body = http("POST", f"{sim.api_url}/api/config", token, patch)
     assert code == 200, body
-
-
-def accepted_shares(sim, token) -> int:
-    """Shares the pool answered "accepted" to, as stratum-agent counted its verdicts."""
-    status, _, body = http("GET", f"{sim.api_url}/api/status", token)
-    if status != 200 or not isinstance(body, dict) or not body.get("pools"):
-        return 0
-    return int(body["pools"]["accepted"])
 
 
 @schema.parametrize()

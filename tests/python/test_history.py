@@ -7,14 +7,7 @@ import os
 import signal
 import time
 
-from conftest import PASSWORD, http, start_sim, stop_sim, wait_for
-
-
-def login(sim):
-    http("POST", f"{sim.api_url}/api/auth/setup", body={"password": PASSWORD})
-    status, _, body = http("POST", f"{sim.api_url}/api/auth/session", body={"password": PASSWORD})
-    assert status == 200, body
-    return body["token"]
+from conftest import http, login, start_sim, stop_sim, wait_for
 
 
 def minutes(sim, token):

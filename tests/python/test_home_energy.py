@@ -8,19 +8,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from conftest import PASSWORD, http, start_sim, stop_sim, wait_for
+from conftest import http, own_stack, wait_for
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    s = start_sim(tmp_path_factory.mktemp("power"))
-    try:
-        http("POST", f"{s.api_url}/api/auth/setup", body={"password": PASSWORD})
-        status, _, body = http("POST", f"{s.api_url}/api/auth/session", body={"password": PASSWORD})
-        assert status == 200, body
-        yield s, body["token"]
-    finally:
-        stop_sim(s)
+    with own_stack(tmp_path_factory.mktemp("power")) as st:
+        yield st
 
 
 class Source:

@@ -8,12 +8,10 @@ values are compared against REST snapshots taken just before and just after pyas
 """
 
 import asyncio
-import json
-import socket
 
 import pytest
 
-from conftest import http, wait_for
+from conftest import cgminer, http, wait_for
 
 pyasic = pytest.importorskip("pyasic")
 
@@ -22,17 +20,6 @@ def rest_status(sim, token) -> dict:
     status, _, body = http("GET", f"{sim.api_url}/api/status", token=token)
     assert status == 200, body
     return body
-
-
-def cgminer(sim, command: str) -> dict:
-    """One raw request the way pyasic sends it (bare JSON, read to EOF)."""
-    with socket.create_connection((sim.bind, sim.legacy_port), timeout=5) as s:
-        s.sendall(json.dumps({"command": command}).encode())
-        data = b""
-        while chunk := s.recv(65536):
-            data += chunk
-    assert data.endswith(b"\0"), data[-50:]
-    return json.loads(data[:-1])
 
 
 def between(value, a, b, slack=0.0):

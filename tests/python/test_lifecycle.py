@@ -12,7 +12,6 @@ state machine boots the stock slot and commits it.
 import json
 import os
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PASSWORD, http, start_sim, stop_sim, svcos_bin, wait_for
+from conftest import http, login, start_sim, stop_sim, svcos_bin, wait_for
 
 TOOLS = ("rauc", "openssl", "mksquashfs", "busctl", "dbus-daemon")
 missing = [t for t in TOOLS if shutil.which(t) is None]
@@ -38,13 +37,6 @@ RESTORE_STATUS = "/api/system/restore-to-stock/status"
 CHECK_IDS = {"slot_manager", "stock_image_present", "stock_image_verified", "model_compatible",
              "free_space", "power_stable"}
 COMPATIBLE = "svcos-sim-s9"
-
-
-def login(sim) -> str:
-    http("POST", f"{sim.api_url}/api/auth/setup", body={"password": PASSWORD})
-    status, _, body = http("POST", f"{sim.api_url}/api/auth/session", body={"password": PASSWORD})
-    assert status == 200, body
-    return body.get("token") or body.get("access_token")
 
 
 def upload(sim, token, bundle: Path, force=False, timeout=600):

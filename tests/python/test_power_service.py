@@ -3,27 +3,19 @@ and kept down, solar following and the thermostat still move hw-agent's power ta
 through the cgminer API, which never passes through the gateway), and the thermostat's state
 survives a SIGKILL of the tuner itself."""
 
-import json
 import os
 import signal
-import socket
 
 import pytest
 
-from conftest import PASSWORD, http, start_sim, stop_sim, wait_for
+from conftest import cgminer, http, own_stack, wait_for
 from test_home_energy import Source, mining, wait_target
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    s = start_sim(tmp_path_factory.mktemp("power-service"))
-    try:
-        http("POST", f"{s.api_url}/api/auth/setup", body={"password": PASSWORD})
-        status, _, body = http("POST", f"{s.api_url}/api/auth/session", body={"password": PASSWORD})
-        assert status == 200, body
-        yield s, body["token"]
-    finally:
-        stop_sim(s)
+    with own_stack(tmp_path_factory.mktemp("power-service")) as st:
+        yield st
 
 
 @pytest.fixture
@@ -31,15 +23,6 @@ def source():
     s = Source()
     yield s
     s.close()
-
-
-def cgminer(sim, command: str) -> dict:
-    with socket.create_connection((sim.bind, sim.legacy_port), timeout=5) as s:
-        s.sendall(json.dumps({"command": command}).encode())
-        chunks = []
-        while chunk := s.recv(65536):
-            chunks.append(chunk)
-    return json.loads(b"".join(chunks).rstrip(b"\0"))
 
 
 def cgminer_target(sim):

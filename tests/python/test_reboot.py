@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PASSWORD, http, start_sim, stop_sim, wait_for
+from conftest import accepted_shares, http, login, start_sim, stop_sim, wait_for
 
 BOOT_ORDER = ["hw-sim", "test-pool", "hw-agent", "stratum-agent", "auth", "tuner", "legacy-tcp",
               "gateway", "proxy"]
@@ -30,20 +30,6 @@ def rsim():
         stop_sim(s)
         if os.environ.get("SVCOS_KEEP_SIM") is None:
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-def login(sim) -> str:
-    http("POST", f"{sim.api_url}/api/auth/setup", body={"password": PASSWORD})
-    status, _, body = http("POST", f"{sim.api_url}/api/auth/session", body={"password": PASSWORD})
-    assert status == 200, body
-    return body["token"]
-
-
-def accepted_shares(sim, token) -> int:
-    status, _, body = http("GET", f"{sim.api_url}/api/status", token)
-    if status != 200 or not isinstance(body, dict) or not body.get("pools"):
-        return 0
-    return int(body["pools"]["accepted"])
 
 
 def all_running(sim) -> dict | None:

@@ -1,10 +1,8 @@
 """The assembled stack, seen from outside: processes, the path of a share, auth on both ports."""
 
-import json
-import socket
 from pathlib import Path
 
-from conftest import http, wait_for
+from conftest import cgminer, http, wait_for
 
 SERVICES = [
     "hw-sim",
@@ -17,15 +15,6 @@ SERVICES = [
     "gateway",
     "proxy",
 ]
-
-
-def cgminer(sim, command: str) -> dict:
-    with socket.create_connection((sim.bind, sim.legacy_port), timeout=5) as s:
-        s.sendall(json.dumps({"command": command}).encode())
-        chunks = []
-        while chunk := s.recv(65536):
-            chunks.append(chunk)
-    return json.loads(b"".join(chunks).rstrip(b"\0"))
 
 
 def test_every_service_runs_as_its_own_named_process(sim):

@@ -4,20 +4,14 @@ the effective target never rises above it, and a saved profile records what the 
 
 import pytest
 
-from conftest import PASSWORD, http, start_sim, stop_sim, wait_for
+from conftest import http, own_stack, wait_for
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     # Its own stack: this test moves the power target, which other tests read.
-    s = start_sim(tmp_path_factory.mktemp("tuner-targets"))
-    try:
-        http("POST", f"{s.api_url}/api/auth/setup", body={"password": PASSWORD})
-        status, _, body = http("POST", f"{s.api_url}/api/auth/session", body={"password": PASSWORD})
-        assert status == 200, body
-        yield s, body["token"]
-    finally:
-        stop_sim(s)
+    with own_stack(tmp_path_factory.mktemp("tuner-targets")) as st:
+        yield st
 
 
 def coherent(run_state, configured):

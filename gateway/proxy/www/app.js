@@ -188,11 +188,17 @@
     const [state, setState] = useState({ data: null, error: null, loaded: false, key });
     const run = useRef(null);
     useEffect(() => {
-      let alive = true, timer = null, busy = false;
+      // `again`: a reload asked for while a request is out. That request may predate a write, so
+      // one more follows it at once; starting a second chain beside it would poll twice forever.
+      let alive = true, timer = null, busy = false, again = false;
       setState((s) => (s.loaded || s.key !== key ? { data: null, error: null, loaded: false, key } : s));
       const tick = async () => {
         timer = null;
-        if (!alive || busy || document.hidden) return;
+        if (!alive || document.hidden) return;
+        if (busy) {
+          again = true;
+          return;
+        }
         busy = true;
         try {
           const data = await fn();
@@ -201,7 +207,11 @@
           if (alive) setState((s) => ({ data: s.key === key ? s.data : null, error: e, loaded: true, key }));
         }
         busy = false;
-        if (alive && ms) timer = setTimeout(tick, ms);
+        if (!alive) return;
+        if (again) {
+          again = false;
+          tick();
+        } else if (ms) timer = setTimeout(tick, ms);
       };
       const onVisible = () => {
         if (!document.hidden && timer === null) tick();
@@ -1612,10 +1622,17 @@
     const modeSeq = useRef(0);
     useEffect(() => {
       if (phase !== "app") return undefined;
-      let alive = true, timer = null;
+      // One chain of requests at a time, as in usePoll: a refresh or a visibility change while a
+      // request is out asks for one more right after it instead of starting a second loop.
+      let alive = true, timer = null, busy = false, again = false;
       const tick = async () => {
         timer = null;
         if (!alive || document.hidden) return;
+        if (busy) {
+          again = true;
+          return;
+        }
+        busy = true;
         const seq = modeSeq.current;
         try {
           const s = await api("GET", "/api/status");
@@ -1626,7 +1643,12 @@
         } catch (e) {
           if (alive) setStatusError(e);
         }
-        if (alive) timer = setTimeout(tick, STATUS_POLL_MS);
+        busy = false;
+        if (!alive) return;
+        if (again) {
+          again = false;
+          tick();
+        } else timer = setTimeout(tick, STATUS_POLL_MS);
       };
       refresh.current = () => {
         if (timer !== null) clearTimeout(timer);

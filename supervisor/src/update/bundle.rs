@@ -208,6 +208,15 @@ pub fn check_layout(bundle: &Path) -> Result<(), BundleError> {
         )));
     }
     let image_len = u64::from_le_bytes(head[40..48].try_into().unwrap_or_default());
+    // A file that ends where mksquashfs ends its output (the image, padded to 4 KiB or not) is a
+    // bare squashfs that was never signed; an upload stopping exactly there is far less likely
+    // than someone picking the unsigned image.
+    if len == image_len || len == image_len.next_multiple_of(4096) {
+        return Err(BundleError::NotABundle(format!(
+            "the file is a bare squashfs image ({image_len} bytes) with no signature; an update \
+             is a signed RAUC bundle (`rauc bundle`)"
+        )));
+    }
     if len < image_len.saturating_add(8) {
         return Err(BundleError::Truncated(format!(
             "the file ends after {len} bytes, but its squashfs image alone is {image_len} bytes"
@@ -219,8 +228,8 @@ pub fn check_layout(bundle: &Path) -> Result<(), BundleError> {
     let sig_len = u64::from_be_bytes(tail);
     let room = len - 8 - image_len;
     if sig_len == 0 || sig_len > MAX_SIGNATURE_BYTES || sig_len > room {
-        // The image is whole, so what is missing is the signature after it: either the upload
-        // stopped inside it, or the file is a bare squashfs that was never signed.
+        // The image is whole, so what is missing is the signature after it: the upload stopped
+        // inside it.
         return Err(BundleError::Truncated(format!(
             "the squashfs image is complete ({image_len} bytes) but the signature after it is \
              missing or cut short (the file is {len} bytes)"
@@ -462,7 +471,17 @@ mod tests {
                 whole[..whole.len() - 100].to_vec(),
                 Err("truncated"),
             ),
-            ("a bare squashfs", image(10_000), Err("truncated")),
+            ("a bare squashfs", image(10_000), Err("not_a_bundle")),
+            (
+                "a bare squashfs without padding",
+                image(12_288)[..12_288].to_vec(),
+                Err("not_a_bundle"),
+            ),
+            (
+                "cut a little after the image",
+                whole[..12_288 + 20].to_vec(),
+                Err("truncated"),
+            ),
             (
                 "garbage for a signature",
                 with_signature(image(10_000), &not_cms),

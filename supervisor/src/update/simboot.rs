@@ -15,6 +15,7 @@
 //!   `<dir>/run/dbus.sock` (dying with the supervisor that started it; reused across reboots).
 
 use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -305,6 +306,11 @@ pub fn private_bus(runtime_dir: &Path) -> Option<String> {
         let _ = child.wait();
         return None;
     }
+    // dbus-daemon leaves its socket world-writable; the bus admits only this uid anyway, but
+    // nobody else has reason to reach it, so the file says so too.
+    if let Err(e) = std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600)) {
+        eprintln!("svcos sim: cannot restrict {}: {e}", socket.display());
+    }
     // Not waited for: it lives as long as this process (and the slots it execs into).
     drop(child);
     Some(address)
@@ -313,6 +319,22 @@ pub fn private_bus(runtime_dir: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_private_bus_socket_is_owner_only() {
+        if Command::new("dbus-daemon").arg("--version").output().is_err() {
+            eprintln!("dbus-daemon is not installed; skipped");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let address = private_bus(dir.path()).expect("a private bus");
+        let socket = dir.path().join("dbus.sock");
+        assert_eq!(address, format!("unix:path={}", socket.display()));
+        let mode = std::fs::metadata(&socket).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+        // The bus still answers its owner.
+        assert!(std::os::unix::net::UnixStream::connect(&socket).is_ok());
+    }
 
     #[test]
     fn watchdog_flags_are_not_handed_on() {

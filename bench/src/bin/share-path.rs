@@ -430,6 +430,12 @@ fn job_hops(t: &Trace) -> Hops {
             *at,
             done,
         );
+        // shared/TARGETS.md words the row from the notify read, not from the pool's write.
+        hops.push(
+            "stratum-agent read the notify → frame complete on every chain (TARGETS.md's row)",
+            sa[0],
+            done,
+        );
     }
     hops
 }
@@ -680,7 +686,7 @@ submit 0000002b 6000000
     fn the_job_path_splits_into_hops_with_the_slowest_chain_per_fan_out() {
         let t = parse_text(TRACE).unwrap();
         let hops = table(&mut job_hops(&t));
-        let want: [(&str, u64); 12] = [
+        let want: [(&str, u64); 13] = [
             ("pool socket → stratum-agent read the line", 1000),
             ("read → parsed (channel to the agent task)", 1000),
             ("parsed → published to the job watch", 1000),
@@ -702,6 +708,10 @@ submit 0000002b 6000000
                 11000,
             ),
             ("notify → frame complete on every chain (whole path)", 21000),
+            (
+                "stratum-agent read the notify → frame complete on every chain (TARGETS.md's row)",
+                20000,
+            ),
         ];
         assert_eq!(hops.len(), want.len());
         for ((name, n, ns), (want_name, want_ns)) in hops.iter().zip(want) {

@@ -322,7 +322,11 @@ mod tests {
 
     #[test]
     fn the_private_bus_socket_is_owner_only() {
-        if Command::new("dbus-daemon").arg("--version").output().is_err() {
+        if Command::new("dbus-daemon")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
             eprintln!("dbus-daemon is not installed; skipped");
             return;
         }

@@ -211,7 +211,8 @@ pub fn check_layout(bundle: &Path) -> Result<(), BundleError> {
     // A file that ends where mksquashfs ends its output (the image, padded to 4 KiB or not) is a
     // bare squashfs that was never signed; an upload stopping exactly there is far less likely
     // than someone picking the unsigned image.
-    if len == image_len || len == image_len.next_multiple_of(4096) {
+    // `checked_`: the length comes from the upload's own header and may be anything.
+    if len == image_len || image_len.checked_next_multiple_of(4096) == Some(len) {
         return Err(BundleError::NotABundle(format!(
             "the file is a bare squashfs image ({image_len} bytes) with no signature; an update \
              is a signed RAUC bundle (`rauc bundle`)"
@@ -480,6 +481,15 @@ mod tests {
             (
                 "cut a little after the image",
                 whole[..12_288 + 20].to_vec(),
+                Err("truncated"),
+            ),
+            (
+                "a header declaring an image of 2^64 - 1 bytes",
+                {
+                    let mut b = image(10_000);
+                    b[40..48].copy_from_slice(&u64::MAX.to_le_bytes());
+                    b
+                },
                 Err("truncated"),
             ),
             (

@@ -166,6 +166,79 @@ async fn active_and_targets_change_the_tuner_and_bad_input_gets_the_envelope() {
     assert_eq!(s.json()["schema"], "svcos.api.autotuner.saved_status.v1");
 }
 
+/// The tuner's configured power target as `/api/power/dps` reports it, once it equals `watt`.
+async fn tuner_target_becomes(h: &Harness, watt: f64) {
+    for _ in 0..500 {
+        let v = h.get("/api/power/dps", Some(GOOD)).await.json();
+        if v["configured_power_target_watt"].as_f64() == Some(watt) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the tuner's configured target never became {watt} W");
+}
+
+#[tokio::test]
+async fn a_power_target_moved_by_step_is_the_config_figure_so_a_later_write_can_restore_it() {
+    let h = Harness::start(Options::default()).await;
+    let r = h
+        .send_json(
+            "POST",
+            "/api/config",
+            Some(GOOD),
+            &json!({"hardware": {"power_target_watt": 1100}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    tuner_target_becomes(&h, 1100.0).await;
+
+    let v = until_ok(
+        &h,
+        "POST",
+        "/api/autotuner/decrement_power_target",
+        &json!({"amount": 100}),
+    )
+    .await;
+    assert_eq!(v["configured_power_target_watt"], 1000.0);
+    // Every surface that shows the configured figure now shows the tuner's.
+    let t = h.get("/api/autotuner/target", Some(GOOD)).await.json();
+    assert_eq!(t["configured_power_target_watt"], 1000.0);
+    let file = std::fs::read_to_string(&h.layout.config_path).unwrap();
+    assert!(file.contains("power_target_watt = 1000"), "{file}");
+
+    // Writing the earlier figure is a change again, so the tuner follows it back.
+    let r = h
+        .send_json(
+            "POST",
+            "/api/config",
+            Some(GOOD),
+            &json!({"hardware": {"power_target_watt": 1100}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert!(
+        r.json()["changed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k == "hardware.power_target_watt"),
+        "{}",
+        String::from_utf8_lossy(&r.body)
+    );
+    tuner_target_becomes(&h, 1100.0).await;
+
+    // A hashrate step leaves the power key alone.
+    until_ok(
+        &h,
+        "POST",
+        "/api/autotuner/increment_hashrate_target",
+        &json!({}),
+    )
+    .await;
+    let t = h.get("/api/autotuner/target", Some(GOOD)).await.json();
+    assert_eq!(t["configured_power_target_watt"], 1100.0);
+}
+
 #[tokio::test]
 async fn time_of_use_schedule_round_trips_and_rejects_bad_windows() {
     let h = Harness::start(Options::default()).await;

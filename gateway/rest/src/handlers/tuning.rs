@@ -124,7 +124,42 @@ async fn adjust(
         .await
         .map_err(grpc)?
         .into_inner();
+    if kind == pb::TargetKind::Power {
+        let watt = r
+            .state
+            .as_ref()
+            .map_or(0.0, |s| s.configured_power_target_watt);
+        follow_in_config(state, watt).await?;
+    }
     Ok(changed(r.state))
+}
+
+/// A power target moved by step is the operator's target from then on, so it goes into
+/// `[hardware].power_target_watt` like the wizard's or the heat level's. Left only in the tuner,
+/// the config would go on showing the older figure (the power form, `/api/config`, a fleet
+/// export), and a restore of that figure would be taken for no change.
+async fn follow_in_config(state: &AppState, watt: f64) -> Result<(), ApiError> {
+    let configured = state.config().hardware.power_target_watt;
+    if !(watt.is_finite() && watt > 0.0) || (watt - configured).abs() < 1e-9 {
+        return Ok(());
+    }
+    crate::config_write::patch_write(
+        state,
+        serde_json::json!({"hardware": {"power_target_watt": watt}}),
+    )
+    .await
+    .map(drop)
+    .map_err(|e| {
+        let held = format!(
+            "the tuner now holds {watt:.0} W; the config file still says {configured:.0} W"
+        );
+        let detail = if e.detail.is_empty() {
+            held
+        } else {
+            format!("{}; {held}", e.detail)
+        };
+        e.detail(detail)
+    })
 }
 
 async fn inc_power(State(s): State<AppState>, h: HeaderMap, b: Bytes) -> ApiResult {

@@ -109,7 +109,7 @@ async fn run(
     let mut reader = BufReader::new(read);
     let mut session = Session::new(SessionParams {
         user: user.into(),
-        password: password.into(),
+        password: PoolUrl::login_password(url, password).into(),
         version_rolling,
         suggest_difficulty: 0.0,
         resume: None,

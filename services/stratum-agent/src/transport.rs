@@ -76,7 +76,7 @@ pub enum ConnectError {
 impl PoolUrl {
     /// Parse `stratum+tcp://host:port`, `stratum+ssl://host:port` or `stratum2+tcp://host:port/key`.
     pub fn parse(url: &str) -> Result<Self, ConnectError> {
-        let bad = || ConnectError::Url(url.to_string());
+        let bad = || ConnectError::Url(svcos_common::redact::mask_url_userinfo(url).into_owned());
         let (scheme, rest) = if let Some(r) = url.strip_prefix("stratum+tcp://") {
             (Scheme::Tcp, r)
         } else if let Some(r) = url.strip_prefix("stratum+ssl://") {
@@ -88,6 +88,8 @@ impl PoolUrl {
         };
         let mut parts = rest.splitn(2, '/');
         let authority = parts.next().unwrap_or_default();
+        // Credentials are never dialled: the host is what follows the last '@'.
+        let authority = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
         let authority_key = parts
             .next()
             .map(|k| k.trim_end_matches('/'))
@@ -105,6 +107,25 @@ impl PoolUrl {
             port,
             authority_key,
         })
+    }
+
+    /// The password a login sends: `configured` (the pool's `password`), unless it was left at
+    /// its default (`x` or empty) and the URL carries one (`stratum+tcp://user:pw@host:port`).
+    /// Some pools print their URLs that way, and an owner who pasted one meant that password;
+    /// a password typed into the field says more than one inside a pasted URL, so it wins. A
+    /// user name in the URL is never sent: `user` is required and always says who mines.
+    pub fn login_password<'a>(url: &'a str, configured: &'a str) -> &'a str {
+        if !(configured.is_empty() || configured == "x") {
+            return configured;
+        }
+        let rest = url.split_once("://").map_or(url, |(_, r)| r);
+        let authority = rest.split('/').next().unwrap_or_default();
+        authority
+            .rsplit_once('@')
+            .and_then(|(userinfo, _)| userinfo.split_once(':'))
+            .map(|(_, pw)| pw)
+            .filter(|pw| !pw.is_empty())
+            .unwrap_or(configured)
     }
 
     /// `host:port` for messages and connect.
@@ -227,6 +248,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(u.scheme, Scheme::V2);
+        // Credentials are not part of the address dialled, nor of an error about the URL.
+        let u = PoolUrl::parse("stratum+tcp://rig:pw@pool.example:3333").unwrap();
+        assert_eq!(u.addr(), "pool.example:3333");
+        let u = PoolUrl::parse("stratum+ssl://rig:p@ss@[::1]:443").unwrap();
+        assert_eq!(u.addr(), "[::1]:443");
+        let e = PoolUrl::parse("stratum+tcp://rig:hunter2@pool.example").unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
         for bad in [
             "http://x:1",
             "stratum+tcp://x",
@@ -236,5 +264,30 @@ mod tests {
         ] {
             assert!(PoolUrl::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_password_in_the_url_fills_only_a_password_left_at_its_default() {
+        let url = "stratum+tcp://rig:s3cret@pool.example:3333";
+        assert_eq!(PoolUrl::login_password(url, "x"), "s3cret");
+        assert_eq!(PoolUrl::login_password(url, ""), "s3cret");
+        assert_eq!(PoolUrl::login_password(url, "typed"), "typed");
+        for no_password in [
+            "stratum+tcp://pool.example:3333",
+            "stratum+tcp://rig@pool.example:3333",
+            "stratum+tcp://rig:@pool.example:3333",
+            "stratum2+tcp://pool.example:3333/9bDuixKmZqAJnrmP746n8zU1wyAQRrus7th9dxnkPg6RzQvCnan",
+        ] {
+            assert_eq!(
+                PoolUrl::login_password(no_password, "x"),
+                "x",
+                "{no_password}"
+            );
+        }
+        // The last '@' ends the userinfo, as in the address dialled.
+        assert_eq!(
+            PoolUrl::login_password("stratum+tcp://rig:p@ss@pool.example:3333", "x"),
+            "p@ss"
+        );
     }
 }

@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 use pb::ShareDisposition as D;
+use svcos_common::config::PoolConfig;
 use svcos_proto::stratum::v1 as pb;
 use svcos_proto::testpool::v1::Behavior;
 
@@ -135,6 +136,44 @@ async fn refused_authorisation_fails_over_and_is_reported() {
         "{}",
         p.pools[0].last_error
     );
+    agent.stop().await;
+}
+
+#[tokio::test]
+async fn a_password_in_the_pool_url_is_sent_unless_one_was_typed_and_never_shown() {
+    let (a, b) = (Pool::start().await, Pool::start().await);
+    for p in [&a, &b] {
+        p.pool.set_behavior(Behavior {
+            required_password: "s3cret".into(),
+            ..Default::default()
+        });
+    }
+    // A URL as some pools print it: the password rides in the userinfo.
+    let in_url = |p: &Pool| format!("stratum+tcp://rig:s3cret@127.0.0.1:{}", p.port);
+    let typed = PoolConfig {
+        url: in_url(&a),
+        password: "typed".into(),
+        ..a.pool_config("wa", 0)
+    };
+    let left_default = PoolConfig {
+        url: in_url(&b),
+        ..b.pool_config("wb", 1)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = Agent::start(dir.path(), &config(vec![typed, left_default])).await;
+    let mut jobs = agent.jobs().await;
+    // The typed password wins over the URL's, so the first pool refuses it; the second pool
+    // gets the URL's password, dialled at the host after the '@'.
+    assert_eq!(next_job(&mut jobs).await.pool_index, 1);
+    let p = agent
+        .wait_pools("primary refused, backup active", |p| {
+            p.pools[0].state == pb::PoolState::AuthFailed as i32 && p.pools[1].active
+        })
+        .await;
+    for pool in &p.pools {
+        assert!(pool.url.contains("rig:********@127.0.0.1:"), "{}", pool.url);
+        assert!(!pool.last_error.contains("s3cret"), "{}", pool.last_error);
+    }
     agent.stop().await;
 }
 

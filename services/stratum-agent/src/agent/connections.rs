@@ -97,7 +97,7 @@ impl Agent {
         }
         let session = Session::new(SessionParams {
             user: slot.cfg.user.clone(),
-            password: slot.cfg.password.clone(),
+            password: PoolUrl::login_password(&slot.cfg.url, &slot.cfg.password).to_string(),
             version_rolling: stratum.version_rolling,
             suggest_difficulty: stratum.suggest_difficulty,
             resume: slot.session_id.clone(),

@@ -276,7 +276,7 @@ impl TestPool {
 
     /// The current misbehaviour switches.
     pub fn behavior(&self) -> Behavior {
-        self.lock().behavior
+        self.lock().behavior.clone()
     }
 
     /// Close every open miner connection.
@@ -303,7 +303,7 @@ impl TestPool {
             blocks: inner.height,
             reject_reasons: inner.reject_reasons.clone(),
             resumed_sessions: inner.resumed_sessions,
-            behavior: Some(inner.behavior),
+            behavior: Some(inner.behavior.clone()),
             found_blocks: inner.found_blocks,
             sv2: inner.sv2_running.then(|| pb::Sv2Stats {
                 authority_pubkey: inner.sv2.authority.clone(),
@@ -677,7 +677,11 @@ fn handle_call(pool: &Arc<TestPool>, conn: &mut Conn, call: wire::Call) -> Vec<S
             if conn.extranonce1.is_none() {
                 return vec![wire::error(id, 25, "Not subscribed")];
             }
-            if pool.behavior().refuse_authorize
+            let behavior = pool.behavior();
+            let wrong_password = !behavior.required_password.is_empty()
+                && wire::str_param(&call, 1) != Some(behavior.required_password.as_str());
+            if behavior.refuse_authorize
+                || wrong_password
                 || wire::str_param(&call, 0).is_none_or(str::is_empty)
             {
                 return vec![wire::result(id, json!(false))];

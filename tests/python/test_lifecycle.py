@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import http, login, start_sim, stop_sim, svcos_bin, wait_for
+from conftest import cgminer, http, login, start_sim, stop_sim, svcos_bin, wait_for
 
 TOOLS = ("rauc", "openssl", "mksquashfs", "busctl", "dbus-daemon")
 missing = [t for t in TOOLS if shutil.which(t) is None]
@@ -118,15 +118,6 @@ def busctl(sim, *args):
 
 def supervisor_pid(sim) -> int:
     return int((sim.dir / "run" / "pids" / "supervisor.pid").read_text().split()[0])
-
-
-def accepted_shares(sim) -> int:
-    with socket.create_connection((sim.bind, sim.legacy_port), timeout=5) as s:
-        s.sendall(json.dumps({"command": "summary"}).encode())
-        data = b""
-        while chunk := s.recv(65536):
-            data += chunk
-    return json.loads(data.rstrip(b"\0"))["SUMMARY"][0]["Accepted"]
 
 
 def wait_phase(sim, want: set, timeout=300, path=STATUS):
@@ -301,7 +292,7 @@ def test_update_comes_back_on_the_new_version_and_mines(life):
     code, _, caps = http("GET", f"{sim.api_url}/api/v1/capabilities", token=login(sim))
     assert code == 200 and caps["update"]["booted_slot"] == "B", caps
     # Mining resumed: the test pool accepts shares from the new stack.
-    wait_for(lambda: accepted_shares(sim) > 0, 180, "accepted shares after the update", interval=1)
+    wait_for(lambda: cgminer(sim, "summary")["SUMMARY"][0]["Accepted"] > 0, 180, "accepted shares after the update", interval=1)
 
 
 def test_sigkill_of_everything_mid_install_keeps_the_old_slot(life):

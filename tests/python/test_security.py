@@ -142,7 +142,9 @@ def test_pool_url_credentials_are_masked_everywhere(stack, token):
     api = stack.api_url
     pools = get_config(stack, token)["pools"]
     secret_url = f"stratum+tcp://alice:{POOL_SECRET}@{stack.bind}:{stack.pool_port}"
-    new = [dict(p) for p in pools] + [{"url": secret_url, "user": "alice.rig", "password": "x", "priority": 9}]
+    # First in line, so stratum-agent dials it rather than holding it as an idle backup.
+    new = [{"url": secret_url, "user": "alice.rig", "password": "x", "priority": 0}]
+    new += [dict(p, priority=p["priority"] + 1) for p in pools]
     status, _, body = http("POST", f"{api}/api/pools", token, {"pools": new})
     assert status == 200, body
 
@@ -151,6 +153,15 @@ def test_pool_url_credentials_are_masked_everywhere(stack, token):
         return "alice:********@" in json.dumps(st)
 
     wait_for(shown, 60, "the new pool in /api/status, masked")
+
+    def connected():
+        _, _, body = http("GET", f"{api}/api/pools", token=token)
+        status = body["pools"][0].get("status") or {}
+        return status.get("state") == "alive" and status.get("connected_since", 0) > 0 and status
+
+    # The URL's credentials are not dialled: the pool behind the '@' is reached and authorises
+    # (the pool in use stays until failback's hysteresis has passed).
+    wait_for(connected, 60, "the pool with credentials in its URL connected")
     surfaces = {}
     for path in ("/api/status", "/api/pools", "/api/config", "/api/config/shared", "/api/pools/failover_policy"):
         status, _, body = http("GET", f"{api}{path}", token=token)

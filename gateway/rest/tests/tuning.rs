@@ -178,18 +178,24 @@ async fn tuner_target_becomes(h: &Harness, watt: f64) {
     panic!("the tuner's configured target never became {watt} W");
 }
 
-#[tokio::test]
-async fn a_power_target_moved_by_step_is_the_config_figure_so_a_later_write_can_restore_it() {
-    let h = Harness::start(Options::default()).await;
+/// `POST /api/config` setting `[hardware].power_target_watt`; the write report.
+async fn write_power_target(h: &Harness, watt: f64) -> Value {
     let r = h
         .send_json(
             "POST",
             "/api/config",
             Some(GOOD),
-            &json!({"hardware": {"power_target_watt": 1100}}),
+            &json!({"hardware": {"power_target_watt": watt}}),
         )
         .await;
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    r.json()
+}
+
+#[tokio::test]
+async fn a_power_target_moved_by_step_is_the_config_figure_so_a_later_write_can_restore_it() {
+    let h = Harness::start(Options::default()).await;
+    write_power_target(&h, 1100.0).await;
     tuner_target_becomes(&h, 1100.0).await;
 
     let v = until_ok(
@@ -207,23 +213,14 @@ async fn a_power_target_moved_by_step_is_the_config_figure_so_a_later_write_can_
     assert!(file.contains("power_target_watt = 1000"), "{file}");
 
     // Writing the earlier figure is a change again, so the tuner follows it back.
-    let r = h
-        .send_json(
-            "POST",
-            "/api/config",
-            Some(GOOD),
-            &json!({"hardware": {"power_target_watt": 1100}}),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let r = write_power_target(&h, 1100.0).await;
     assert!(
-        r.json()["changed"]
+        r["changed"]
             .as_array()
             .unwrap()
             .iter()
             .any(|k| k == "hardware.power_target_watt"),
-        "{}",
-        String::from_utf8_lossy(&r.body)
+        "{r}"
     );
     tuner_target_becomes(&h, 1100.0).await;
 

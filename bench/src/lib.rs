@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+pub mod floor;
+
 use anyhow::Context;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -206,6 +208,11 @@ impl Samples {
         self.durations.extend(other.durations);
     }
 
+    /// How many samples are `d` or longer.
+    pub fn count_at_least(&self, d: Duration) -> usize {
+        self.durations.iter().filter(|&&s| s >= d).count()
+    }
+
     /// The `p`-th percentile (0..=100), nearest-rank.
     pub fn percentile(&mut self, p: f64) -> Duration {
         if self.durations.is_empty() {
@@ -316,5 +323,7 @@ mod tests {
         assert_eq!(s.percentile(50.0), Duration::from_millis(50));
         assert_eq!(s.percentile(99.0), Duration::from_millis(99));
         assert_eq!(s.percentile(100.0), Duration::from_millis(100));
+        assert_eq!(s.count_at_least(Duration::from_millis(99)), 2);
+        assert_eq!(s.count_at_least(Duration::from_millis(101)), 0);
     }
 }

@@ -69,6 +69,11 @@ struct Args {
     /// root only; 0 keeps idle CPUs polling). See `svcos_bench::IdleLatencyHold`.
     #[arg(long)]
     idle_latency_us: Option<i32>,
+    /// Before measuring, time the host's wake-up floor for this many seconds (one SCHED_FIFO
+    /// thread per CPU sleeping to 1 ms deadlines, as cyclictest does); 0 skips it. See
+    /// `svcos_bench::floor`.
+    #[arg(long, default_value_t = 10)]
+    floor_s: u64,
     /// Leave out notifies and submits of the first seconds after the first notify: chain
     /// bring-up, first connections and cold caches, which a miner pays once per boot.
     #[arg(long, default_value_t = 10)]
@@ -118,6 +123,7 @@ fn main() -> anyhow::Result<()> {
     };
     std::fs::create_dir_all(&dir)?;
     let _hold = svcos_bench::hold_idle_latency(args.idle_latency_us)?;
+    svcos_bench::floor::print_before_run(args.floor_s);
     let bind = "127.0.0.1";
     let flags = svcos_supervisor::simcfg::SimFlags {
         bind: Some(bind.parse()?),

@@ -68,6 +68,11 @@ struct Args {
     /// root only; 0 keeps idle CPUs polling). See `svcos_bench::IdleLatencyHold`.
     #[arg(long)]
     idle_latency_us: Option<i32>,
+    /// Before measuring, time the host's wake-up floor for this many seconds (one SCHED_FIFO
+    /// thread per CPU sleeping to 1 ms deadlines, as cyclictest does); 0 skips it. See
+    /// `svcos_bench::floor`.
+    #[arg(long, default_value_t = 10)]
+    floor_s: u64,
 }
 
 /// The processes that count: the supervisor and the seven production services.
@@ -146,6 +151,7 @@ fn main() -> anyhow::Result<()> {
 
 async fn run(args: Args) -> anyhow::Result<()> {
     let _hold = svcos_bench::hold_idle_latency(args.idle_latency_us)?;
+    svcos_bench::floor::print_before_run(args.floor_s);
     let (steal, began) = (svcos_bench::steal_ticks(), Instant::now());
     let host = args.host.clone();
     let legacy = format!("{}:{}", args.host, args.legacy_port);

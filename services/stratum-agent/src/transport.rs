@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
+use svcos_common::redact::UrlParts;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
@@ -77,25 +78,25 @@ impl PoolUrl {
     /// Parse `stratum+tcp://host:port`, `stratum+ssl://host:port` or `stratum2+tcp://host:port/key`.
     pub fn parse(url: &str) -> Result<Self, ConnectError> {
         let bad = || ConnectError::Url(svcos_common::redact::mask_url_userinfo(url).into_owned());
-        let (scheme, rest) = if let Some(r) = url.strip_prefix("stratum+tcp://") {
-            (Scheme::Tcp, r)
-        } else if let Some(r) = url.strip_prefix("stratum+ssl://") {
-            (Scheme::Tls, r)
-        } else if let Some(r) = url.strip_prefix("stratum2+tcp://") {
-            (Scheme::V2, r)
-        } else {
-            return Err(bad());
+        let parts = UrlParts::split(url).ok_or_else(bad)?;
+        let scheme = match parts.scheme {
+            "stratum+tcp" => Scheme::Tcp,
+            "stratum+ssl" => Scheme::Tls,
+            "stratum2+tcp" => Scheme::V2,
+            _ => return Err(bad()),
         };
-        let mut parts = rest.splitn(2, '/');
-        let authority = parts.next().unwrap_or_default();
-        // Credentials are never dialled: the host is what follows the last '@'.
-        let authority = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+        // A query or fragment means nothing to a pool: refuse it rather than drop it.
+        if !(parts.tail.is_empty() || parts.tail.starts_with('/')) {
+            return Err(bad());
+        }
+        // Credentials are never dialled: the host is what follows the userinfo.
         let authority_key = parts
-            .next()
+            .tail
+            .strip_prefix('/')
             .map(|k| k.trim_end_matches('/'))
             .filter(|k| !k.is_empty())
             .map(str::to_string);
-        let (host, port) = authority.rsplit_once(':').ok_or_else(bad)?;
+        let (host, port) = parts.host_port.rsplit_once(':').ok_or_else(bad)?;
         let host = host.trim_start_matches('[').trim_end_matches(']');
         let port: u16 = port.parse().map_err(|_| bad())?;
         if host.is_empty() || port == 0 {
@@ -118,13 +119,8 @@ impl PoolUrl {
         if !(configured.is_empty() || configured == "x") {
             return configured;
         }
-        let rest = url.split_once("://").map_or(url, |(_, r)| r);
-        let authority = rest.split('/').next().unwrap_or_default();
-        authority
-            .rsplit_once('@')
-            .and_then(|(userinfo, _)| userinfo.split_once(':'))
-            .map(|(_, pw)| pw)
-            .filter(|pw| !pw.is_empty())
+        UrlParts::split(url)
+            .and_then(|p| p.password())
             .unwrap_or(configured)
     }
 
@@ -248,6 +244,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(u.scheme, Scheme::V2);
+        assert_eq!(
+            u.authority_key.as_deref(),
+            Some("9bDuixKmZqAJnrmP746n8zU1wyAQRrus7th9dxnkPg6RzQvCnan")
+        );
         // Credentials are not part of the address dialled, nor of an error about the URL.
         let u = PoolUrl::parse("stratum+tcp://rig:pw@pool.example:3333").unwrap();
         assert_eq!(u.addr(), "pool.example:3333");
@@ -261,6 +261,8 @@ mod tests {
             "stratum+tcp://:1",
             "stratum+tcp://x:0",
             "stratum+tcp://x:99999",
+            "stratum+tcp://x:1?a=b",
+            "stratum+tcp://x:1#f",
         ] {
             assert!(PoolUrl::parse(bad).is_err(), "{bad}");
         }

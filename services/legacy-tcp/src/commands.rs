@@ -410,10 +410,8 @@ fn pool_status_word(p: &PoolStatus) -> &'static str {
 
 /// cgminer's "Stratum URL" is the host it connected to, without scheme or port.
 fn stratum_host(url: &str) -> &str {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let host_port = rest.split('/').next().unwrap_or(rest);
     // Never the userinfo (even masked, it is not part of the host).
-    let host_port = host_port.rsplit_once('@').map_or(host_port, |(_, h)| h);
+    let host_port = svcos_common::redact::UrlParts::split(url).map_or(url, |p| p.host_port);
     match host_port.rsplit_once(':') {
         Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => host,
         _ => host_port,

@@ -86,13 +86,18 @@ pub fn check_pool_url(url: &str) -> Result<(), String> {
             "contains {c:?}; spaces, control characters, quotes and , | = \\ are not allowed"
         ));
     }
-    let rest = ["stratum+tcp://", "stratum+ssl://", "stratum2+tcp://"]
-        .iter()
-        .find_map(|s| url.strip_prefix(s))
+    let parts = crate::redact::UrlParts::split(url)
+        .filter(|p| matches!(p.scheme, "stratum+tcp" | "stratum+ssl" | "stratum2+tcp"))
         .ok_or("must start with stratum+tcp://, stratum+ssl:// or stratum2+tcp://")?;
-    let authority = rest.split('/').next().unwrap_or("");
+    if !(parts.tail.is_empty() || parts.tail.starts_with('/')) {
+        return Err(
+            "has a query or fragment (? or #); a pool URL is host:port and, for \
+                    stratum2+tcp, /authority-key"
+                .into(),
+        );
+    }
     // Credentials in the URL are masked wherever it is shown (`redact::mask_url_userinfo`).
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    let host_port = parts.host_port;
     const SHAPE: &str = "needs host:port, e.g. stratum+tcp://pool.example:3333";
     let (host, port) = host_port.rsplit_once(':').ok_or(SHAPE)?;
     if host.is_empty() || port.is_empty() {
@@ -262,6 +267,8 @@ mod tests {
             ("stratum+tcp://pöol.example:3333", "not a DNS name"),
             ("stratum+tcp://[::g]:3333", "not an IPv6 address"),
             ("http://pool.example:3333", "must start with"),
+            ("stratum+tcp://pool.example:3333?x", "query or fragment"),
+            ("stratum+tcp://pool.example:3333#f", "query or fragment"),
         ] {
             let err = pool(url).validate("pools[2]").expect_err(url);
             assert_eq!(err.field(), Some("pools[2].url"), "{url}: {err}");

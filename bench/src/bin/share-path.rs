@@ -74,6 +74,11 @@ struct Args {
     /// `svcos_bench::floor`.
     #[arg(long, default_value_t = 10)]
     floor_s: u64,
+    /// Also time the wake-up floor for the whole run, beside the firmware: a host's stalls come
+    /// and go, and one measured before may not be the one the run met. The probe wakes each CPU
+    /// a thousand times a second for a few microseconds, ahead of every firmware thread.
+    #[arg(long)]
+    floor_during: bool,
     /// Leave out notifies and submits of the first seconds after the first notify: chain
     /// bring-up, first connections and cold caches, which a miner pays once per boot.
     #[arg(long, default_value_t = 10)]
@@ -158,7 +163,14 @@ fn main() -> anyhow::Result<()> {
         dir.display()
     );
     let steal = svcos_bench::steal_ticks();
-    std::thread::sleep(Duration::from_secs(args.seconds));
+    let mine = Duration::from_secs(args.seconds);
+    let during = args.floor_during.then(|| {
+        std::thread::spawn(move || svcos_bench::floor::measure(mine, Duration::from_millis(1)))
+    });
+    std::thread::sleep(mine);
+    if let Some(Ok(mut floor)) = during.map(|t| t.join()) {
+        println!("during the run, {}", floor.report());
+    }
     println!(
         "{}",
         svcos_bench::steal_report(steal, Duration::from_secs(args.seconds))

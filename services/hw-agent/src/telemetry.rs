@@ -209,6 +209,7 @@ pub fn build(src: &Sources, seq: u64) -> Telemetry {
         power_target_requested_watt: board.power_target_requested_watt,
         power_limit_watt: board.power_limit.map_or(0.0, |l| l.watt),
         power_limit_source: board.power_limit.map_or("", |l| l.source).into(),
+        frequency_scale: board.frequency_scale,
     }
 }
 

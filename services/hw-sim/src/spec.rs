@@ -20,6 +20,8 @@ pub struct BoardSpec {
     pub nominal_voltage_mv: f64,
     /// Power of one chip at the nominal point and 60 C, W.
     pub chip_nominal_watt: f64,
+    /// Chain voltage under which the chips' cores stop hashing (they answer nothing), mV.
+    pub hash_floor_mv: f64,
     /// Fans.
     pub fans: u32,
     /// Fan speed at 100 % PWM, RPM.
@@ -55,6 +57,12 @@ impl BoardSpec {
             nominal_frequency_mhz: hw.target_frequency_mhz(),
             nominal_voltage_mv: hw.voltage_mv,
             chip_nominal_watt,
+            // No floor is published for these chips; the S9's is put just under the lowest
+            // setting its regulator allows (7.94 V), the others' 12 % under their nominal.
+            hash_floor_mv: match hw.board {
+                Board::S9 => 7800.0,
+                Board::S19 | Board::Bitaxe => hw.voltage_mv * 0.88,
+            },
             fans,
             fan_max_rpm,
             psu_model: psu_model.to_string(),

@@ -141,6 +141,8 @@ pub struct Chip {
     pub dead: bool,
     /// A weak_chip fault's bad-nonce probability (0 = none); the error rate is at least this.
     pub forced_error_rate: f64,
+    /// Its domain voltage is under the core's floor: it hashes nothing.
+    pub below_floor: bool,
 }
 
 impl Chip {
@@ -165,6 +167,7 @@ impl Chip {
             hw_errors_sent: 0,
             dead: false,
             forced_error_rate: 0.0,
+            below_floor: false,
         };
         chip.power_on_reset();
         chip
@@ -477,6 +480,57 @@ impl Default for SensorRegisters {
     }
 }
 
+/// What one chip's silicon does at a chain voltage, frequency and junction temperature: the
+/// sim's ground truth, used by the board's physics step and by the tuner's oracle benchmark
+/// (`bench`), never by the firmware.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ChipPhysics {
+    /// Power while hashing, less leakage, W.
+    pub dynamic_watt: f64,
+    /// Leakage, W (drawn whenever powered).
+    pub leakage_watt: f64,
+    /// Highest stable frequency now, MHz.
+    pub fmax_mhz: f64,
+    /// Probability a reported nonce is bad.
+    pub error_rate: f64,
+    /// The chip's domain voltage is under what its core logic runs at: it answers nothing.
+    pub below_floor: bool,
+}
+
+/// A chip's physics at `v_rel` (chain voltage over the nominal), `mhz` and `temp_c`.
+pub fn chip_physics(
+    spec: &BoardSpec,
+    silicon: &Silicon,
+    v_rel: f64,
+    mhz: f64,
+    temp_c: f64,
+) -> ChipPhysics {
+    let vr = v_rel * silicon.voltage_factor;
+    let p_nom = spec.chip_nominal_watt;
+    let dynamic = (1.0 - LEAKAGE_SHARE) * p_nom * vr * vr * (mhz / spec.nominal_frequency_mhz);
+    let leakage = LEAKAGE_SHARE
+        * p_nom
+        * silicon.leakage_factor
+        * vr
+        * ((temp_c.min(LEAKAGE_MAX_TEMP_C) - 60.0) / LEAKAGE_EFOLD_K).exp();
+    // Silicon lottery: a hotter chip and a lower voltage lower the stable frequency.
+    let fmax = silicon.fmax_mhz
+        * vr.max(0.0).powf(1.5)
+        * (1.0 - FMAX_DERATE_PER_K * (temp_c - FMAX_DERATE_FROM_C).max(0.0));
+    let margin = if fmax > 0.0 {
+        (fmax - mhz) / fmax
+    } else {
+        -1.0
+    };
+    ChipPhysics {
+        dynamic_watt: dynamic,
+        leakage_watt: leakage,
+        fmax_mhz: fmax,
+        error_rate: 0.5 / (1.0 + (margin / ERROR_MARGIN_WIDTH).exp()),
+        below_floor: vr * spec.nominal_voltage_mv < spec.hash_floor_mv,
+    }
+}
+
 /// Roughly normal noise from uniform draws (Irwin-Hall of 3), mean 0, standard deviation `sd`.
 fn normalish(rng: &mut StdRng, sd: f64) -> f64 {
     let s: f64 = (0..3).map(|_| rng.random::<f64>()).sum::<f64>() - 1.5;
@@ -588,6 +642,7 @@ impl BoardState {
     pub fn chip_hashing(&self, chain: usize, chip: usize) -> bool {
         self.chain_live(chain)
             && !self.chains[chain].chips[chip].dead
+            && !self.chains[chain].chips[chip].below_floor
             && self.chains[chain].job.is_some()
     }
 
@@ -640,47 +695,28 @@ impl BoardState {
             let board_temp = chain.board_temp_c();
             let mut chain_power = 0.0;
             for chip in &mut chain.chips {
-                let vr = v_rel * chip.silicon.voltage_factor;
                 chip.voltage_mv = if powered {
                     domain_mv * chip.silicon.voltage_factor
                 } else {
                     0.0
                 };
-                let p_nom = spec.chip_nominal_watt;
-                let dynamic = (1.0 - LEAKAGE_SHARE)
-                    * p_nom
-                    * vr
-                    * vr
-                    * (chip.frequency_mhz / spec.nominal_frequency_mhz);
-                let leakage = LEAKAGE_SHARE
-                    * p_nom
-                    * chip.silicon.leakage_factor
-                    * vr
-                    * ((chip.temp_c.min(LEAKAGE_MAX_TEMP_C) - 60.0) / LEAKAGE_EFOLD_K).exp();
+                let phys =
+                    chip_physics(spec, &chip.silicon, v_rel, chip.frequency_mhz, chip.temp_c);
                 chip.power_watt = if !powered || chip.dead {
                     0.0
                 } else if !live {
-                    leakage
+                    phys.leakage_watt
                 } else if has_job {
-                    dynamic + leakage
+                    phys.dynamic_watt + phys.leakage_watt
                 } else {
-                    dynamic * IDLE_DYNAMIC_SHARE + leakage
+                    phys.dynamic_watt * IDLE_DYNAMIC_SHARE + phys.leakage_watt
                 };
                 chain_power += chip.power_watt;
                 // Junctions follow their board quickly compared with the heatsink.
                 chip.temp_c = (board_temp + chip.power_watt * CHIP_THERMAL_RESISTANCE_K_PER_W)
                     .min(MAX_TEMP_C);
-                // Silicon lottery: a hotter chip and a lower voltage lower the stable frequency.
-                let fmax = chip.silicon.fmax_mhz
-                    * vr.max(0.0).powf(1.5)
-                    * (1.0 - FMAX_DERATE_PER_K * (chip.temp_c - FMAX_DERATE_FROM_C).max(0.0));
-                let margin = if fmax > 0.0 {
-                    (fmax - chip.frequency_mhz) / fmax
-                } else {
-                    -1.0
-                };
-                chip.error_rate =
-                    (0.5 / (1.0 + (margin / ERROR_MARGIN_WIDTH).exp())).max(chip.forced_error_rate);
+                chip.error_rate = phys.error_rate.max(chip.forced_error_rate);
+                chip.below_floor = phys.below_floor;
             }
             let t = chain.board_model_temp_c;
             chain.board_model_temp_c =

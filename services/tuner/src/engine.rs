@@ -257,6 +257,12 @@ pub struct Engine {
     /// When `last_measured` was measured at the point in force (None: it was not, e.g. it
     /// came from a saved profile or the point changed since).
     measured_at_ms: Option<i64>,
+    /// Since when hw-agent has run the chips below the set frequencies (its power or thermal
+    /// loop): a window then measures hw-agent's point, not the tuner's.
+    scaled_since_ms: Option<i64>,
+    /// The power governor's arbitrated target and the flag that tells it the tuner holds it
+    /// (same process); `None` in tests without a governor, where hw-agent's target is read.
+    governor: Option<crate::power::Handoff>,
 }
 
 /// Why an operator request was refused.
@@ -296,6 +302,10 @@ impl Engine {
                 tou: Default::default(),
             },
         };
+        // `[tuner].enabled` is the switch's one home: every surface writes it and the tuner
+        // follows the file, so a restart of any process keeps what the owner chose.
+        let mut settings = settings;
+        settings.active = config.tuner.enabled;
         let operator_target = config.hardware.power_target_watt;
         let mut engine = Engine {
             zone: svcos_common::timewin::SharedZone::new(config.system.zone()),
@@ -331,6 +341,8 @@ impl Engine {
             history: VecDeque::new(),
             latest: None,
             measured_at_ms: None,
+            scaled_since_ms: None,
+            governor: None,
         };
         // A config written while the tuner was down counts like one written while it ran.
         engine.operator_target(operator_target)?;
@@ -418,6 +430,24 @@ impl Engine {
         self.reason = reason;
     }
 
+    /// Work with the power governor: read its arbitrated target as the cap, and tell it while
+    /// this engine holds the target itself (so hw-agent's frequency loop becomes a backstop).
+    pub fn share_governor(&mut self, handoff: crate::power::Handoff) {
+        self.governor = Some(handoff);
+    }
+
+    fn publish_hold(&self) {
+        if let Some(g) = &self.governor {
+            let holds = self.settings.active
+                && self.settings.mode != Mode::Fixed
+                && matches!(
+                    self.state,
+                    TunerState::Tuning | TunerState::Tuned | TunerState::Backoff
+                );
+            g.set_tuner_holds(holds);
+        }
+    }
+
     /// Read time-of-use windows in the zone of this cell from now on.
     pub fn share_zone(&mut self, zone: svcos_common::timewin::SharedZone) {
         self.zone = zone;
@@ -477,6 +507,9 @@ impl Engine {
     /// hw-agent's own power target (set by the operator's power governor: circuit, night mode,
     /// solar...): its frequency scaling enforces it, so tuning above it would only fight it.
     fn hw_power_cap(&self) -> f64 {
+        if let Some(g) = &self.governor {
+            return g.target().unwrap_or(f64::INFINITY);
+        }
         self.latest
             .as_ref()
             .map(|t| t.power_target_watt)
@@ -509,6 +542,12 @@ impl Engine {
 
     /// One step: the latest telemetry (or none when hw-agent is away) at `now_ms`.
     pub fn tick(&mut self, telemetry: Option<&Telemetry>, now_ms: i64) -> Vec<Action> {
+        let out = self.tick_inner(telemetry, now_ms);
+        self.publish_hold();
+        out
+    }
+
+    fn tick_inner(&mut self, telemetry: Option<&Telemetry>, now_ms: i64) -> Vec<Action> {
         if let Some(t) = telemetry {
             self.observe(t);
         } else {
@@ -583,8 +622,10 @@ impl Engine {
         if t.temp_max_c > lim.max_temp_c && settled {
             return self.backoff(&t, &lim, now_ms);
         }
+        // A search that overshoots its own target by a little corrects itself at the end of
+        // the window; only a clear excess is cut at once.
         let cap = self.power_cap();
-        if t.power_watt > cap * (1.0 + lim.power_tolerance)
+        if t.power_watt > cap * (1.0 + 2.0 * lim.power_tolerance)
             && settled
             && let Some(p) = self.point.clone()
         {
@@ -598,6 +639,15 @@ impl Engine {
             return self.apply(q, now_ms);
         }
         if !settled {
+            return Vec::new();
+        }
+        // hw-agent running the chips below the set point (its power backstop or thermal loop):
+        // wait a few windows for it to give the frequency back before measuring anyway.
+        let scaled = t.frequency_scale > 0.0 && t.frequency_scale < 0.995;
+        if !scaled {
+            self.scaled_since_ms = None;
+        } else if now_ms - *self.scaled_since_ms.get_or_insert(now_ms) < 3 * lim.window_ms {
+            self.window = None;
             return Vec::new();
         }
         let w = self.window.get_or_insert_with(|| Window {
@@ -707,11 +757,20 @@ impl Engine {
             (Some(p), true) => clamp_point(p, lim),
             _ => lim.stock(chains),
         };
-        self.search = Some(if from_tuned && mode != Mode::Efficiency {
-            Search::refit(mode, value)
+        // From a tuned point its window anchors the plan (its chips sit near their edges);
+        // from stock the plan comes from the board's nominal figures, so the first window
+        // already runs near the target instead of at full power.
+        let mut search = Search::new(mode, value);
+        let start = if from_tuned {
+            start
         } else {
-            Search::new(mode, value)
-        });
+            let (w, ths) = self
+                .board
+                .as_ref()
+                .map_or((0.0, 0.0), |b| (b.nominal_power_watt, b.nominal_ths));
+            clamp_point(&search.start_point(&start, w, ths, lim), lim)
+        };
+        self.search = Some(search);
         self.resumed = false;
         self.profile_id = Profile::tuned_id(mode, value);
         let what = match mode {
@@ -861,12 +920,20 @@ impl Engine {
         Ok(())
     }
 
-    /// Tuning on or off (off restores stock).
-    pub fn set_active(&mut self, active: bool) -> Result<(), EngineError> {
+    /// Tuning on or off (off restores stock). The state answers at once (the next tick does
+    /// the work), so whoever switched it reads back what they asked for.
+    pub fn set_active(&mut self, active: bool, now_ms: i64) -> Result<(), EngineError> {
         if self.settings.active != active {
             self.settings.active = active;
             self.restore_stock = !active;
             self.replan = true;
+            let now = now_ms;
+            if active {
+                self.set_state(TunerState::Idle, "autotuner on: starting", now);
+            } else {
+                self.search = None;
+                self.set_state(TunerState::Disabled, "autotuner off", now);
+            }
         }
         self.save()
     }

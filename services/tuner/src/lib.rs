@@ -208,6 +208,22 @@ pub async fn follow_operator_target(
     }
 }
 
+/// Follow `[tuner].enabled` (the switch's home, written by every surface) into the engine.
+pub async fn follow_switch(shared: Shared, mut enabled: watch::Receiver<bool>, shutdown: Shutdown) {
+    loop {
+        tokio::select! {
+            changed = enabled.changed() => if changed.is_err() { return },
+            () = shutdown.wait() => return,
+        }
+        let on = *enabled.borrow_and_update();
+        let now = shared.clock.now_ms();
+        match shared.lock().set_active(on, now) {
+            Ok(()) => shared.wake.notify_one(),
+            Err(e) => tracing::warn!(error = %e, "tuner settings not saved"),
+        }
+    }
+}
+
 /// Run the tuner until `shutdown`, serving gRPC (with health) on `listener`.
 pub async fn run(
     ctx: ServiceContext,
@@ -264,10 +280,16 @@ pub async fn run(
     let interval = Duration::from_millis(ctx.config.tuner.step_interval_ms);
     let mut engine = Engine::new(ctx.config.clone(), store, clock.now_ms())?;
     engine.share_zone(power.zone.clone());
+    engine.share_governor(power.handoff.clone());
     let shared = Shared::new(engine, clock);
     let target_task = tokio::spawn(follow_operator_target(
         shared.clone(),
         power.operator_target(),
+        shutdown.clone(),
+    ));
+    let switch_task = tokio::spawn(follow_switch(
+        shared.clone(),
+        power.tuner_enabled(),
         shutdown.clone(),
     ));
     let driver = Driver {
@@ -289,6 +311,7 @@ pub async fn run(
     ipc::serve(router, listener, shutdown).await?;
     let _ = loop_task.await;
     let _ = target_task.await;
+    let _ = switch_task.await;
     let _ = power_task.await;
     let _ = history_task.await;
     Ok(())

@@ -51,7 +51,8 @@ impl Mode {
     }
 }
 
-/// One chip run below its chain's base frequency.
+/// One chip run at its own frequency, above or below its chain's base (each chip's silicon has
+/// its own edge: good chips run faster, weak ones slower).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChipTrim {
     /// Chip index in the chain.
@@ -67,7 +68,7 @@ pub struct ChainPoint {
     pub chain_id: u32,
     /// Base frequency of the chain, MHz.
     pub frequency_mhz: f64,
-    /// Chips trimmed below the base.
+    /// Chips whose frequency differs from the base.
     #[serde(default)]
     pub chips: Vec<ChipTrim>,
 }
@@ -81,10 +82,10 @@ impl ChainPoint {
             .map_or(self.frequency_mhz, |t| t.frequency_mhz)
     }
 
-    /// Set a chip's frequency (a trim at or above the base is dropped).
+    /// Set a chip's frequency (one equal to the base needs no entry).
     pub fn set_chip(&mut self, chip: u32, mhz: f64) {
         self.chips.retain(|t| t.chip != chip);
-        if mhz < self.frequency_mhz - 1e-6 {
+        if (mhz - self.frequency_mhz).abs() > 1e-6 {
             self.chips.push(ChipTrim {
                 chip,
                 frequency_mhz: mhz,
@@ -116,6 +117,15 @@ impl Point {
                 })
                 .collect(),
         }
+    }
+
+    /// Every chip's frequency of a chain with `chips` chips.
+    pub fn chip_frequencies(&self, chain: u32, chips: u32) -> Vec<f64> {
+        self.chains
+            .iter()
+            .find(|c| c.chain_id == chain)
+            .map(|c| (0..chips).map(|i| c.chip_mhz(i)).collect())
+            .unwrap_or_default()
     }
 
     /// Mean chain base frequency, MHz.
@@ -316,7 +326,12 @@ impl Limits {
                 t.max_frequency_mhz,
                 (stock_mhz * 1.25).min(FREQUENCY_MHZ.max),
             ),
-            min_mv: or(t.min_voltage_mv, (stock_mv * 0.85).max(VOLTAGE_MV.min)),
+            min_mv: or(
+                t.min_voltage_mv,
+                (stock_mv * 0.85)
+                    .max(config.hardware.board.regulator_min_mv())
+                    .max(VOLTAGE_MV.min),
+            ),
             max_mv: or(t.max_voltage_mv, (stock_mv * 1.05).min(VOLTAGE_MV.max)),
             max_temp_c: or(t.max_temp_c, config.thermal.hot_temp_c - 5.0),
             max_power_watt: or(t.max_power_watt, nominal_w * 1.25),

@@ -1,17 +1,49 @@
 //! The search, with no I/O: given the point in force and what it measured over a window, choose
 //! the next point or declare the search done.
 //!
-//! Stability first: a chip erring on more than its threshold is trimmed one frequency step below
-//! its chain (weak silicon is slowed alone, the chain keeps its speed); a chain still erring
-//! above its threshold gets one voltage step (one PSU feeds every chain) or, at the voltage
-//! ceiling, one frequency step. Then the mode's target: power mode scales the frequencies until
-//! PSU power is within tolerance; hashrate mode scales them until the expected hashrate is; both
-//! then walk the voltage down one step at a time (compensating frequency for the power saved)
-//! until errors appear, and keep the last stable voltage. Efficiency mode does the voltage walk
-//! at frequency levels 8 % apart, from stock down, and keeps the level with the best measured
-//! J/TH.
+//! What a board lets a power target buy is set by voltage: a chip's dynamic power grows with
+//! V²·f while its highest stable frequency grows only about as V^1.5, so the cheapest terahash
+//! comes from the lowest voltage at which every chip, run at its own edge, still uses the whole
+//! budget. The search therefore works on two levels at once:
+//!
+//! - **Per chip**: each window every chip is judged by its own nonce yield. A clean chip steps up,
+//!   an erring one steps down, and each chip remembers the highest frequency it held cleanly and
+//!   the lowest at which it erred, bisecting between them until they are one step apart. Good
+//!   silicon ends faster than weak silicon; a chip erring even at the lowest frequency stays
+//!   there (dead ones stay off the budget).
+//! - **Per board**: the voltage is chosen from a prior model (`P ≈ P₀·[(1−λ)(V/V₀)²·F/F₀ +
+//!   λ·V/V₀]`, chip edges `∝ V^1.5`), re-anchored on every window's measurement, so the model
+//!   only has to be right about the direction and rough size of a change: over the budget with
+//!   the chips at their edges means the voltage is too high, under it means too low. Where
+//!   the voltage cannot go lower (the bound, or the level at which chips stop answering), the
+//!   frequencies scale down instead.
+//!
+//! Power mode fits PSU power to the target, hashrate mode the expected hashrate; efficiency mode
+//! runs every chip at its edge at the lowest voltage the chips hash at. Nothing here reads the
+//! simulator's ground truth: only what a real board reports (per-chip nonces and HW errors,
+//! PSU power, the frequencies in force).
+
+use std::collections::BTreeMap;
 
 use crate::model::{Limits, Measured, Mode, Point};
+
+/// A chip needs at least this many failures in a window before it is called weak (noise).
+const MIN_CHIP_ERRORS: u64 = 3;
+/// A chip with fewer results than this in a window gives no verdict.
+const MIN_CHIP_RESULTS: u64 = 10;
+/// More weak chips than this share of a chain means the chain, not the chips, is short of volts.
+const WEAK_SHARE_FOR_VOLTAGE: f64 = 0.1;
+/// Chips that stopped answering, as a share of all: below this the voltage is under the level
+/// at which the silicon hashes at all.
+const SILENT_SHARE_FOR_FLOOR: f64 = 0.1;
+/// A search gives up after this many points and keeps the one in force.
+pub const MAX_STEPS: u32 = 300;
+/// Prior: a chip's highest stable frequency grows as V to this power (the alpha-power law of
+/// CMOS delay, with α ≈ 1.3-1.5 for deep-submicron processes).
+pub const EDGE_VOLTAGE_EXPONENT: f64 = 1.5;
+/// Prior: the share of board power that does not scale with frequency (leakage and fixed
+/// loads), at the anchor point.
+pub const STATIC_SHARE: f64 = 0.2;
 
 /// Counters of one chip over a window.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -66,15 +98,6 @@ pub struct Measurement {
     pub chains: Vec<ChainStats>,
 }
 
-/// A chip needs at least this many failures in a window before it is called weak (noise).
-const MIN_CHIP_ERRORS: u64 = 3;
-/// More weak chips than this share of a chain means the chain, not the chips, is short of volts.
-const WEAK_SHARE_FOR_VOLTAGE: f64 = 0.1;
-/// Efficiency levels are this much apart.
-const EFFICIENCY_LEVEL: f64 = 0.92;
-/// A search gives up after this many points and keeps the one in force.
-pub const MAX_STEPS: u32 = 300;
-
 /// What the stability check found.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Stability {
@@ -92,7 +115,7 @@ impl Stability {
     }
 }
 
-/// Judge a window.
+/// Judge a window (the watch over a tuned point: a chip or chain that started to err).
 pub fn stability(m: &Measurement, lim: &Limits) -> Stability {
     let mut out = Stability::default();
     for c in &m.chains {
@@ -121,6 +144,34 @@ pub fn stability(m: &Measurement, lim: &Limits) -> Stability {
     out
 }
 
+/// A chip's verdict over one window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// At most half the chain threshold failed: room to go faster.
+    Clean,
+    /// Between clean and erring, or too few results to say: stay.
+    Hold,
+    /// Failing above the chain threshold: too fast for this voltage.
+    Erring,
+    /// Not answering or no results while its chain has plenty.
+    Silent,
+}
+
+/// Judge one chip; `chain_mean` is the mean result count of its chain's chips.
+pub fn verdict(s: &ChipStats, chain_mean: f64, lim: &Limits) -> Verdict {
+    let results = s.nonces + s.hw_errors;
+    if !s.alive || (results == 0 && chain_mean >= 4.0 * MIN_CHIP_RESULTS as f64) {
+        return Verdict::Silent;
+    }
+    if s.hw_errors >= MIN_CHIP_ERRORS && s.error_rate() > lim.max_chain_error {
+        return Verdict::Erring;
+    }
+    if results >= MIN_CHIP_RESULTS && s.error_rate() <= lim.max_chain_error / 2.0 {
+        return Verdict::Clean;
+    }
+    Verdict::Hold
+}
+
 /// What to do next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
@@ -128,6 +179,24 @@ pub enum Outcome {
     Apply(Point, String),
     /// The search is over: this point (with what it measured) is the result.
     Done(Point, Measured, String),
+}
+
+/// What one chip has shown so far, at the voltage in force.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct Edge {
+    /// Highest frequency it held cleanly, MHz.
+    good: Option<f64>,
+    /// Lowest frequency it erred at, MHz.
+    bad: Option<f64>,
+}
+
+impl Edge {
+    fn scaled(self, k: f64) -> Edge {
+        Edge {
+            good: self.good.map(|f| f * k),
+            bad: self.bad.map(|f| f * k),
+        }
+    }
 }
 
 /// One search toward one mode and target.
@@ -139,28 +208,81 @@ pub struct Search {
     pub target: f64,
     /// Points tried.
     pub steps: u32,
-    /// The lowest stable voltage is known (errors appeared one step below).
-    floor_found: bool,
-    /// Efficiency mode: the best level so far.
-    best: Option<(Point, Measured)>,
+    /// The first window plans the voltage; later ones refine.
+    planned: bool,
+    /// Per (chain, chip).
+    edges: BTreeMap<(u32, u32), Edge>,
+    /// Highest voltage at which chips were seen to stop answering, mV.
+    floor_mv: Option<f64>,
+    /// The point in force came from a finished search (a re-fit keeps its chips' edges).
+    refit: bool,
+    /// The budget binds at the lowest voltage: chips go up only when under it.
+    frequency_bound: bool,
 }
 
 fn clamp_mhz(x: f64, lim: &Limits) -> f64 {
     x.clamp(lim.min_mhz, lim.max_mhz)
 }
 
-/// Every frequency scaled by `k` within the bounds; trims keep their ratio to the base.
+/// Every frequency scaled by `k` within the bounds.
 pub fn scale_frequencies(p: &Point, k: f64, lim: &Limits) -> Point {
     let mut q = p.clone();
     for c in &mut q.chains {
         let base = clamp_mhz(c.frequency_mhz * k, lim);
         for t in &mut c.chips {
-            t.frequency_mhz = clamp_mhz(t.frequency_mhz * k, lim).min(base);
+            t.frequency_mhz = clamp_mhz(t.frequency_mhz * k, lim);
         }
         c.frequency_mhz = base;
-        c.chips.retain(|t| t.frequency_mhz < base - 1e-6);
+        c.chips.retain(|t| (t.frequency_mhz - base).abs() > 1e-6);
     }
     q
+}
+
+/// Power under the prior model relative to an anchor measured at `v0` mV drawing `p0` W, when
+/// the chips keep their margin to their edges (frequencies scale as V^1.5).
+pub fn power_at_edges(p0: f64, v0: f64, v: f64) -> f64 {
+    let r = v / v0;
+    p0 * ((1.0 - STATIC_SHARE) * r.powf(2.0 + EDGE_VOLTAGE_EXPONENT) + STATIC_SHARE * r)
+}
+
+/// The voltage at which chips kept at their margin draw `target` W, from an anchor (`p0` W at
+/// `v0` mV), within `[lo, hi]`.
+pub fn voltage_for_power(p0: f64, v0: f64, target: f64, lo: f64, hi: f64) -> f64 {
+    if p0 <= 0.0 || v0 <= 0.0 {
+        return v0.clamp(lo, hi);
+    }
+    let (mut a, mut b) = (lo, hi);
+    if power_at_edges(p0, v0, a) >= target {
+        return a;
+    }
+    if power_at_edges(p0, v0, b) <= target {
+        return b;
+    }
+    for _ in 0..60 {
+        let mid = 0.5 * (a + b);
+        if power_at_edges(p0, v0, mid) < target {
+            a = mid;
+        } else {
+            b = mid;
+        }
+    }
+    0.5 * (a + b)
+}
+
+/// The voltage at which chips kept at their margin give `target` TH/s from `h0` at `v0`.
+pub fn voltage_for_hashrate(h0: f64, v0: f64, target: f64, lo: f64, hi: f64) -> f64 {
+    if h0 <= 0.0 || v0 <= 0.0 || target <= 0.0 {
+        return v0.clamp(lo, hi);
+    }
+    (v0 * (target / h0).powf(1.0 / EDGE_VOLTAGE_EXPONENT)).clamp(lo, hi)
+}
+
+/// Round a voltage to the search's step (the PSU and the search work in steps).
+fn round_mv(v: f64, lim: &Limits) -> f64 {
+    if lim.mv_step <= 0.0 {
+        return v;
+    }
+    ((v / lim.mv_step).round() * lim.mv_step).clamp(lim.min_mv, lim.max_mv)
 }
 
 impl Search {
@@ -170,18 +292,100 @@ impl Search {
             mode,
             target,
             steps: 0,
-            floor_found: false,
-            best: None,
+            planned: false,
+            edges: BTreeMap::new(),
+            floor_mv: None,
+            refit: false,
+            frequency_bound: false,
         }
     }
 
-    /// A search that starts at a point known to be at its voltage floor (a re-fit after a drift,
-    /// a new power target from a tuned point): no voltage walk unless errors say so.
+    /// A search that starts at a tuned point (a re-fit after a drift, a new target from a tuned
+    /// point): its chips are near their edges already, so it refines rather than plans.
     pub fn refit(mode: Mode, target: f64) -> Search {
         Search {
-            floor_found: true,
+            refit: true,
             ..Search::new(mode, target)
         }
+    }
+
+    /// The first point of a search from stock, planned from the board's nominal figures (what
+    /// it draws and gives at stock) so the first window already runs near the target rather
+    /// than at full power. With no nominal figures the first window, at `stock`, anchors the
+    /// plan instead.
+    pub fn start_point(
+        &mut self,
+        stock: &Point,
+        nominal_power_watt: f64,
+        nominal_ths: f64,
+        lim: &Limits,
+    ) -> Point {
+        let anchor = Measurement {
+            measured: Measured {
+                power_watt: nominal_power_watt,
+                ..Default::default()
+            },
+            expected_ths: nominal_ths,
+            chains: Vec::new(),
+        };
+        let known = match self.mode {
+            Mode::Power => nominal_power_watt > 0.0,
+            Mode::Hashrate => nominal_ths > 0.0,
+            Mode::Efficiency => true,
+            Mode::Fixed => false,
+        };
+        if !known || stock.voltage_mv <= 0.0 {
+            return stock.clone();
+        }
+        self.planned = true;
+        let v = self.planned_voltage(stock, &anchor, lim);
+        self.move_voltage(stock, v, lim)
+    }
+
+    /// The lowest voltage the search may try now.
+    fn min_mv(&self, lim: &Limits) -> f64 {
+        self.floor_mv
+            .map_or(lim.min_mv, |f| (f + lim.mv_step).min(lim.max_mv))
+            .max(lim.min_mv)
+    }
+
+    /// What the mode compares with its target: (have, want); `None` for efficiency.
+    fn budget(&self, m: &Measurement) -> Option<(f64, f64)> {
+        match self.mode {
+            Mode::Power => Some((m.measured.power_watt, self.target)),
+            Mode::Hashrate => Some((m.expected_ths, self.target)),
+            _ => None,
+        }
+    }
+
+    /// The voltage the mode wants, from the anchor `m` measured at `p`.
+    fn planned_voltage(&self, p: &Point, m: &Measurement, lim: &Limits) -> f64 {
+        let lo = self.min_mv(lim);
+        let v = match self.mode {
+            Mode::Power => voltage_for_power(
+                m.measured.power_watt,
+                p.voltage_mv,
+                self.target,
+                lo,
+                lim.max_mv,
+            ),
+            Mode::Hashrate => {
+                voltage_for_hashrate(m.expected_ths, p.voltage_mv, self.target, lo, lim.max_mv)
+            }
+            _ => lo,
+        };
+        round_mv(v, lim).max(lo)
+    }
+
+    /// Move to voltage `v`, every chip and every remembered edge scaled as V^1.5.
+    fn move_voltage(&mut self, p: &Point, v: f64, lim: &Limits) -> Point {
+        let k = (v / p.voltage_mv).powf(EDGE_VOLTAGE_EXPONENT);
+        let mut q = scale_frequencies(p, k, lim);
+        q.voltage_mv = v;
+        for e in self.edges.values_mut() {
+            *e = e.scaled(k);
+        }
+        q
     }
 
     /// The next step from point `p` that measured `m`.
@@ -190,138 +394,257 @@ impl Search {
         if self.steps > MAX_STEPS {
             return Outcome::Done(p.clone(), m.measured, "step budget spent".into());
         }
-        let st = stability(m, lim);
-        if !st.stable() {
-            return self.stabilise(p, &st, lim);
+        if self.mode == Mode::Fixed {
+            return Outcome::Done(p.clone(), m.measured, "fixed profile".into());
         }
-        match self.mode {
-            Mode::Power | Mode::Hashrate => {
-                if let Some(q) = self.fit(p, m, lim) {
-                    return Outcome::Apply(
-                        q,
-                        format!("fit frequency to the {} target", self.mode.as_str()),
-                    );
-                }
-                self.descend(p, m, lim)
-            }
-            Mode::Efficiency => self.efficiency(p, m, lim),
-            Mode::Fixed => Outcome::Done(p.clone(), m.measured, "fixed profile".into()),
-        }
-    }
-
-    fn stabilise(&mut self, p: &Point, st: &Stability, lim: &Limits) -> Outcome {
-        let mut q = p.clone();
-        if !st.unstable_chains.is_empty() {
-            self.floor_found = true;
-            if q.voltage_mv + lim.mv_step <= lim.max_mv + 1e-6 {
-                q.voltage_mv += lim.mv_step;
-                return Outcome::Apply(
-                    q,
-                    format!("errors on chains {:?}: voltage up", st.unstable_chains),
+        // Chips that stopped answering: the voltage is under what the silicon hashes at.
+        let chips: usize = m.chains.iter().map(|c| c.chips.len()).sum();
+        let silent = self
+            .judge(p, m, lim)
+            .iter()
+            .filter(|j| j.2 == Verdict::Silent)
+            .count();
+        if chips > 0 && silent as f64 > chips as f64 * SILENT_SHARE_FOR_FLOOR {
+            self.floor_mv = Some(self.floor_mv.map_or(p.voltage_mv, |f| f.max(p.voltage_mv)));
+            let v = (p.voltage_mv + 2.0 * lim.mv_step).min(lim.max_mv);
+            if v <= p.voltage_mv + 1e-6 {
+                return Outcome::Done(
+                    p.clone(),
+                    m.measured,
+                    format!("{silent} chips silent at the voltage ceiling"),
                 );
             }
-            for c in q.chains.iter_mut() {
-                if st.unstable_chains.contains(&c.chain_id) {
-                    let base = clamp_mhz(c.frequency_mhz - lim.mhz_step, lim);
-                    c.frequency_mhz = base;
-                    for t in &mut c.chips {
-                        t.frequency_mhz = t.frequency_mhz.min(base);
-                    }
-                    c.chips.retain(|t| t.frequency_mhz < base - 1e-6);
-                }
-            }
+            let mut q = p.clone();
+            q.voltage_mv = v;
             return Outcome::Apply(
                 q,
                 format!(
-                    "errors at the voltage ceiling on chains {:?}: frequency down",
-                    st.unstable_chains
+                    "{silent} chips stopped hashing at {:.0} mV: voltage up",
+                    p.voltage_mv
                 ),
             );
         }
-        let mut trimmed = Vec::new();
-        for &(chain, chip) in &st.weak_chips {
+        if !self.planned {
+            self.planned = true;
+            if !self.refit {
+                let v = self.planned_voltage(p, m, lim);
+                let q = self.move_voltage(p, v, lim);
+                return Outcome::Apply(
+                    q,
+                    format!(
+                        "plan {:.0} mV for the {} target from {:.0} W at {:.0} mV",
+                        v,
+                        self.mode.as_str(),
+                        m.measured.power_watt,
+                        p.voltage_mv
+                    ),
+                );
+            }
+        }
+        self.refine(p, m, lim)
+    }
+
+    /// Sum of the frequencies of every chip with counters, MHz.
+    fn sum_mhz(&self, p: &Point, m: &Measurement) -> f64 {
+        m.chains
+            .iter()
+            .map(|c| {
+                p.chains
+                    .iter()
+                    .find(|x| x.chain_id == c.chain_id)
+                    .map_or(0.0, |x| c.chips.iter().map(|s| x.chip_mhz(s.chip)).sum())
+            })
+            .sum()
+    }
+
+    /// (chain, chip, verdict, frequency) of every chip with counters.
+    fn judge(&self, p: &Point, m: &Measurement, lim: &Limits) -> Vec<(u32, u32, Verdict, f64)> {
+        let mut out = Vec::new();
+        for c in &m.chains {
+            let Some(cp) = p.chains.iter().find(|x| x.chain_id == c.chain_id) else {
+                continue;
+            };
+            let mean = if c.chips.is_empty() {
+                0.0
+            } else {
+                c.chips
+                    .iter()
+                    .map(|s| (s.nonces + s.hw_errors) as f64)
+                    .sum::<f64>()
+                    / c.chips.len() as f64
+            };
+            for s in &c.chips {
+                out.push((
+                    c.chain_id,
+                    s.chip,
+                    verdict(s, mean, lim),
+                    cp.chip_mhz(s.chip),
+                ));
+            }
+        }
+        out
+    }
+
+    fn refine(&mut self, p: &Point, m: &Measurement, lim: &Limits) -> Outcome {
+        let step = lim.mhz_step.max(1.0);
+        let budget = self.budget(m);
+        let (over, under) = match budget {
+            Some((have, want)) if have > 0.0 && want > 0.0 => (
+                have > want * (1.0 + lim.power_tolerance),
+                have < want * (1.0 - lim.power_tolerance),
+            ),
+            _ => (false, false),
+        };
+        // Per chip: learn, then choose its next frequency (never up while over the budget, nor
+        // while the budget binds at the lowest voltage and is met).
+        let hold_up = over || (self.frequency_bound && !under);
+        let mut q = p.clone();
+        let (mut up, mut down) = (0u32, 0u32);
+        for (chain, chip, v, f) in self.judge(p, m, lim) {
+            let e = self.edges.entry((chain, chip)).or_default();
+            let next = match v {
+                Verdict::Erring => {
+                    e.bad = Some(e.bad.map_or(f, |b| b.min(f)));
+                    if e.good.is_some_and(|g| g >= f - 1e-6) {
+                        e.good = None;
+                    }
+                    // Back to the last clean frequency when one is known below, else a step.
+                    let to = e.good.unwrap_or(f - 2.0 * step);
+                    clamp_mhz(to.min(f - step), lim)
+                }
+                Verdict::Clean => {
+                    e.good = Some(e.good.map_or(f, |g| g.max(f)));
+                    if hold_up {
+                        f
+                    } else {
+                        match e.bad {
+                            // Bisect toward the lowest erring frequency, one step short of it.
+                            Some(b) if b - f > 1.5 * step => {
+                                f + (((b - f) / 2.0) / step).floor().max(1.0) * step
+                            }
+                            Some(_) => f,
+                            None => clamp_mhz(f + 2.0 * step, lim),
+                        }
+                    }
+                }
+                Verdict::Hold | Verdict::Silent => f,
+            };
+            let next = clamp_mhz(next, lim);
+            if next > f + 1e-6 {
+                up += 1;
+            } else if next < f - 1e-6 {
+                down += 1;
+            }
             if let Some(c) = q.chains.iter_mut().find(|c| c.chain_id == chain) {
-                let now = c.chip_mhz(chip);
-                let next = (now - lim.mhz_step).max(lim.min_mhz);
-                if next < now - 1e-6 {
-                    c.set_chip(chip, next);
-                    trimmed.push((chain, chip));
+                c.set_chip(chip, next);
+            }
+        }
+        // Raise no faster than the budget's room: the chips' raises together may add at most
+        // what is left up to the target (power ∝ f for the dynamic share; hashrate ∝ f).
+        if let Some((have, want)) = budget
+            && up > 0
+            && have > 0.0
+        {
+            let share = if self.mode == Mode::Power {
+                1.0 - STATIC_SHARE
+            } else {
+                1.0
+            };
+            let (now, mut raised, mut lowered) = (self.sum_mhz(p, m), 0.0, 0.0);
+            for (chain, chip, _, f) in self.judge(p, m, lim) {
+                let g = q
+                    .chains
+                    .iter()
+                    .find(|c| c.chain_id == chain)
+                    .map_or(f, |c| c.chip_mhz(chip));
+                if g > f {
+                    raised += g - f;
+                } else {
+                    lowered += f - g;
                 }
             }
-        }
-        if trimmed.is_empty() {
-            // Weak chips already at the floor: only voltage can help.
-            self.floor_found = true;
-            q.voltage_mv = (q.voltage_mv + lim.mv_step).min(lim.max_mv);
-            return Outcome::Apply(q, "weak chips at the lowest frequency: voltage up".into());
-        }
-        Outcome::Apply(q, format!("trim weak chips {trimmed:?}"))
-    }
-
-    /// A point closer to the target, or `None` when within tolerance (or against a bound).
-    fn fit(&self, p: &Point, m: &Measurement, lim: &Limits) -> Option<Point> {
-        let (have, want) = match self.mode {
-            Mode::Power => (m.measured.power_watt, self.target),
-            _ => (m.expected_ths, self.target),
-        };
-        if have <= 0.0 || want <= 0.0 || ((have - want) / want).abs() <= lim.power_tolerance {
-            return None;
-        }
-        // Power is mostly dynamic (proportional to frequency); about a fifth is leakage, so
-        // correct by more than the plain ratio. Hashrate is exactly proportional.
-        let gain = if self.mode == Mode::Power {
-            1.0 / 0.8
-        } else {
-            1.0
-        };
-        let k = (1.0 + (want / have - 1.0) * gain).clamp(0.7, 1.3);
-        let q = scale_frequencies(p, k, lim);
-        (q != *p).then_some(q)
-    }
-
-    fn descend(&mut self, p: &Point, m: &Measurement, lim: &Limits) -> Outcome {
-        if !self.floor_found && p.voltage_mv - lim.mv_step >= lim.min_mv - 1e-6 {
-            let v = p.voltage_mv - lim.mv_step;
-            let mut q = p.clone();
-            q.voltage_mv = v;
-            if self.mode == Mode::Power {
-                // Give back the dynamic power the lower voltage saves (P ~ f V^2).
-                let k = 1.0 + 0.8 * ((p.voltage_mv / v).powi(2) - 1.0);
-                q = scale_frequencies(&q, k, lim);
+            let room = ((want / have - 1.0) / share * now + lowered).max(0.0);
+            if raised > room + 1e-6 {
+                let k = room / raised;
+                for (chain, chip, _, f) in self.judge(p, m, lim) {
+                    if let Some(c) = q.chains.iter_mut().find(|c| c.chain_id == chain) {
+                        let g = c.chip_mhz(chip);
+                        if g > f {
+                            let to = f + ((g - f) * k / step).floor() * step;
+                            c.set_chip(chip, to);
+                        }
+                    }
+                }
+                up = self
+                    .judge(p, m, lim)
+                    .iter()
+                    .filter(|(chain, chip, _, f)| {
+                        q.chains
+                            .iter()
+                            .find(|c| c.chain_id == *chain)
+                            .is_some_and(|c| c.chip_mhz(*chip) > f + 1e-6)
+                    })
+                    .count() as u32;
             }
-            return Outcome::Apply(q, "voltage down".into());
+        }
+        let moving = up + down > 0;
+        let Some((have, want)) = budget else {
+            // Efficiency: every chip at its edge at the lowest voltage.
+            if moving {
+                return Outcome::Apply(q, format!("chips: {up} up, {down} down"));
+            }
+            return Outcome::Done(
+                p.clone(),
+                m.measured,
+                "every chip at its edge at the lowest voltage".into(),
+            );
+        };
+        if over || (under && !moving) {
+            // The chips' edges at this voltage give too much or too little: move the voltage
+            // (the model re-anchored on this window), or, at a bound, the frequencies.
+            let v = self.planned_voltage(p, m, lim);
+            if (v - p.voltage_mv).abs() >= lim.mv_step * 0.5 {
+                let q = self.move_voltage(&q, v, lim);
+                let why = if v < p.voltage_mv {
+                    format!(
+                        "{have:.1} over the {want:.1} target at the chips' edges: voltage down to {v:.0} mV"
+                    )
+                } else {
+                    format!(
+                        "{have:.1} under the {want:.1} target at the chips' edges: voltage up to {v:.0} mV"
+                    )
+                };
+                return Outcome::Apply(q, why);
+            }
+            if over {
+                // At the lowest voltage: frequency is what is left.
+                self.frequency_bound = true;
+                let k = (1.0 + (want / have - 1.0) / (1.0 - STATIC_SHARE)).clamp(0.5, 1.0);
+                let q = scale_frequencies(&q, k, lim);
+                if q != *p {
+                    return Outcome::Apply(q, "at the lowest voltage: frequency down".into());
+                }
+            }
+            if !moving {
+                return Outcome::Done(
+                    p.clone(),
+                    m.measured,
+                    if under {
+                        "the most the board allows within its bounds".into()
+                    } else {
+                        "the least the board runs at within its bounds".into()
+                    },
+                );
+            }
+        }
+        if moving {
+            return Outcome::Apply(q, format!("chips: {up} up, {down} down"));
         }
         Outcome::Done(
             p.clone(),
             m.measured,
-            "target met at the lowest stable voltage".into(),
+            "target met with every chip at its edge at the lowest voltage".into(),
         )
-    }
-
-    fn efficiency(&mut self, p: &Point, m: &Measurement, lim: &Limits) -> Outcome {
-        if !self.floor_found && p.voltage_mv - lim.mv_step >= lim.min_mv - 1e-6 {
-            let mut q = p.clone();
-            q.voltage_mv -= lim.mv_step;
-            return Outcome::Apply(q, "voltage down".into());
-        }
-        // This level is at its voltage floor.
-        let better = match &self.best {
-            None => true,
-            Some((_, b)) => {
-                m.measured.efficiency_j_per_th > 0.0
-                    && m.measured.efficiency_j_per_th < b.efficiency_j_per_th * 0.995
-            }
-        };
-        if better {
-            self.best = Some((p.clone(), m.measured));
-            let q = scale_frequencies(p, EFFICIENCY_LEVEL, lim);
-            if q != *p {
-                self.floor_found = false;
-                return Outcome::Apply(q, "efficiency: next frequency level".into());
-            }
-        }
-        let (bp, bm) = self.best.clone().unwrap_or((p.clone(), m.measured));
-        Outcome::Done(bp, bm, "best efficiency level found".into())
     }
 }
 
@@ -340,7 +663,16 @@ mod tests {
             nominal_power_watt: 1000.0,
             nominal_ths: 10.0,
         };
-        Limits::resolve(&Config::default(), &board)
+        // A regulator that goes lower than the S9's, so the search, not the bound, decides.
+        let mut c = Config::default();
+        c.tuner.min_voltage_mv = 7480.0;
+        Limits::resolve(&c, &board)
+    }
+
+    #[test]
+    fn the_s9_regulator_bounds_the_voltage() {
+        let board = BoardInfo::default();
+        assert_eq!(Limits::resolve(&Config::default(), &board).min_mv, 7940.0);
     }
 
     fn window(power: f64, chips: &[(u64, u64)]) -> Measurement {
@@ -398,112 +730,223 @@ mod tests {
         assert!(stability(&window(1.0, &noise), &lim).stable());
     }
 
-    #[test]
-    fn power_fit_then_voltage_walk_then_done() {
-        let lim = limits();
-        let p = Point::uniform(8800.0, 1, 650.0);
-        let mut s = Search::new(Mode::Power, 800.0);
-        let clean = [(100, 0); 10];
-        let Outcome::Apply(q, _) = s.step(&p, &window(1000.0, &clean), &lim) else {
-            panic!("expected a fit")
-        };
-        assert!(q.chains[0].frequency_mhz < 650.0 * 0.8, "{q:?}");
-        assert_eq!(q.voltage_mv, 8800.0);
-        // Within tolerance: voltage goes down, frequency up to compensate.
-        let Outcome::Apply(r, why) = s.step(&q, &window(805.0, &clean), &lim) else {
-            panic!("expected a voltage step")
-        };
-        assert_eq!(why, "voltage down");
-        assert_eq!(r.voltage_mv, 8700.0);
-        assert!(r.chains[0].frequency_mhz > q.chains[0].frequency_mhz);
-        // Errors everywhere at the lower voltage: back up, floor found.
-        let Outcome::Apply(b, _) = s.step(&r, &window(800.0, &[(100, 5); 10]), &lim) else {
-            panic!("expected a voltage raise")
-        };
-        assert_eq!(b.voltage_mv, 8800.0);
-        // Stable and within tolerance at the floor: done.
-        assert!(matches!(
-            s.step(&b, &window(798.0, &clean), &lim),
-            Outcome::Done(..)
-        ));
+    /// A pure board for the search: each chip's edge ∝ V^1.4 (not the prior's 1.5, so the
+    /// search must correct its model), power ∝ V²·f plus leakage ∝ V, error rate rising
+    /// steeply past the edge, a hashing floor at 7 V. Counts are expectations (no noise).
+    struct Plant {
+        edges: Vec<f64>,
+        floor_mv: f64,
+    }
+
+    impl Plant {
+        fn new() -> Plant {
+            // Ten chips: 5 % spread around 700 MHz at 8.8 V, chip 7 weak, chip 2 strong.
+            let mut edges: Vec<f64> = (0..10).map(|i| 700.0 * (0.95 + 0.01 * i as f64)).collect();
+            edges[7] = 600.0;
+            edges[2] = 780.0;
+            Plant {
+                edges,
+                floor_mv: 7000.0,
+            }
+        }
+
+        fn run(&self, p: &Point) -> Measurement {
+            let vr = p.voltage_mv / 8800.0;
+            let c = &p.chains[0];
+            let mut chips = Vec::new();
+            let mut power = 0.0;
+            let mut ths = 0.0;
+            for (i, e) in self.edges.iter().enumerate() {
+                let f = c.chip_mhz(i as u32);
+                let edge = e * vr.powf(1.4);
+                let margin = (edge - f) / edge;
+                let err = 0.5 / (1.0 + (margin / 0.01).exp());
+                let results = (f / 10.0).round() as u64;
+                let silent = p.voltage_mv < self.floor_mv;
+                let hw = (results as f64 * err).round() as u64;
+                chips.push(ChipStats {
+                    chip: i as u32,
+                    nonces: if silent { 0 } else { results - hw },
+                    hw_errors: if silent { 0 } else { hw },
+                    alive: !silent,
+                });
+                power += 85.0 * vr * vr * f / 650.0 + 15.0 * vr;
+                ths += f / 650.0;
+            }
+            let nonces = chips.iter().map(|c| c.nonces).sum();
+            let hw_errors = chips.iter().map(|c| c.hw_errors).sum();
+            Measurement {
+                measured: Measured {
+                    power_watt: power,
+                    hashrate_ths: ths * (1.0 - rate(nonces, hw_errors)),
+                    ..Default::default()
+                },
+                expected_ths: ths,
+                chains: vec![ChainStats {
+                    chain_id: 0,
+                    nonces,
+                    hw_errors,
+                    chips,
+                }],
+            }
+        }
+
+        /// Search from stock to the end: (point, measurement, windows).
+        fn search(&self, mode: Mode, target: f64) -> (Point, Measurement, u32) {
+            let lim = limits();
+            let mut s = Search::new(mode, target);
+            let mut p = Point::uniform(8800.0, 1, 650.0);
+            for n in 1..=60 {
+                let m = self.run(&p);
+                match s.step(&p, &m, &lim) {
+                    Outcome::Apply(q, why) => {
+                        eprintln!(
+                            "{n}: {:.0} W {:.2} TH/s at {:.0} mV -> {why}",
+                            m.measured.power_watt, m.expected_ths, p.voltage_mv
+                        );
+                        p = q
+                    }
+                    Outcome::Done(q, _, _) => {
+                        let m = self.run(&q);
+                        return (q, m, n);
+                    }
+                }
+            }
+            panic!("no end in 60 windows: {p:?}");
+        }
     }
 
     #[test]
-    fn weak_chip_is_trimmed_not_the_chain() {
+    fn power_target_lowers_the_voltage_and_tunes_each_chip() {
+        let plant = Plant::new();
         let lim = limits();
-        let p = Point::uniform(8800.0, 1, 650.0);
-        let mut s = Search::new(Mode::Power, 1000.0);
-        let mut w = [(100, 0); 10];
-        w[7] = (40, 30);
-        let Outcome::Apply(q, _) = s.step(&p, &window(1000.0, &w), &lim) else {
-            panic!()
+        let stock = plant.run(&Point::uniform(8800.0, 1, 650.0));
+        let stock_jth = stock.measured.power_watt / stock.expected_ths;
+        let target = stock.measured.power_watt * 0.65;
+        let (p, m, windows) = plant.search(Mode::Power, target);
+        let w = m.measured.power_watt;
+        assert!(
+            (w - target).abs() <= target * lim.power_tolerance,
+            "{w} W for {target} W: {p:?}"
+        );
+        assert!(p.voltage_mv < 8800.0 - 500.0, "{p:?}");
+        assert!(p.voltage_mv >= plant.floor_mv, "{p:?}");
+        let jth = w / m.expected_ths;
+        assert!(
+            jth < 0.85 * stock_jth,
+            "{jth} J/TH against stock {stock_jth}"
+        );
+        // Good chips faster, weak ones slower.
+        let c = &p.chains[0];
+        assert!(c.chip_mhz(2) > c.chip_mhz(0), "{c:?}");
+        assert!(c.chip_mhz(7) < c.chip_mhz(0), "{c:?}");
+        let errors = rate(m.chains[0].nonces, m.chains[0].hw_errors);
+        assert!(errors < 0.02, "{errors}");
+        assert!(windows <= 14, "{windows} windows");
+    }
+
+    #[test]
+    fn a_frequency_only_answer_is_worse_than_the_search() {
+        // The same power by frequency alone at stock voltage (what hw-agent's power loop does)
+        // costs more per terahash than the searched point.
+        let plant = Plant::new();
+        let stock = plant.run(&Point::uniform(8800.0, 1, 650.0));
+        let target = stock.measured.power_watt * 0.6;
+        let (_, m, _) = plant.search(Mode::Power, target);
+        let k = (target / stock.measured.power_watt - 0.15 / 1.0).max(0.1) / 0.85;
+        let freq_only = plant.run(&Point::uniform(8800.0, 1, 650.0 * k));
+        let a = m.measured.power_watt / m.expected_ths;
+        let b = freq_only.measured.power_watt / freq_only.expected_ths;
+        assert!(a < b * 0.9, "searched {a} J/TH, frequency only {b} J/TH");
+    }
+
+    #[test]
+    fn the_voltage_floor_is_found_and_frequency_takes_over_below_it() {
+        // Chips that stop answering under 7.7 V, and a target so low that even that voltage at
+        // the chips' edges draws more.
+        let plant = Plant {
+            floor_mv: 7700.0,
+            ..Plant::new()
         };
-        assert_eq!(q.chains[0].frequency_mhz, 650.0);
-        assert_eq!(q.chains[0].chip_mhz(7), 650.0 - lim.mhz_step);
-        assert_eq!(q.voltage_mv, 8800.0);
-        // Scaling keeps the trim below the base.
-        let r = scale_frequencies(&q, 0.9, &lim);
-        assert!(r.chains[0].chip_mhz(7) < r.chains[0].frequency_mhz);
+        let lim = limits();
+        let stock = plant.run(&Point::uniform(8800.0, 1, 650.0));
+        let target = stock.measured.power_watt * 0.5;
+        let (p, m, _) = plant.search(Mode::Power, target);
+        assert!(p.voltage_mv >= plant.floor_mv, "{p:?}");
+        assert!(p.voltage_mv <= plant.floor_mv + 3.0 * lim.mv_step, "{p:?}");
+        let w = m.measured.power_watt;
+        assert!(
+            w <= target * (1.0 + lim.power_tolerance),
+            "{w} W for {target} W"
+        );
+        assert!(m.chains[0].chips.iter().all(|c| c.alive && c.nonces > 0));
+    }
+
+    #[test]
+    fn hashrate_mode_meets_the_hashrate_with_less_power() {
+        let plant = Plant::new();
+        let lim = limits();
+        let stock = plant.run(&Point::uniform(8800.0, 1, 650.0));
+        let target = stock.expected_ths * 0.8;
+        let (p, m, _) = plant.search(Mode::Hashrate, target);
+        assert!(
+            (m.expected_ths - target).abs() <= target * lim.power_tolerance,
+            "{} TH/s for {target}: {p:?}",
+            m.expected_ths
+        );
+        assert!(m.measured.power_watt < stock.measured.power_watt * 0.8 * 0.9);
+    }
+
+    #[test]
+    fn efficiency_mode_runs_the_chips_at_their_edges_near_the_floor() {
+        let plant = Plant::new();
+        let lim = limits();
+        let (p, m, _) = plant.search(Mode::Efficiency, 0.0);
+        assert!(
+            p.voltage_mv <= lim.min_mv.max(plant.floor_mv) + 2.0 * lim.mv_step,
+            "{p:?}"
+        );
+        let errors = rate(m.chains[0].nonces, m.chains[0].hw_errors);
+        assert!(errors < 0.02, "{errors}");
     }
 
     #[test]
     fn bounds_are_never_left() {
         let lim = limits();
-        let p = Point::uniform(lim.max_mv, 1, lim.max_mhz);
-        let mut s = Search::new(Mode::Power, 5000.0);
-        // Far below a huge target at the frequency ceiling: nothing to fit, walk voltage down.
-        let Outcome::Apply(q, _) = s.step(&p, &window(1000.0, &[(100, 0); 10]), &lim) else {
-            panic!()
-        };
-        assert!(q.chains[0].frequency_mhz <= lim.max_mhz);
-        // Errors at the ceiling voltage: frequency, not voltage.
-        let mut s = Search::new(Mode::Power, 1000.0);
-        let Outcome::Apply(r, _) = s.step(&p, &window(1000.0, &[(100, 9); 10]), &lim) else {
-            panic!()
-        };
-        assert_eq!(r.voltage_mv, lim.max_mv);
-        assert!(r.chains[0].frequency_mhz < lim.max_mhz);
-        let low = Point::uniform(lim.min_mv, 1, lim.min_mhz);
-        let q = scale_frequencies(&low, 0.5, &lim);
-        assert_eq!(q.chains[0].frequency_mhz, lim.min_mhz);
+        let plant = Plant::new();
+        for (mode, target) in [
+            (Mode::Power, 5000.0),
+            (Mode::Power, 1.0),
+            (Mode::Hashrate, 99.0),
+        ] {
+            let mut s = Search::new(mode, target);
+            let mut p = Point::uniform(8800.0, 1, 650.0);
+            for _ in 0..40 {
+                let m = plant.run(&p);
+                let (Outcome::Apply(q, _) | Outcome::Done(q, _, _)) = s.step(&p, &m, &lim);
+                assert!((lim.min_mv..=lim.max_mv).contains(&q.voltage_mv), "{q:?}");
+                for i in 0..10 {
+                    let f = q.chains[0].chip_mhz(i);
+                    assert!((lim.min_mhz..=lim.max_mhz).contains(&f), "{q:?}");
+                }
+                p = q;
+            }
+        }
     }
 
     #[test]
-    fn efficiency_keeps_the_best_level() {
-        let lim = limits();
-        let mut s = Search::refit(Mode::Efficiency, 0.0);
-        let p = Point::uniform(8800.0, 1, 650.0);
-        let mut m = window(1000.0, &[(100, 0); 10]);
-        m.measured.efficiency_j_per_th = 100.0;
-        let Outcome::Apply(q, _) = s.step(&p, &m, &lim) else {
-            panic!()
-        };
-        assert!(q.chains[0].frequency_mhz < 650.0);
-        // The lower level walks its voltage down first.
-        let mut m2 = m.clone();
-        m2.measured.efficiency_j_per_th = 90.0;
-        let Outcome::Apply(r, why) = s.step(&q, &m2, &lim) else {
-            panic!()
-        };
-        assert_eq!(why, "voltage down");
-        // Errors: floor found; next stable window at the floor: better → next level.
-        let Outcome::Apply(r2, _) = s.step(&r, &window(1.0, &[(100, 9); 10]), &lim) else {
-            panic!()
-        };
-        let Outcome::Apply(r3, _) = s.step(&r2, &m2, &lim) else {
-            panic!()
-        };
-        // Worse at the next level's floor: done with the best.
-        let mut worse = m.clone();
-        worse.measured.efficiency_j_per_th = 95.0;
-        let mut s2 = s.clone();
-        s2.floor_found = true;
-        match s2.step(&r3, &worse, &lim) {
-            Outcome::Done(best, bm, _) => {
-                assert_eq!(best, r2);
-                assert_eq!(bm.efficiency_j_per_th, 90.0);
-            }
-            other => panic!("{other:?}"),
-        }
+    fn voltage_model_inverts() {
+        let v = voltage_for_power(1000.0, 8800.0, 600.0, 6000.0, 9500.0);
+        assert!((power_at_edges(1000.0, 8800.0, v) - 600.0).abs() < 0.01);
+        assert_eq!(
+            voltage_for_power(1000.0, 8800.0, 1.0, 7000.0, 9500.0),
+            7000.0
+        );
+        assert_eq!(
+            voltage_for_power(1000.0, 8800.0, 1e9, 7000.0, 9500.0),
+            9500.0
+        );
+        let v = voltage_for_hashrate(10.0, 8800.0, 8.0, 6000.0, 9500.0);
+        assert!((v / 8800.0).powf(1.5) * 10.0 - 8.0 < 1e-9);
     }
 }

@@ -107,7 +107,8 @@ impl TunerService for TunerApi {
         request: Request<SetActiveRequest>,
     ) -> Result<Response<SetActiveResponse>, Status> {
         let active = request.into_inner().active;
-        self.change(|e| e.set_active(active))?;
+        let now = self.shared.clock.now_ms();
+        self.change(|e| e.set_active(active, now))?;
         Ok(Response::new(SetActiveResponse {
             state: Some(self.state()),
         }))

@@ -90,6 +90,10 @@ async fn set_active(State(state): State<AppState>, headers: HeaderMap, body: Byt
         ));
     }
     let b: AutotunerActiveRequest = parse_body(&headers, &body)?;
+    // `[tuner].enabled` is the switch's home (the tuner follows the file across restarts);
+    // the call below only makes the change take effect without waiting for the reload.
+    crate::config_write::patch_write(&state, serde_json::json!({"tuner": {"enabled": b.active}}))
+        .await?;
     let mut t = state.peers.tuner.clone();
     let r = t
         .set_active(pb::SetActiveRequest { active: b.active })

@@ -41,6 +41,17 @@ impl Board {
             Board::Bitaxe => (1, 1, "BM1366", 485.0, "Bitaxe Ultra"),
         }
     }
+
+    /// The lowest chain voltage the board's regulator can be set to, mV; 0 = not known.
+    ///
+    /// S9: each hashboard's PIC-driven regulator takes a byte `n = round(1608.42 - 170.42 V)`
+    /// (the conversion bmminer and Braiins OS use), so 0..=255 spans 9.44 V down to 7.94 V.
+    pub fn regulator_min_mv(self) -> f64 {
+        match self {
+            Board::S9 => 7940.0,
+            Board::S19 | Board::Bitaxe => 0.0,
+        }
+    }
 }
 
 /// `[hardware]`: the board and how to reach it.

@@ -44,6 +44,50 @@ use crate::history::store::Decision as StoredDecision;
 use follower::{FollowerMode, FollowerState, HistoryEntry, Params};
 use thermostat::{ThermostatAction, ThermostatState};
 
+/// While the tuning engine holds the target itself, hw-agent's frequency loop gets this much
+/// room above it: a backstop against a wrong point, not the means of meeting the target (a
+/// frequency-only answer at fixed voltage would undo what the tuner gains by lowering it).
+pub const BACKSTOP_SHARE: f64 = 0.10;
+
+/// What the governor and the tuning engine (one process) hand each other: the arbitrated
+/// target the engine tunes to, and whether the engine holds it now.
+#[derive(Debug, Clone, Default)]
+pub struct Handoff(Arc<Mutex<(Option<f64>, bool)>>);
+
+impl Handoff {
+    fn cell(&self) -> MutexGuard<'_, (Option<f64>, bool)> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The governor's last arbitrated target (`None`: no limit), before any backstop.
+    pub fn target(&self) -> Option<f64> {
+        self.cell().0
+    }
+
+    /// Whether the tuning engine holds the target now.
+    pub fn tuner_holds(&self) -> bool {
+        self.cell().1
+    }
+
+    /// The engine says whether it holds the target.
+    pub fn set_tuner_holds(&self, holds: bool) {
+        self.cell().1 = holds;
+    }
+
+    fn set_target(&self, target: Option<f64>) {
+        self.cell().0 = target;
+    }
+
+    /// What hw-agent's loop should enforce for an arbitrated target.
+    pub fn hw_target(&self, watt: f64) -> f64 {
+        if self.tuner_holds() {
+            (watt * (1.0 + BACKSTOP_SHARE) * 10.0).round() / 10.0
+        } else {
+            watt
+        }
+    }
+}
+
 /// How often the governor reconciles hw-agent with the arbitration.
 pub const TICK: Duration = Duration::from_secs(1);
 
@@ -223,6 +267,10 @@ pub struct Power {
     /// `[hardware].power_target_watt` in force, for the tuning engine's configured target:
     /// this reload is the one place the tuner process learns of a config write.
     operator_target: watch::Sender<f64>,
+    /// `[tuner].enabled` in force, for the tuning engine's switch.
+    tuner_enabled: watch::Sender<bool>,
+    /// Shared with the tuning engine.
+    pub handoff: Handoff,
 }
 
 impl Power {
@@ -239,6 +287,7 @@ impl Power {
         import_json_history(&dir.join("follower-history.json"), &history);
         let zone = svcos_common::timewin::SharedZone::new(config.system.zone());
         let (operator_target, _) = watch::channel(config.hardware.power_target_watt);
+        let (tuner_enabled, _) = watch::channel(config.tuner.enabled);
         let state = PowerState {
             config_mtime: mtime(&config_path),
             config: Arc::new(config),
@@ -258,6 +307,8 @@ impl Power {
             history,
             zone,
             operator_target,
+            tuner_enabled,
+            handoff: Handoff::default(),
         }
     }
 
@@ -265,6 +316,11 @@ impl Power {
     /// new value.
     pub fn operator_target(&self) -> watch::Receiver<f64> {
         self.operator_target.subscribe()
+    }
+
+    /// `[tuner].enabled` as of the latest config reload, marked changed on every new value.
+    pub fn tuner_enabled(&self) -> watch::Receiver<bool> {
+        self.tuner_enabled.subscribe()
     }
 
     /// Lock the state (a panicked holder does not take the governor down).
@@ -286,6 +342,11 @@ impl Power {
                 self.operator_target.send_if_modified(|w| {
                     let changed = (*w - watt).abs() > 1e-9;
                     *w = watt;
+                    changed
+                });
+                self.tuner_enabled.send_if_modified(|e| {
+                    let changed = *e != c.tuner.enabled;
+                    *e = c.tuner.enabled;
                     changed
                 });
                 let mut st = self.lock();
@@ -417,8 +478,10 @@ impl Power {
         let before = applied.clone();
         let mut hw = self.hw.clone();
 
-        match decision.target_watt {
-            Some(w) if (t.power_target_watt - w).abs() > 0.5 => {
+        self.handoff.set_target(decision.target_watt);
+        match decision.target_watt.map(|w| self.handoff.hw_target(w)) {
+            // Compared with what was asked: hw-agent may clamp it to its hard limit.
+            Some(w) if (t.power_target_requested_watt - w).abs() > 0.5 => {
                 applied.target_set |=
                     log_err(hw.set_power_target(SetPowerTargetRequest { watt: w }).await);
             }

@@ -29,6 +29,12 @@ struct Args {
     /// Voltage grid step, mV.
     #[arg(long, default_value_t = 20.0)]
     grid_mv: f64,
+    /// Keep every hashboard on (the bound of a tuner that never switches one off).
+    #[arg(long)]
+    all_chains: bool,
+    /// The tuner's lowest chip frequency, MHz (0 = the tuner's default).
+    #[arg(long, default_value_t = 0.0)]
+    min_mhz: f64,
 }
 
 /// Error share a chip may run at.
@@ -121,7 +127,7 @@ impl Board {
             .sum()
     }
 
-    fn oracle(&self, target: f64, grid: f64) -> Option<(f64, f64, Vec<f64>)> {
+    fn oracle(&self, target: f64, grid: f64, all_chains: bool) -> Option<(f64, f64, Vec<f64>)> {
         let n = self.chips.len();
         let levels: Vec<f64> = {
             let mut v = self.lim.min_mv;
@@ -141,7 +147,11 @@ impl Board {
             }
         };
         // Every subset of chains on, one common voltage; then each chain's voltage alone.
+        let all = (1u32 << n) - 1;
         for mask in 1u32..(1 << n) {
+            if all_chains && mask != all {
+                continue;
+            }
             for &v in &levels {
                 let vs = (0..n)
                     .map(|c| if mask & (1 << c) != 0 { v } else { 0.0 })
@@ -170,7 +180,8 @@ impl Board {
 
 fn main() {
     let args = Args::parse();
-    let config = Config::default();
+    let mut config = Config::default();
+    config.tuner.min_frequency_mhz = args.min_mhz;
     let spec = BoardSpec::from_config(&config);
     let ttys = (0..spec.chains).map(|c| format!("oracle{c}")).collect();
     let state = BoardState::new(spec.clone(), ttys);
@@ -207,7 +218,7 @@ fn main() {
         .map(|l| (format!("{:.0}%", l * 100.0), stock * l))
         .chain(args.watts.iter().map(|w| (format!("{w:.0} W"), *w)));
     for (level, target) in targets {
-        match board.oracle(target, args.grid_mv) {
+        match board.oracle(target, args.grid_mv, args.all_chains) {
             Some((ths, w, vs)) => println!(
                 "{}",
                 serde_json::json!({"level": level, "target_watt": target, "ths": ths,

@@ -36,8 +36,10 @@ pub struct ChainPoint {
     pub chain_id: u32,
     /// The chain's base frequency, MHz (2 decimals).
     pub frequency_mhz: f64,
-    /// Chips trimmed away from the base frequency.
+    /// Chips run at their own frequency, away from the base (each chip tuned to its silicon).
     pub chips: Vec<ChipPoint>,
+    /// The tuner switched this hashboard off: the power target buys more hashrate without it.
+    pub switched_off: bool,
 }
 
 impl From<&pb::ChainPoint> for ChainPoint {
@@ -53,6 +55,7 @@ impl From<&pb::ChainPoint> for ChainPoint {
                     frequency_mhz: round(t.frequency_mhz, 2),
                 })
                 .collect(),
+            switched_off: c.switched_off,
         }
     }
 }

@@ -65,6 +65,14 @@ impl TunerState {
 pub enum Action {
     /// PSU voltage, mV.
     SetVoltage(f64),
+    /// A hashboard on or off (the tuner switches off only boards it chose to, and back on
+    /// only those).
+    SetChainEnabled {
+        /// Chain.
+        chain: u32,
+        /// On.
+        enabled: bool,
+    },
     /// A chain (all chips) or one chip, MHz.
     SetFrequency {
         /// Chain.
@@ -80,7 +88,17 @@ pub enum Action {
 /// it rises, so no intermediate state runs fast chips on too few volts.
 pub fn diff(from: Option<&Point>, to: &Point) -> Vec<Action> {
     let mut freq = Vec::new();
-    for c in &to.chains {
+    // A board off takes no frequency; one coming back on is brought up at stock by hw-agent
+    // and gets its frequencies when the point is put back after the bring-up.
+    let coming_on = |id: u32| {
+        from.and_then(|p| p.chains.iter().find(|o| o.chain_id == id))
+            .is_some_and(|o| !o.enabled)
+    };
+    for c in to
+        .chains
+        .iter()
+        .filter(|c| c.enabled && !coming_on(c.chain_id))
+    {
         let old = from.and_then(|p| p.chains.iter().find(|o| o.chain_id == c.chain_id));
         let base_changed = old.is_none_or(|o| (o.frequency_mhz - c.frequency_mhz).abs() > 1e-6);
         if base_changed {
@@ -300,6 +318,7 @@ impl Engine {
                 hashrate_target_ths: config.tuner.hashrate_target_ths,
                 fixed_profile: String::new(),
                 tou: Default::default(),
+                boards_off: Vec::new(),
             },
         };
         // `[tuner].enabled` is the switch's one home: every surface writes it and the tuner
@@ -518,7 +537,40 @@ impl Engine {
     }
 
     fn apply(&mut self, to: Point, now_ms: i64) -> Vec<Action> {
-        let actions = diff(self.point.as_ref(), &to);
+        // Boards off first (their power is gone before others speed up), back on last; only
+        // boards this tuner switched off come back on.
+        let (mut off, mut on) = (Vec::new(), Vec::new());
+        let before = self.settings.boards_off.clone();
+        for c in &to.chains {
+            let mine = self.settings.boards_off.contains(&c.chain_id);
+            if !c.enabled && (!mine || self.point.is_none()) {
+                off.push(Action::SetChainEnabled {
+                    chain: c.chain_id,
+                    enabled: false,
+                });
+                if !mine {
+                    self.settings.boards_off.push(c.chain_id);
+                }
+            } else if c.enabled && mine {
+                on.push(c.chain_id);
+                self.settings.boards_off.retain(|x| *x != c.chain_id);
+            }
+        }
+        if self.settings.boards_off != before
+            && let Err(e) = self.store.save_settings(&self.settings)
+        {
+            tracing::warn!(error = %e, "tuner settings not saved");
+        }
+        let mut actions = off;
+        actions.extend(
+            diff(self.point.as_ref(), &to)
+                .into_iter()
+                .filter(|a| !matches!(a, Action::SetFrequency { chain, .. } if on.contains(chain))),
+        );
+        actions.extend(on.into_iter().map(|chain| Action::SetChainEnabled {
+            chain,
+            enabled: true,
+        }));
         if self.point.as_ref() != Some(&to) {
             self.measured_at_ms = None;
         }
@@ -1292,6 +1344,8 @@ pub fn point_from_telemetry(t: &Telemetry) -> Point {
                 chain_id: c.chain_id,
                 frequency_mhz: c.frequency_mhz,
                 chips: Vec::new(),
+                // A board off now was switched off by someone else: not the tuner's to change.
+                enabled: true,
             })
             .collect(),
     }

@@ -41,7 +41,8 @@ use svcos_common::time::{Clock, SystemClock};
 use svcos_common::{ServiceName, Shutdown, ipc};
 use svcos_proto::hwagent::v1::hw_agent_service_client::HwAgentServiceClient;
 use svcos_proto::hwagent::v1::{
-    GetInventoryRequest, SetFrequencyRequest, SetVoltageRequest, StreamTelemetryRequest, Telemetry,
+    GetInventoryRequest, SetChainEnabledRequest, SetFrequencyRequest, SetVoltageRequest,
+    StreamTelemetryRequest, Telemetry,
 };
 use svcos_proto::stratum::v1::StreamPoolsRequest;
 use svcos_proto::stratum::v1::stratum_service_client::StratumServiceClient;
@@ -98,6 +99,13 @@ impl Hardware for HwAgent {
                 c.set_voltage(SetVoltageRequest {
                     chain_id: None,
                     voltage_mv: mv,
+                })
+                .await?;
+            }
+            Action::SetChainEnabled { chain, enabled } => {
+                c.set_chain_enabled(SetChainEnabledRequest {
+                    chain_id: chain,
+                    enabled,
                 })
                 .await?;
             }

@@ -71,6 +71,14 @@ pub struct ChainPoint {
     /// Chips whose frequency differs from the base.
     #[serde(default)]
     pub chips: Vec<ChipTrim>,
+    /// Hashing; false = switched off by the tuner because the power target is met better
+    /// without this board (its leakage saved for the others' frequency).
+    #[serde(default = "on")]
+    pub enabled: bool,
+}
+
+fn on() -> bool {
+    true
 }
 
 impl ChainPoint {
@@ -114,6 +122,7 @@ impl Point {
                     chain_id,
                     frequency_mhz: mhz,
                     chips: Vec::new(),
+                    enabled: true,
                 })
                 .collect(),
         }
@@ -126,6 +135,11 @@ impl Point {
             .find(|c| c.chain_id == chain)
             .map(|c| (0..chips).map(|i| c.chip_mhz(i)).collect())
             .unwrap_or_default()
+    }
+
+    /// Boards hashing.
+    pub fn boards_on(&self) -> usize {
+        self.chains.iter().filter(|c| c.enabled).count()
     }
 
     /// Mean chain base frequency, MHz.
@@ -142,6 +156,7 @@ impl Point {
             .iter()
             .map(|c| pb::ChainPoint {
                 chain_id: c.chain_id,
+                switched_off: !c.enabled,
                 frequency_mhz: c.frequency_mhz,
                 chips: c
                     .chips

@@ -218,6 +218,8 @@ pub struct Search {
     refit: bool,
     /// The budget binds at the lowest voltage: chips go up only when under it.
     frequency_bound: bool,
+    /// Boards switched on or off by this search so far.
+    board_changes: u32,
 }
 
 fn clamp_mhz(x: f64, lim: &Limits) -> f64 {
@@ -277,6 +279,67 @@ pub fn voltage_for_hashrate(h0: f64, v0: f64, target: f64, lo: f64, hi: f64) -> 
     (v0 * (target / h0).powf(1.0 / EDGE_VOLTAGE_EXPONENT)).clamp(lo, hi)
 }
 
+/// A plan for a power target: how many boards hash, at what voltage, and what share of their
+/// chips' edge frequency they run at (1 = at the edge; less when the voltage is at its floor).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BoardPlan {
+    /// Boards hashing.
+    pub boards: usize,
+    /// Voltage, mV.
+    pub voltage_mv: f64,
+    /// Frequency as a share of the chips' edge at that voltage.
+    pub share: f64,
+    /// Expected hashrate relative to one board at the anchor.
+    pub hashrate: f64,
+}
+
+/// A fewer-boards plan must promise this much more hashrate to be chosen (the prior is rough).
+const FEWER_BOARDS_GAIN: f64 = 1.03;
+
+/// The number of boards that buys the most hashrate at `target` W under the prior, when each
+/// of them draws `per_board` W at `v0` mV with its chips at their margin, chips may run down to
+/// `min_share` of their frequency at `v0`, and the voltage stays within `[lo, hi]`. Below the
+/// power a board set draws at the voltage floor, frequency is all that is left, and leakage
+/// (paid per board, whatever its frequency) makes each terahash dearer: switching a board off
+/// hands its leakage to the others' frequency.
+pub fn boards_for_power(
+    per_board: f64,
+    v0: f64,
+    n: usize,
+    target: f64,
+    min_share: f64,
+    lo: f64,
+    hi: f64,
+) -> BoardPlan {
+    let mut best: Option<BoardPlan> = None;
+    for k in (1..=n.max(1)).rev() {
+        let p0 = per_board * k as f64;
+        let v = voltage_for_power(p0, v0, target, lo, hi);
+        let r = v / v0;
+        let edge = r.powf(EDGE_VOLTAGE_EXPONENT);
+        let dynamic = (1.0 - STATIC_SHARE) * r * r * edge;
+        let share = ((target / p0 - STATIC_SHARE * r) / dynamic).clamp(0.0, 1.0);
+        if share * edge < min_share - 1e-9 {
+            continue;
+        }
+        let plan = BoardPlan {
+            boards: k,
+            voltage_mv: v,
+            share,
+            hashrate: k as f64 * edge * share,
+        };
+        if best.is_none_or(|b| plan.hashrate > b.hashrate * FEWER_BOARDS_GAIN) {
+            best = Some(plan);
+        }
+    }
+    best.unwrap_or(BoardPlan {
+        boards: n.max(1),
+        voltage_mv: lo,
+        share: min_share,
+        hashrate: 0.0,
+    })
+}
+
 /// Round a voltage to the search's step (the PSU and the search work in steps).
 fn round_mv(v: f64, lim: &Limits) -> f64 {
     if lim.mv_step <= 0.0 {
@@ -297,6 +360,7 @@ impl Search {
             floor_mv: None,
             refit: false,
             frequency_bound: false,
+            board_changes: 0,
         }
     }
 
@@ -338,8 +402,7 @@ impl Search {
             return stock.clone();
         }
         self.planned = true;
-        let v = self.planned_voltage(stock, &anchor, lim);
-        self.move_voltage(stock, v, lim)
+        self.planned_point(stock, &anchor, lim)
     }
 
     /// The lowest voltage the search may try now.
@@ -375,6 +438,57 @@ impl Search {
             _ => lo,
         };
         round_mv(v, lim).max(lo)
+    }
+
+    /// The point the mode wants next from the anchor `m` measured at `p`: the voltage, and in
+    /// power mode also how many boards hash and, at the voltage floor, their frequency share.
+    fn planned_point(&mut self, p: &Point, m: &Measurement, lim: &Limits) -> Point {
+        let boards = p.boards_on();
+        if self.mode != Mode::Power || p.chains.len() < 2 || boards == 0 || p.voltage_mv <= 0.0 {
+            let v = self.planned_voltage(p, m, lim);
+            return self.move_voltage(p, v, lim);
+        }
+        let lo = self.min_mv(lim);
+        let mean = {
+            let on: Vec<f64> = p
+                .chains
+                .iter()
+                .filter(|c| c.enabled)
+                .map(|c| c.frequency_mhz)
+                .collect();
+            on.iter().sum::<f64>() / on.len().max(1) as f64
+        };
+        let plan = boards_for_power(
+            m.measured.power_watt / boards as f64,
+            p.voltage_mv,
+            p.chains.len(),
+            self.target,
+            if mean > 0.0 { lim.min_mhz / mean } else { 0.0 },
+            lo,
+            lim.max_mv,
+        );
+        let v = round_mv(plan.voltage_mv, lim).max(lo);
+        let mut q = self.move_voltage(p, v, lim);
+        if plan.share < 1.0 - 1e-6 {
+            q = scale_frequencies(&q, plan.share, lim);
+        }
+        // Boards off from the last ones; a board coming back starts where the others are.
+        let base = q
+            .chains
+            .iter()
+            .find(|c| c.enabled)
+            .map_or(lim.stock_mhz, |c| c.frequency_mhz);
+        for (i, c) in q.chains.iter_mut().enumerate() {
+            let on = i < plan.boards;
+            if on && !c.enabled {
+                c.frequency_mhz = base;
+                c.chips.clear();
+                let id = c.chain_id;
+                self.edges.retain(|(chain, _), _| *chain != id);
+            }
+            c.enabled = on;
+        }
+        q
     }
 
     /// Move to voltage `v`, every chip and every remembered edge scaled as V^1.5.
@@ -427,13 +541,13 @@ impl Search {
         if !self.planned {
             self.planned = true;
             if !self.refit {
-                let v = self.planned_voltage(p, m, lim);
-                let q = self.move_voltage(p, v, lim);
+                let q = self.planned_point(p, m, lim);
                 return Outcome::Apply(
-                    q,
+                    q.clone(),
                     format!(
-                        "plan {:.0} mV for the {} target from {:.0} W at {:.0} mV",
-                        v,
+                        "plan {:.0} mV on {} boards for the {} target from {:.0} W at {:.0} mV",
+                        q.voltage_mv,
+                        q.boards_on(),
                         self.mode.as_str(),
                         m.measured.power_watt,
                         p.voltage_mv
@@ -461,7 +575,11 @@ impl Search {
     fn judge(&self, p: &Point, m: &Measurement, lim: &Limits) -> Vec<(u32, u32, Verdict, f64)> {
         let mut out = Vec::new();
         for c in &m.chains {
-            let Some(cp) = p.chains.iter().find(|x| x.chain_id == c.chain_id) else {
+            let Some(cp) = p
+                .chains
+                .iter()
+                .find(|x| x.chain_id == c.chain_id && x.enabled)
+            else {
                 continue;
             };
             let mean = if c.chips.is_empty() {
@@ -600,6 +718,21 @@ impl Search {
             );
         };
         if over || (under && !moving) {
+            // A different number of boards first (power mode, at most twice a search: the
+            // prior decides it, re-anchored on this window).
+            if self.mode == Mode::Power && self.board_changes < 2 {
+                let r = self.planned_point(&q, m, lim);
+                if r.boards_on() != q.boards_on() {
+                    self.board_changes += 1;
+                    let why = format!(
+                        "{have:.1} for the {want:.1} target: {} boards instead of {} at {:.0} mV",
+                        r.boards_on(),
+                        q.boards_on(),
+                        r.voltage_mv
+                    );
+                    return Outcome::Apply(r, why);
+                }
+            }
             // The chips' edges at this voltage give too much or too little: move the voltage
             // (the model re-anchored on this window), or, at a bound, the frequencies.
             let v = self.planned_voltage(p, m, lim);
@@ -932,6 +1065,26 @@ mod tests {
                 p = q;
             }
         }
+    }
+
+    #[test]
+    fn boards_off_only_when_the_floor_binds() {
+        // Three boards of 400 W at 8.8 V, a floor at 7.94 V, chips down to half their speed.
+        let plan = |target| boards_for_power(400.0, 8800.0, 3, target, 0.5, 7940.0, 9240.0);
+        // Near stock every board hashes, at a voltage above the floor.
+        let p = plan(1000.0);
+        assert_eq!(p.boards, 3);
+        assert!(p.voltage_mv > 7940.0 && p.share > 0.999, "{p:?}");
+        // Far below: the floor binds; a board off buys more hashrate than three slowed down.
+        let p = plan(500.0);
+        assert!(p.boards < 3, "{p:?}");
+        let all = boards_for_power(400.0, 8800.0, 1, 500.0 / 3.0, 0.5, 7940.0, 9240.0);
+        assert!(p.hashrate > 3.0 * all.hashrate, "{p:?} against {all:?}");
+        // One board: nothing to switch off.
+        assert_eq!(
+            boards_for_power(400.0, 8800.0, 1, 100.0, 0.0, 7940.0, 9240.0).boards,
+            1
+        );
     }
 
     #[test]

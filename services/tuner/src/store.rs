@@ -162,6 +162,10 @@ pub struct Settings {
     /// Time-of-use schedule.
     #[serde(default)]
     pub tou: TouSchedule,
+    /// Hashboards the tuner switched off (and so the only ones it switches back on): kept
+    /// across restarts so turning the tuner off always gives every board back.
+    #[serde(default)]
+    pub boards_off: Vec<u32>,
 }
 
 /// The tuned points of one board (`boards/<serial>.json`).

@@ -33,6 +33,8 @@ struct Board {
     errors: Vec<Vec<f64>>,
     extra_heat_c: f64,
     hw_power_target_watt: f64,
+    /// Boards switched off.
+    off: Vec<bool>,
     seq: u64,
     commands: u32,
 }
@@ -62,6 +64,7 @@ impl Board {
             errors: vec![vec![0.0; CHIPS as usize]; CHAINS as usize],
             extra_heat_c: 0.0,
             hw_power_target_watt: 0.0,
+            off: vec![false; CHAINS as usize],
             seq: 0,
             commands: 0,
         }
@@ -80,7 +83,11 @@ impl Board {
     }
 
     fn power(&self) -> f64 {
-        self.mhz.iter().flatten().map(|&f| self.chip_power(f)).sum()
+        (0..CHAINS as usize)
+            .filter(|&c| !self.off[c])
+            .flat_map(|c| self.mhz[c].iter())
+            .map(|&f| self.chip_power(f))
+            .sum()
     }
 
     fn temp(&self) -> f64 {
@@ -88,7 +95,7 @@ impl Board {
     }
 
     fn advance(&mut self, dt_s: f64) {
-        for c in 0..CHAINS as usize {
+        for c in (0..CHAINS as usize).filter(|&c| !self.off[c]) {
             for i in 0..CHIPS as usize {
                 let n = NONCES_PER_S * self.mhz[c][i] / STOCK_MHZ * dt_s;
                 let r = self.error_rate(c, i);
@@ -115,7 +122,11 @@ impl Board {
                     .collect();
                 ChainTelemetry {
                     chain_id: c as u32,
-                    state: ChainState::Mining as i32,
+                    state: if self.off[c] {
+                        ChainState::Disabled as i32
+                    } else {
+                        ChainState::Mining as i32
+                    },
                     frequency_mhz: self.mhz[c].iter().sum::<f64>() / f64::from(CHIPS),
                     voltage_mv: self.voltage_mv,
                     nonces: chips.iter().map(|x| x.nonces).sum(),
@@ -175,7 +186,17 @@ impl Hardware for FakeHw {
         b.commands += 1;
         match action {
             Action::SetVoltage(mv) => b.voltage_mv = mv,
+            Action::SetChainEnabled { chain, enabled } => {
+                // Back on: brought up at stock, as hw-agent does.
+                if enabled && b.off[chain as usize] {
+                    b.mhz[chain as usize] = vec![STOCK_MHZ; CHIPS as usize];
+                }
+                b.off[chain as usize] = !enabled;
+            }
             Action::SetFrequency { chain, chip, mhz } => {
+                if b.off[chain as usize] {
+                    return Err(Status::failed_precondition("chain not running"));
+                }
                 let c = &mut b.mhz[chain as usize];
                 match chip {
                     Some(i) => c[i as usize] = mhz,
@@ -624,4 +645,38 @@ async fn a_saved_profile_records_its_figures_and_applying_it_stays_under_the_tar
     let v = rig.view();
     assert!(v.dps_reduction_watt > 0.0, "{v:?}");
     assert!(v.power_target_watt < 120.0, "{v:?}");
+}
+
+#[tokio::test]
+async fn a_low_target_switches_a_board_off_and_turning_off_gives_it_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let board = Arc::new(Mutex::new(Board::new()));
+    let mut c = config();
+    // A third of stock: at the lowest voltage all three boards would run far under their
+    // edges, each paying its leakage.
+    c.tuner.power_target_watt = f64::from(CHAINS * CHIPS) * CHIP_WATT * 0.33;
+    c.tuner.min_voltage_mv = 7900.0;
+    let rig = Rig::new(c, dir.path(), board.clone());
+    rig.until("tuned", 3000, |r| r.state() == TunerState::Tuned)
+        .await;
+    let view = rig.view();
+    let off: Vec<u32> = view
+        .chains
+        .iter()
+        .filter(|c| c.switched_off)
+        .map(|c| c.chain_id)
+        .collect();
+    assert!(!off.is_empty(), "{view:?}");
+    assert!(off.iter().all(|&c| board.lock().unwrap().off[c as usize]));
+    let target = f64::from(CHAINS * CHIPS) * CHIP_WATT * 0.33;
+    let p = board.lock().unwrap().power();
+    assert!(p <= target * 1.05, "{p} W for {target} W");
+    // Off: every board back, at stock.
+    let now = rig.clock.now_ms();
+    rig.driver.shared.lock().set_active(false, now).unwrap();
+    rig.until("stock", 30, |_| {
+        let b = board.lock().unwrap();
+        b.off.iter().all(|o| !o) && b.voltage_mv == STOCK_MV
+    })
+    .await;
 }

@@ -36,6 +36,8 @@ const WEAK_SHARE_FOR_VOLTAGE: f64 = 0.1;
 /// Chips that stopped answering, as a share of all: below this the voltage is under the level
 /// at which the silicon hashes at all.
 const SILENT_SHARE_FOR_FLOOR: f64 = 0.1;
+/// Chips moving in a window, as a share of all, below which the chips count as settled.
+const SETTLED_SHARE: f64 = 0.03;
 /// A search gives up after this many points and keeps the one in force.
 pub const MAX_STEPS: u32 = 300;
 /// Prior: a chip's highest stable frequency grows as V to this power (the alpha-power law of
@@ -705,14 +707,32 @@ impl Search {
                     .count() as u32;
             }
         }
-        let moving = up + down > 0;
+        // A few chips flip on noise every window (a chip at its edge errs at a couple of
+        // percent, and a window holds a few dozen of its nonces): that is settled.
+        let chips = self.judge(p, m, lim).len();
+        let moving = f64::from(up + down) > (chips as f64 * SETTLED_SHARE).max(0.0);
+        let done = |q: &Point| {
+            // The end point keeps the erring chips' steps down, not the raises.
+            let mut r = q.clone();
+            for c in &mut r.chains {
+                let Some(old) = p.chains.iter().find(|o| o.chain_id == c.chain_id) else {
+                    continue;
+                };
+                for i in 0..chips as u32 {
+                    if c.chip_mhz(i) > old.chip_mhz(i) + 1e-6 {
+                        c.set_chip(i, old.chip_mhz(i));
+                    }
+                }
+            }
+            r
+        };
         let Some((have, want)) = budget else {
             // Efficiency: every chip at its edge at the lowest voltage.
             if moving {
                 return Outcome::Apply(q, format!("chips: {up} up, {down} down"));
             }
             return Outcome::Done(
-                p.clone(),
+                done(&q),
                 m.measured,
                 "every chip at its edge at the lowest voltage".into(),
             );
@@ -760,7 +780,7 @@ impl Search {
             }
             if !moving {
                 return Outcome::Done(
-                    p.clone(),
+                    done(&q),
                     m.measured,
                     if under {
                         "the most the board allows within its bounds".into()
@@ -774,7 +794,7 @@ impl Search {
             return Outcome::Apply(q, format!("chips: {up} up, {down} down"));
         }
         Outcome::Done(
-            p.clone(),
+            done(&q),
             m.measured,
             "target met with every chip at its edge at the lowest voltage".into(),
         )

@@ -33,9 +33,10 @@ pub struct TunerConfig {
     pub hashrate_target_ths: f64,
     /// How often the tuner looks at telemetry, ms. Default 1000.
     pub step_interval_ms: u64,
-    /// Wait after a change before measuring, s (power and temperatures move). Default 10.
+    /// Wait after a change before measuring, s (power and temperatures move). Default 5.
     pub settle_s: u64,
-    /// Measurement window per point, s. Default 30.
+    /// Measurement window per point, s (long enough for a few dozen nonces per chip at the
+    /// sim's and a real S9's share rate). Default 20.
     pub window_s: u64,
     /// A power target is met within this, percent. Default 3.
     pub power_tolerance_percent: f64,
@@ -88,8 +89,8 @@ impl Default for TunerConfig {
             hashrate_target_ths: 0.0,
             step_interval_ms: 1000,
             history_flush_s: 300,
-            settle_s: 10,
-            window_s: 30,
+            settle_s: 5,
+            window_s: 20,
             power_tolerance_percent: 3.0,
             power_step_watt: 50.0,
             hashrate_step_ths: 0.5,

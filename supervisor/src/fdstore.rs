@@ -116,7 +116,8 @@ fn handle(
     services: &[ServiceName],
     conn: &OwnedFd,
 ) -> io::Result<()> {
-    let tv = nix::sys::time::TimeVal::new(CLIENT_TIMEOUT.as_secs() as i64, 0);
+    // `as _`: time_t is 32 bits on 32-bit glibc (armv7), 64 elsewhere.
+    let tv = nix::sys::time::TimeVal::new(CLIENT_TIMEOUT.as_secs() as _, 0);
     setsockopt(conn, sockopt::ReceiveTimeout, &tv)?;
     setsockopt(conn, sockopt::SendTimeout, &tv)?;
     let cred = getsockopt(conn, sockopt::PeerCredentials)?;

@@ -116,7 +116,8 @@ fn connect_to(path: &Path) -> io::Result<OwnedFd> {
         SockFlag::SOCK_CLOEXEC,
         None,
     )?;
-    let timeout = nix::sys::time::TimeVal::new(CLIENT_TIMEOUT.as_secs() as i64, 0);
+    // `as _`: time_t is 32 bits on 32-bit glibc (armv7), 64 elsewhere.
+    let timeout = nix::sys::time::TimeVal::new(CLIENT_TIMEOUT.as_secs() as _, 0);
     nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::SendTimeout, &timeout)?;
     nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::ReceiveTimeout, &timeout)?;
     connect(sock.as_raw_fd(), &UnixAddr::new(path)?)?;

@@ -105,6 +105,20 @@ def main():
                     "hw_error": round(err, 4), "settle_s": round(settled) if settled else None,
                     "voltage_mv": rs.get("voltage_mv"), "reason": rs.get("reason"),
                 }), flush=True)
+            # A saved profile: back to the first level; time until the tuner holds its point.
+            if levels:
+                level, target = levels[0]
+                t0 = time.time()
+                http("POST", f"{api}/api/config", token, {"hardware": {"power_target_watt": round(target)}})
+                resumed = None
+                while time.time() - t0 < 120:
+                    time.sleep(1)
+                    rs = run_state(api, token)
+                    if rs.get("state") == "tuned" and rs.get("resumed"):
+                        resumed = time.time() - t0
+                        break
+                print(json.dumps({"level": level, "from_saved_profile_s":
+                                  round(resumed, 1) if resumed else None}), flush=True)
         finally:
             stop_sim(sim)
 

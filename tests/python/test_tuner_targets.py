@@ -73,7 +73,7 @@ def _mining(api, token):
     return (m.get("hashrate_ghs") or {}).get("1m", 0.0) / 1000.0, m.get("power_watt", 0.0)
 
 
-def _settled(api, token, seconds=60):
+def _settled(api, token, seconds=20):
     """Means over `seconds` once the 1-minute hashrate has a full minute at the point."""
     time.sleep(60)
     samples = []
@@ -93,7 +93,7 @@ def test_the_tuner_lowers_the_voltage_and_makes_each_terahash_cheaper(tmp_path_f
     with own_stack(tmp_path_factory.mktemp("tuner-earns")) as (sim, token):
         api = sim.api_url
         wait_for(lambda: _mining(api, token)[0] > 0, 90, "the board hashing")
-        stock_ths, stock_w = _settled(api, token, 30)
+        stock_ths, stock_w = _settled(api, token)
         stock_jth = stock_w / stock_ths
         target = round(stock_w * 0.8)
         # Short windows: this test wants the direction, not the best point.
@@ -115,7 +115,7 @@ def test_the_tuner_lowers_the_voltage_and_makes_each_terahash_cheaper(tmp_path_f
         wait_for(lower_voltage, 120, "the tuner lowering the voltage", interval=2)
         wait_for(lambda: http("GET", f"{api}/api/autotuner/status", token)[2]["state"] == "tuned",
                  420, "the tuner settling", interval=5)
-        ths, watt = _settled(api, token, 30)
+        ths, watt = _settled(api, token)
         assert watt <= target * 1.08, (watt, target)
         assert ths > 0
         jth = watt / ths

@@ -106,7 +106,7 @@ def test_the_tuner_lowers_the_voltage_and_makes_each_terahash_cheaper(tmp_path_f
         assert status == 200, run
         assert run["active"] is True and run["state"] != "disabled", run
         _, _, cfg = http("GET", f"{api}/api/config", token)
-        assert cfg["tuner"]["enabled"] is True, cfg["tuner"]
+        assert cfg["config"]["tuner"]["enabled"] is True, cfg["config"]["tuner"]
 
         def lower_voltage():
             _, _, r = http("GET", f"{api}/api/autotuner/status", token)
@@ -128,4 +128,4 @@ def test_the_tuner_lowers_the_voltage_and_makes_each_terahash_cheaper(tmp_path_f
         status, _, run = http("PUT", f"{api}/api/autotuner/active", token, {"active": False})
         assert status == 200 and run["state"] == "disabled", run
         _, _, cfg = http("GET", f"{api}/api/config", token)
-        assert cfg["tuner"]["enabled"] is False, cfg["tuner"]
+        assert cfg["config"]["tuner"]["enabled"] is False, cfg["config"]["tuner"]

@@ -451,14 +451,22 @@ impl Search {
             return self.move_voltage(p, v, lim);
         }
         let lo = self.min_mv(lim);
+        // The chips' mean frequency (not the chains' base: tuned chips sit apart from it).
         let mean = {
-            let on: Vec<f64> = p
-                .chains
-                .iter()
-                .filter(|c| c.enabled)
-                .map(|c| c.frequency_mhz)
-                .collect();
-            on.iter().sum::<f64>() / on.len().max(1) as f64
+            let mut f = Vec::new();
+            for c in p.chains.iter().filter(|c| c.enabled) {
+                let n = m
+                    .chains
+                    .iter()
+                    .find(|x| x.chain_id == c.chain_id)
+                    .map_or(0, |x| x.chips.len());
+                if n == 0 {
+                    f.push(c.frequency_mhz);
+                } else {
+                    f.extend((0..n as u32).map(|i| c.chip_mhz(i)));
+                }
+            }
+            f.iter().sum::<f64>() / f.len().max(1) as f64
         };
         let plan = boards_for_power(
             m.measured.power_watt / boards as f64,

@@ -671,6 +671,23 @@ async fn a_low_target_switches_a_board_off_and_turning_off_gives_it_back() {
     let target = f64::from(CHAINS * CHIPS) * CHIP_WATT * 0.33;
     let p = board.lock().unwrap().power();
     assert!(p <= target * 1.05, "{p} W for {target} W");
+    // A higher target: every board back on and the target met.
+    let high = f64::from(CHAINS * CHIPS) * CHIP_WATT * 0.8;
+    rig.driver
+        .shared
+        .lock()
+        .set_target(Mode::Power, Some(high), None)
+        .unwrap();
+    rig.until("tuned high", 3000, |r| {
+        r.state() == TunerState::Tuned && r.view().power_target_watt == high
+    })
+    .await;
+    {
+        let b = board.lock().unwrap();
+        assert!(b.off.iter().all(|o| !o), "{:?}", rig.view().chains);
+        let p = b.power();
+        assert!((p - high).abs() <= high * 0.05, "{p} W for {high} W");
+    }
     // Off: every board back, at stock.
     let now = rig.clock.now_ms();
     rig.driver.shared.lock().set_active(false, now).unwrap();

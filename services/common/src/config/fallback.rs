@@ -356,7 +356,7 @@ impl ProblemLog {
                     event = "config_value_refused",
                     field = %p.field,
                     fallback = ?p.fallback,
-                    message = %p.message,
+                    problem = %p.message,
                     "a value of this service's config is invalid; running on the fallback"
                 );
             } else {
@@ -365,7 +365,7 @@ impl ProblemLog {
                     field = %p.field,
                     owner = p.owner,
                     fallback = ?p.fallback,
-                    message = %p.message,
+                    problem = %p.message,
                     "an invalid config value of another service; not stopping over it"
                 );
             }

@@ -9,7 +9,7 @@
 //! | What is wrong | What is used instead | [`Fallback`] |
 //! |---|---|---|
 //! | a value breaks a rule (`system.timezone = "Mars/Olympus"`) | that value as in force | `value_in_force` |
-//! | an entry of a list breaks a rule (`pools[1].url`) | the list without that entry | `entry_dropped` |
+//! | an entry of a list breaks a rule (`pools[1].url`) | the list without that entry (the list in force when none would be left) | `entry_dropped` (`value_in_force`) |
 //! | a section has an unknown key or a mistyped value, or a rule still fails after its field fell back | the section as in force | `section_in_force` |
 //! | the file is unreadable, not UTF-8 or not TOML | the whole config in force | `config_in_force` |
 //!
@@ -172,6 +172,11 @@ impl Config {
             } else {
                 None
             };
+            if repaired == Some(Fallback::EntryDropped) {
+                // The list is shorter now: the same path names the next entry, which may be
+                // bad too. Each drop shrinks the list, so this ends.
+                fields_tried.remove(&field);
+            }
             let fallback = match repaired {
                 Some(f) => f,
                 None if sections_tried.insert(section.clone()) => {
@@ -286,7 +291,20 @@ fn repair_field(doc: &mut toml::Table, in_force: &toml::Table, field: &str) -> O
             let toml::Value::Array(items) = list else {
                 return None;
             };
-            (i < items.len()).then(|| items.remove(i))?;
+            if i >= items.len() {
+                return None;
+            }
+            // Dropping the last entry would leave nothing (no pool: the chips idle) where the
+            // list in force has entries: keep that list instead.
+            if items.len() == 1
+                && let Some(toml::Value::Array(kept)) =
+                    lookup(&toml::Value::Table(in_force.clone()), &steps[..last_index])
+                && !kept.is_empty()
+            {
+                *items = kept.clone();
+                return Some(Fallback::ValueInForce);
+            }
+            items.remove(i);
             return Some(Fallback::EntryDropped);
         }
         let (last, parents) = steps.split_last()?;
@@ -470,6 +488,34 @@ mod tests {
         assert_eq!(s.problems[0].owner, "stratum-agent");
         let urls: Vec<&str> = s.config.pools.iter().map(|p| p.url.as_str()).collect();
         assert_eq!(urls, ["stratum+tcp://a:3333", "stratum+tcp://c:3333"]);
+    }
+
+    #[test]
+    fn a_list_left_empty_keeps_the_list_in_force() {
+        let mut in_force = Config::default();
+        in_force.pools = sanitise(
+            "[[pools]]\nurl = \"stratum+tcp://a:3333\"\nuser = \"w\"\n",
+            &Config::default(),
+        )
+        .config
+        .pools;
+        assert_eq!(in_force.pools.len(), 1);
+        let text = "[[pools]]\nurl = \"http://x\"\nuser = \"w\"\n\
+                    [[pools]]\nurl = \"http://y\"\nuser = \"w\"\n";
+        let s = sanitise(text, &in_force);
+        assert_eq!(
+            fields(&s),
+            [
+                ("pools[0].url", Fallback::EntryDropped),
+                ("pools[0].url", Fallback::ValueInForce)
+            ]
+        );
+        assert_eq!(
+            s.config.pools, in_force.pools,
+            "still mining on the pool in force"
+        );
+        // With nothing in force (at start) the bad entries are dropped.
+        assert!(sanitise(text, &Config::default()).config.pools.is_empty());
     }
 
     #[test]

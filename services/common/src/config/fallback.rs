@@ -492,13 +492,11 @@ mod tests {
 
     #[test]
     fn a_list_left_empty_keeps_the_list_in_force() {
-        let mut in_force = Config::default();
-        in_force.pools = sanitise(
+        let in_force = sanitise(
             "[[pools]]\nurl = \"stratum+tcp://a:3333\"\nuser = \"w\"\n",
             &Config::default(),
         )
-        .config
-        .pools;
+        .config;
         assert_eq!(in_force.pools.len(), 1);
         let text = "[[pools]]\nurl = \"http://x\"\nuser = \"w\"\n\
                     [[pools]]\nurl = \"http://y\"\nuser = \"w\"\n";

@@ -19,7 +19,8 @@
 //! ([`key_effect`](super::change::key_effect)); [`ProblemLog`] reports them, a given problem at
 //! most once a minute, so a service that re-reads the file every tick does not flood the log.
 //! Every process applies this one rule, so a bad value is replaced the same way everywhere.
-//! The gateway reports the problems of the file on disk in `GET /api/system/health`.
+//! The gateway reports the problems of the file on disk in `GET /api/system/health`; its next
+//! config write saves the values in force, so that is when a bad value leaves the file.
 //! Exit 78 remains only for what cannot run at all (no board), never for a value.
 
 use std::collections::{BTreeSet, HashMap};

@@ -304,7 +304,7 @@ fn run(
     logging::init("supervisor");
     // A bad value never keeps the stack from starting: it falls back and is reported
     // (svcos_common::config's fallback rule), as in every service.
-    let loaded = Config::load_or_fallback(&layout.config_path, &Config::default());
+    let loaded = Config::load_or_fallback(&layout.config_path, &Config::start_fallback(&layout));
     svcos_common::config::ProblemLog::new("supervisor")
         .report(&loaded.problems, svcos_common::time::unix_ms());
     let config = loaded.config;

@@ -121,7 +121,7 @@ where
     let layout = args.layout();
     // A bad value never stops a service: it runs on the fallback (crate::config's fallback
     // rule), reported once here; the owner and the gateway keep reporting it.
-    let loaded = Config::load_or_fallback(&layout.config_path, &Config::default());
+    let loaded = Config::load_or_fallback(&layout.config_path, &Config::start_fallback(&layout));
     ProblemLog::new(name.as_str()).report(&loaded.problems, crate::time::unix_ms());
     let config = loaded.config;
     let rt = match runtime(flavor) {

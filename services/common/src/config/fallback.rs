@@ -13,8 +13,10 @@
 //! | a section has an unknown key or a mistyped value, or a rule still fails after its field fell back | the section as in force | `section_in_force` |
 //! | the file is unreadable, not UTF-8 or not TOML | the whole config in force | `config_in_force` |
 //!
-//! "In force" is what the process runs on: its last good config after a reload, the defaults at
-//! start (so an invalid `[hardware]` value at start runs on the safe default of that value). Each
+//! "In force" is what the process runs on: its last good config after a reload; at start
+//! [`Config::start_fallback`], the config the image ships when the file in use is the writable
+//! copy over it (the board's driver and UARTs: the built-in defaults drive the simulator), else
+//! the defaults. So an invalid `[hardware]` value at start runs on that safe value. Each
 //! [`ConfigProblem`] names its field and the service that owns it
 //! ([`key_effect`](super::change::key_effect)); [`ProblemLog`] reports them, a given problem at
 //! most once a minute, so a service that re-reads the file every tick does not flood the log.
@@ -29,6 +31,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::{Config, ConfigError, change::key_effect};
+use crate::Layout;
 
 /// How a [`ConfigProblem`] was worked around.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -74,6 +77,11 @@ pub struct Sanitised {
 const MAX_REPAIRS: usize = 256;
 
 impl Config {
+    /// What a process falls back to at start, before anything is in force (module doc).
+    pub fn start_fallback(layout: &Layout) -> Config {
+        fallback_under(layout.base_config_path().as_deref())
+    }
+
     /// Read the file for a running process: never fails. A missing file is the defaults;
     /// anything unusable falls back to `in_force` as the [module table](self) says.
     pub fn load_or_fallback(path: &Path, in_force: &Config) -> Sanitised {
@@ -199,6 +207,15 @@ impl Config {
             in_force,
             ConfigError::invalid("", "too many invalid values to repair one by one"),
         )
+    }
+}
+
+fn fallback_under(base: Option<&Path>) -> Config {
+    match base {
+        // The shipped file is read-only and checked by a test; a value of it that a newer rule
+        // refuses still takes its default.
+        Some(base) => Config::load_or_fallback(base, &Config::default()).config,
+        None => Config::default(),
     }
 }
 
@@ -572,6 +589,41 @@ mod tests {
         let s = Config::load_or_fallback(&path, &in_force);
         assert_eq!(s.config, Config::default(), "no file is the defaults");
         assert!(s.problems.is_empty());
+    }
+
+    #[test]
+    fn an_unusable_writable_copy_falls_back_to_the_shipped_board_config() {
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../rootfs/board/svcos/rootfs-overlay/etc/svcos/config.toml");
+        let s = Config::load_or_fallback(&shipped, &Config::default());
+        assert!(s.problems.is_empty(), "the image's config is valid: {s:?}");
+        assert_eq!(
+            s.config.hardware.driver,
+            super::super::HardwareDriver::Linux
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("config.toml");
+        std::fs::write(&copy, "[hardware\n").unwrap();
+        let at_start = fallback_under(Some(&shipped));
+        let loaded = Config::load_or_fallback(&copy, &at_start);
+        assert_eq!(loaded.problems[0].fallback, Fallback::ConfigInForce);
+        assert_eq!(
+            loaded.config.hardware.driver,
+            super::super::HardwareDriver::Linux,
+            "the board's driver, not the simulator of the built-in defaults"
+        );
+        assert_eq!(fallback_under(None), Config::default());
+
+        let production = Layout {
+            config_path: crate::paths::PROD_CONFIG_OVERRIDE.into(),
+            ..Layout::production()
+        };
+        assert_eq!(
+            production.base_config_path().as_deref(),
+            Some(Path::new(crate::paths::PROD_CONFIG))
+        );
+        assert_eq!(Layout::sim(dir.path()).base_config_path(), None);
     }
 
     #[test]

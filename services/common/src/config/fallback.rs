@@ -38,7 +38,7 @@ use crate::Layout;
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Fallback {
-    /// The field keeps the value in force (the default at start).
+    /// The field keeps the value in force (at start: the shipped config's, else the default).
     ValueInForce,
     /// The bad entry was left out of its list.
     EntryDropped,

@@ -302,13 +302,12 @@ fn run(
     set_process_name("supervisor");
     svcos_common::alloc::tune();
     logging::init("supervisor");
-    let config = match Config::load(&layout.config_path) {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!(error = %e, "bad configuration; not starting");
-            return ExitCode::from(exit::CONFIG);
-        }
-    };
+    // A bad value never keeps the stack from starting: it falls back and is reported
+    // (svcos_common::config's fallback rule), as in every service.
+    let loaded = Config::load_or_fallback(&layout.config_path, &Config::start_fallback(&layout));
+    svcos_common::config::ProblemLog::new("supervisor")
+        .report(&loaded.problems, svcos_common::time::unix_ms());
+    let config = loaded.config;
     let rt = match runtime(Flavor::CurrentThread) {
         Ok(rt) => rt,
         Err(e) => {

@@ -290,16 +290,11 @@ impl RebootGuard {
             .join(REBOOT_GUARD_FILE)
     }
 
-    /// Load; a missing file is an empty guard, and an unreadable one too (logged): refusing
-    /// every reboot for a corrupt file would turn the guard into a trap.
+    /// Load; a missing file is an empty guard, and a damaged one too (moved aside by
+    /// [`svcos_common::statefile`]): refusing every reboot for a corrupt file would turn the
+    /// guard into a trap.
     pub fn load(path: &std::path::Path) -> RebootGuard {
-        match std::fs::read(path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
-                tracing::warn!(path = %path.display(), error = %e, "unreadable reboot guard; starting empty");
-                RebootGuard::default()
-            }),
-            Err(_) => RebootGuard::default(),
-        }
+        svcos_common::statefile::load_json(path).unwrap_or_default()
     }
 
     /// Record a reboot at `now_s`, forget those older than `window_s`, and save atomically.
@@ -1202,4 +1197,27 @@ fn request_systemd_reboot() {
             }
         }
     });
+}
+
+#[cfg(test)]
+mod reboot_guard_tests {
+    use super::*;
+
+    #[test]
+    fn a_damaged_guard_is_empty_and_moved_aside() {
+        use svcos_common::statefile::{Damage, assert_quarantined};
+        for damage in Damage::ALL {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join(REBOOT_GUARD_FILE);
+            RebootGuard::default().record(&path, 1_000, 3_600);
+            assert_eq!(RebootGuard::load(&path).reboots, [1_000]);
+            let bad = damage.write(&path);
+            assert_eq!(
+                RebootGuard::load(&path),
+                RebootGuard::default(),
+                "{damage:?}"
+            );
+            assert_quarantined(&path, &bad, &format!("{damage:?}"));
+        }
+    }
 }

@@ -90,14 +90,19 @@ pub fn update(mut c: Config, flags: &SimFlags) -> Config {
     c
 }
 
-/// Write `path` if missing, else update the flagged keys; returns the config in force.
+/// Write `path` if missing, else update the flagged keys; returns the config in force. A bad
+/// value in an existing file is no reason to refuse the stack (every service falls back the
+/// same way): it is reported, and replaced in the file only when the flags change the file.
 pub fn prepare(path: &Path, flags: &SimFlags) -> Result<Config, ConfigError> {
     if !path.exists() {
         let c = fresh(flags);
         c.save(path)?;
         return Ok(c);
     }
-    let old = Config::load(path)?;
+    let loaded = Config::load_or_fallback(path, &Config::default());
+    svcos_common::config::ProblemLog::new("supervisor")
+        .report(&loaded.problems, svcos_common::time::unix_ms());
+    let old = loaded.config;
     let new = update(old.clone(), flags);
     if new != old {
         new.save(path)?;
@@ -174,5 +179,24 @@ mod tests {
         assert_eq!(second.legacy.port, 14028);
         assert_eq!(second.api.port, first.api.port);
         assert_eq!(Config::load(&path).unwrap(), second);
+    }
+
+    #[test]
+    fn a_bad_value_on_disk_does_not_stop_the_sim() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        let first = prepare(&path, &SimFlags::default()).unwrap();
+        let text = first
+            .to_toml()
+            .replace("timezone = \"UTC\"", "timezone = \"Mars/Olympus\"");
+        assert!(text.contains("Mars/Olympus"), "{text}");
+        std::fs::write(&path, &text).unwrap();
+        let again = prepare(&path, &SimFlags::default()).unwrap();
+        assert_eq!(again.system.timezone, "UTC", "the value in force");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            text,
+            "file untouched"
+        );
     }
 }

@@ -496,11 +496,15 @@ def test_damaged_state_files_are_moved_aside_reported_and_never_fatal(stack, tok
     assert tuner["state"] == "running", tuner
 
 
-def test_garbage_password_hash_fails_closed_without_leaking_a_path(stack, token):
+def test_non_utf8_password_hash_refuses_logins_without_a_restart_loop(stack, token):
+    # The reproduction of issue 29: one non-UTF-8 byte made auth exit 1 in a loop until the
+    # supervisor restarted the whole stack, hw-sim included. Now auth moves the file aside
+    # and answers 503 (services/auth/src/store.rs), and the chips' side is never touched.
     phc = stack.dir / "state" / "auth" / "password.phc"
     original = phc.read_bytes()
+    before = stack.services()
     try:
-        phc.write_text("garbage, not a PHC string\n")
+        phc.write_bytes(original[:20] + b"\xff" + original[20:])
         out = stack.ctl("restart", "auth")
         assert out.returncode == 0, out.stderr
         wait_for(lambda: service_running(stack, "auth"), 60, "auth running again")
@@ -510,14 +514,22 @@ def test_garbage_password_hash_fails_closed_without_leaking_a_path(stack, token)
                 stack.bind, stack.api_port, "POST", "/api/auth/session",
                 {"Content-Type": "application/json"}, json.dumps({"password": PASSWORD}).encode(), source="127.0.0.216",
             )
-            return (status, body) if status != 503 else None
+            # A 503 without the reset hint is auth still coming up.
+            return (status, body) if "reset" in json.dumps(body) else None
 
-        status, body = wait_for(answer, 60, "auth answering")
-        assert status == 500, body
+        status, body = wait_for(answer, 60, "auth answering about the damaged hash")
+        assert status == 503, body
         text = json.dumps(body)
         assert str(stack.dir) not in text and "/state/" not in text and "password.phc" not in text, text
-        assert "reset" in text, text
+        assert list(phc.parent.glob("password.phc.corrupt-*")), "the bad bytes are kept"
+        time.sleep(2)
+        after = stack.services()
+        assert after["auth"]["state"] == "running", after["auth"]
+        for name in ("hw-sim", "hw-agent"):
+            assert after[name]["pid"] == before[name]["pid"], f"{name} was restarted"
     finally:
+        for aside in phc.parent.glob("password.phc.corrupt-*"):
+            aside.unlink()
         phc.write_bytes(original)
         stack.ctl("restart", "auth")
         wait_for(lambda: service_running(stack, "auth"), 60, "auth running again")

@@ -224,6 +224,9 @@ pub struct SystemHealthBody {
     pub supervisor_reachable: bool,
     /// Every supervised service; `null` when the supervisor did not answer.
     pub services: Option<Vec<Service>>,
+    /// What `config.toml` on disk gets wrong, each with its owner and what runs instead; empty
+    /// when the file is good. No service stops over these, so they do not make `healthy` false.
+    pub config_problems: Vec<svcos_common::config::ConfigProblem>,
 }
 
 /// `GET /api/system/stats` (`svcos.api.system.stats.v1`).

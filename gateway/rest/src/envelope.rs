@@ -175,7 +175,10 @@ impl ApiError {
             return ApiError::unavailable(service);
         }
         let http = status_for_code(status.code());
-        let mut e = ApiError::new(http, status.message().to_string())
+        // The marker of "the peer answered this itself" (status::is_unavailable) is not for users.
+        let message = status.message();
+        let message = message.strip_prefix("svcos: ").unwrap_or(message);
+        let mut e = ApiError::new(http, message.to_string())
             .detail(format!("{service}: {:?}", status.code()));
         if status.code() == Code::Unimplemented {
             e = ApiError::not_implemented(&format!("this operation of {service}"));

@@ -74,7 +74,7 @@ pub enum AuthError {
     /// The WebSocket ticket is unknown, already used, expired, or its session ended.
     #[error("ticket is unknown, used or expired")]
     InvalidTicket,
-    /// The stored hash file exists but cannot be parsed; logins fail until a physical reset.
+    /// The stored hash file was damaged; logins fail with 503 until a physical reset.
     #[error("stored password hash {path} is unreadable: {message}")]
     HashFileCorrupt {
         /// The hash file.
@@ -122,15 +122,21 @@ impl ToStatus for AuthError {
             AuthError::WrongPassword | AuthError::InvalidSession | AuthError::InvalidTicket => {
                 Code::Unauthenticated
             }
-            AuthError::HashFileCorrupt { .. } | AuthError::Io { .. } => {
+            AuthError::HashFileCorrupt { .. } => {
+                // 503, not 500: auth runs and the state is known and documented (store.rs);
+                // only the physical reset ends it. The client never sees a device path.
+                tracing::warn!(error = %self, "login refused: the password hash is damaged");
+                // The "svcos:" prefix tells callers auth answered (not "auth is down").
+                return Status::unavailable(
+                    "svcos: auth: the stored password hash is damaged; logins are refused until the reset button is held for 15 s",
+                );
+            }
+            AuthError::Io { .. } => {
                 // Logged in full; the client never sees a path of the device's filesystem.
                 let _ = svcos_common::status::internal("auth", self);
-                return Status::internal(match self {
-                    AuthError::HashFileCorrupt { .. } => {
-                        "auth: the stored password hash is unreadable; hold the reset button for 15 s to clear it"
-                    }
-                    _ => "auth: the auth state could not be read or written (see the auth log)",
-                });
+                return Status::internal(
+                    "auth: the auth state could not be read or written (see the auth log)",
+                );
             }
             AuthError::Hash(_) | AuthError::Join(_) => {
                 // The full chain goes to the log; the client gets the short message.

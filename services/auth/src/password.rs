@@ -76,9 +76,12 @@ pub fn verify_blocking(phc: &str, password: &str) -> Result<bool, AuthError> {
 
 /// Whether `phc` parses as a PHC hash string (checked when loading the hash file).
 pub fn is_valid_phc(phc: &str) -> Result<(), String> {
-    PasswordHash::new(phc)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+    let hash = PasswordHash::new(phc).map_err(|e| e.to_string())?;
+    // A PHC string cut short after its salt still parses, but nothing can verify against it.
+    match hash.hash {
+        Some(output) if !output.as_bytes().is_empty() => Ok(()),
+        _ => Err("the PHC string has no hash output".into()),
+    }
 }
 
 /// Runs argon2 on tokio's blocking pool, at most `permits` at once, so the single runtime

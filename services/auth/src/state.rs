@@ -117,8 +117,8 @@ impl Auth {
     /// Open the state directory and load the hash and the sessions still live.
     pub fn open(options: AuthOptions) -> Result<Self, AuthError> {
         let store = Store::open(&options.state_dir)?;
-        let password = store.load_password()?;
-        let mut sessions = store.load_sessions()?;
+        let password = store.load_password();
+        let mut sessions = store.load_sessions();
         let api_tokens = store.load_api_tokens();
         let expired = sessions.purge_expired(options.clock.now_ms());
         let (revocations, _) = broadcast::channel(REVOCATION_BUFFER);

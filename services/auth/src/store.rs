@@ -4,6 +4,20 @@
 //! the hash. Every write goes through [`svcos_common::fsutil::atomic_write`] (temp file, fsync,
 //! rename, fsync directory), so a crash at any instant leaves the old file or the new one, never
 //! a torn one; leftover temp files of a crash are removed when the store opens.
+//!
+//! Every file is read through [`svcos_common::statefile::load_or_quarantine`]: a damaged one
+//! is moved aside and auth starts in that file's safe state, never in a crash loop:
+//!
+//! | File | Safe state when damaged |
+//! |---|---|
+//! | `password.phc` | [`PasswordState::Corrupt`]: logins and password changes answer 503 with "hold the reset button", setup stays refused |
+//! | `sessions.json` | no sessions (everyone logs in again) |
+//! | `api-tokens.json` | no API tokens (they stop working: the safe direction) |
+//!
+//! A damaged hash must not read as "no password": that would reopen first-boot setup to
+//! whoever asks first. So the moved-aside copy (`password.phc.corrupt-<ms>`) keeps the state
+//! `Corrupt` across restarts, until the physical reset (button held 15 s) removes it, which is
+//! the same proof of presence that clears a good password.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -11,6 +25,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use svcos_common::fsutil;
+use svcos_common::statefile::{self, Loaded};
 
 use crate::apitokens::ApiTokenTable;
 use crate::error::AuthError;
@@ -37,8 +52,8 @@ pub enum PasswordState {
     Unset,
     /// A PHC hash string.
     Set(String),
-    /// A file exists but is not a hash: setup stays refused (clearing it is what the physical
-    /// reset is for) and logins fail with an internal error.
+    /// A file existed but was not a hash (it is moved aside): setup stays refused (clearing it
+    /// is what the physical reset is for) and logins fail with 503 until then.
     Corrupt(String),
 }
 
@@ -97,24 +112,31 @@ impl Store {
             .map_err(|source| AuthError::Io { path, source })
     }
 
-    /// Read the hash file.
-    pub fn load_password(&self) -> Result<PasswordState, AuthError> {
+    /// Read the hash file (never fails: see the module table).
+    pub fn load_password(&self) -> PasswordState {
         let path = self.password_path();
-        let text = match fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(PasswordState::Unset),
-            Err(source) => return Err(AuthError::Io { path, source }),
-        };
-        // Someone may have copied the file in by hand: make it private again.
-        let _ = fs::set_permissions(&path, fs::Permissions::from_mode(FILE_MODE));
-        let phc = text.trim();
-        Ok(match password::is_valid_phc(phc) {
-            Ok(()) => PasswordState::Set(phc.to_string()),
-            Err(message) => {
-                tracing::error!(path = %path.display(), %message, "password hash file unreadable; hold the reset button to clear it");
-                PasswordState::Corrupt(message)
+        match statefile::load_or_quarantine(&path, parse_phc) {
+            Loaded::Good(phc) => {
+                // Someone may have copied the file in by hand: make it private again.
+                let _ = fs::set_permissions(&path, fs::Permissions::from_mode(FILE_MODE));
+                PasswordState::Set(phc)
             }
-        })
+            Loaded::Damaged { why, .. } => {
+                tracing::warn!(path = %path.display(), why, "password hash damaged: logins refused until the reset button is held for 15 s");
+                PasswordState::Corrupt(why)
+            }
+            Loaded::Missing => match statefile::asides(&path).last() {
+                Some(aside) => {
+                    let why = format!(
+                        "a damaged hash was moved aside to {}",
+                        aside.file_name().unwrap_or_default().to_string_lossy()
+                    );
+                    tracing::warn!(path = %path.display(), why, "logins refused until the reset button is held for 15 s");
+                    PasswordState::Corrupt(why)
+                }
+                None => PasswordState::Unset,
+            },
+        }
     }
 
     /// Store a new hash (atomic, mode 0600).
@@ -124,13 +146,16 @@ impl Store {
             .map_err(|source| AuthError::Io { path, source })
     }
 
-    /// Delete the hash (physical reset) and make the deletion durable.
+    /// Delete the hash and its moved-aside damaged copies (physical reset: both mean "a
+    /// password exists") and make the deletion durable.
     pub fn remove_password(&self) -> Result<(), AuthError> {
         let path = self.password_path();
-        match fs::remove_file(&path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => return Err(AuthError::Io { path, source }),
+        for file in std::iter::once(path.clone()).chain(statefile::asides(&path)) {
+            match fs::remove_file(&file) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => return Err(AuthError::Io { path: file, source }),
+            }
         }
         fs::File::open(&self.dir)
             .and_then(|d| d.sync_all())
@@ -140,33 +165,21 @@ impl Store {
             })
     }
 
-    /// Read the session table. A missing file is an empty table; an unparsable one (which
-    /// atomic writes should make impossible) is moved aside and treated as empty, because
-    /// logging everyone out is better than refusing to start.
-    pub fn load_sessions(&self) -> Result<SessionTable, AuthError> {
-        let path = self.sessions_path();
-        let bytes = match fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(SessionTable::default());
+    /// Read the session table (never fails: a missing or damaged file is an empty table,
+    /// because logging everyone out is better than refusing to start).
+    pub fn load_sessions(&self) -> SessionTable {
+        let parse = |bytes: &[u8]| {
+            let file: SessionFile = statefile::json(bytes)?;
+            if file.version != SESSIONS_VERSION {
+                return Err(format!("unknown version {}", file.version));
             }
-            Err(source) => return Err(AuthError::Io { path, source }),
+            Ok(file.sessions)
         };
-        match serde_json::from_slice::<SessionFile>(&bytes) {
-            Ok(file) if file.version == SESSIONS_VERSION => {
-                let mut table = file.sessions;
-                table.normalise();
-                Ok(table)
-            }
-            Ok(file) => {
-                self.quarantine(&path, &format!("unknown version {}", file.version));
-                Ok(SessionTable::default())
-            }
-            Err(e) => {
-                self.quarantine(&path, &e.to_string());
-                Ok(SessionTable::default())
-            }
-        }
+        let mut table = statefile::load_or_quarantine(&self.sessions_path(), parse)
+            .good()
+            .unwrap_or_default();
+        table.normalise();
+        table
     }
 
     /// Serialise a table for [`Store::save_sessions_bytes`] (cheap; done under the state lock).
@@ -185,12 +198,6 @@ impl Store {
             .map_err(|source| AuthError::Io { path, source })
     }
 
-    fn quarantine(&self, path: &Path, why: &str) {
-        let aside = path.with_extension("json.corrupt");
-        tracing::error!(path = %path.display(), why, aside = %aside.display(), "session file unreadable; starting with no sessions");
-        let _ = fs::rename(path, aside);
-    }
-
     fn remove_temp_files(&self) {
         let Ok(entries) = fs::read_dir(&self.dir) else {
             return;
@@ -205,6 +212,14 @@ impl Store {
             }
         }
     }
+}
+
+/// A hash file's bytes as a PHC string: UTF-8, one line, a hash `argon2` can verify.
+fn parse_phc(bytes: &[u8]) -> Result<String, String> {
+    let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
+    let phc = text.trim();
+    password::is_valid_phc(phc)?;
+    Ok(phc.to_string())
 }
 
 #[cfg(test)]
@@ -247,33 +262,68 @@ mod tests {
         assert_eq!(mode(&store.sessions_path()), 0o600);
     }
 
+    const PHC: &str = "$argon2id$v=19$m=64,t=1,p=1$c2FsdHNhbHQ$aGFzaGhhc2hoYXNoaGFzaA";
+
     #[test]
-    fn sessions_round_trip_and_corrupt_file_is_set_aside() {
+    fn sessions_round_trip() {
         let tmp = tempfile::tempdir().unwrap();
         let store = Store::open(tmp.path()).unwrap();
-        assert!(store.load_sessions().unwrap().is_empty());
+        assert!(store.load_sessions().is_empty());
         let t = table_with(3);
         store
             .save_sessions_bytes(&Store::encode_sessions(&t))
             .unwrap();
-        assert_eq!(store.load_sessions().unwrap(), t);
-        fs::write(store.sessions_path(), b"{\"version\":1,\"sess").unwrap();
-        assert!(store.load_sessions().unwrap().is_empty());
-        assert!(tmp.path().join("sessions.json.corrupt").exists());
+        assert_eq!(store.load_sessions(), t);
     }
 
     #[test]
-    fn corrupt_hash_is_not_unset() {
+    fn every_damaged_file_starts_auth_in_its_safe_state() {
+        use svcos_common::statefile::{Damage, assert_quarantined};
+        for damage in Damage::ALL {
+            let tmp = tempfile::tempdir().unwrap();
+            let store = Store::open(tmp.path()).unwrap();
+            let ctx = |file: &str| format!("{file} {damage:?}");
+
+            store.save_password(PHC).unwrap();
+            assert_eq!(store.load_password(), PasswordState::Set(PHC.into()));
+            let bad = damage.write(&store.password_path());
+            let loaded = store.load_password();
+            assert!(matches!(loaded, PasswordState::Corrupt(_)), "{loaded:?}");
+            assert_quarantined(&store.password_path(), &bad, &ctx("password"));
+            // The restart after it: still refused, not first-boot setup.
+            assert!(matches!(store.load_password(), PasswordState::Corrupt(_)));
+            // The physical reset is what clears it.
+            store.remove_password().unwrap();
+            assert_eq!(store.load_password(), PasswordState::Unset);
+            assert!(svcos_common::statefile::asides(&store.password_path()).is_empty());
+
+            store
+                .save_sessions_bytes(&Store::encode_sessions(&table_with(2)))
+                .unwrap();
+            let bad = damage.write(&store.sessions_path());
+            assert!(store.load_sessions().is_empty(), "{}", ctx("sessions"));
+            assert_quarantined(&store.sessions_path(), &bad, &ctx("sessions"));
+
+            store.save_api_tokens(&ApiTokenTable::default()).unwrap();
+            let bad = damage.write(&store.api_tokens_path());
+            assert_eq!(store.load_api_tokens(), ApiTokenTable::default());
+            assert_quarantined(&store.api_tokens_path(), &bad, &ctx("api tokens"));
+        }
+    }
+
+    #[test]
+    fn a_session_file_of_another_version_is_moved_aside() {
         let tmp = tempfile::tempdir().unwrap();
         let store = Store::open(tmp.path()).unwrap();
-        assert_eq!(store.load_password().unwrap(), PasswordState::Unset);
-        fs::write(store.password_path(), "garbage").unwrap();
-        // A damaged file must not reopen first-boot setup to whoever asks first.
-        assert!(matches!(
-            store.load_password().unwrap(),
-            PasswordState::Corrupt(_)
-        ));
-        store.remove_password().unwrap();
-        assert_eq!(store.load_password().unwrap(), PasswordState::Unset);
+        let body = br#"{"version":99,"sessions":{}}"#;
+        fs::write(store.sessions_path(), body).unwrap();
+        assert!(store.load_sessions().is_empty());
+        svcos_common::statefile::assert_quarantined(&store.sessions_path(), body, "v99");
+    }
+
+    #[test]
+    fn a_phc_string_cut_after_its_salt_is_damaged() {
+        assert!(parse_phc(PHC.as_bytes()).is_ok());
+        assert!(parse_phc(b"$argon2id$v=19$m=64,t=1,p=1$c2FsdHNhbHQ").is_err());
     }
 }

@@ -757,27 +757,50 @@ async fn failed_logins_wait_longer_per_address_and_the_owner_gets_back_in() {
 }
 
 #[tokio::test]
-async fn a_garbage_hash_file_fails_closed_without_naming_a_path() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::at(T0);
-    std::fs::create_dir_all(state_dir(dir.path())).unwrap();
-    std::fs::write(state_dir(dir.path()).join("password.phc"), "garbage\n").unwrap();
-    let mut auth = start(dir.path(), &clock).await;
-    let c = &mut auth.client;
-    let err = login(c, PASSWORD).await.unwrap_err();
-    assert_eq!(err.code(), Code::Internal);
-    let root = dir.path().to_string_lossy().to_string();
-    assert!(
-        !err.message().contains(&root) && !err.message().contains('/'),
-        "{}",
-        err.message()
-    );
-    assert!(err.message().contains("reset"), "{}", err.message());
-    assert_eq!(
-        code(setup(c, PASSWORD, "10.0.0.1").await),
-        Code::FailedPrecondition
-    );
-    auth.stop().await;
+async fn a_damaged_hash_file_refuses_logins_with_503_across_restarts() {
+    use svcos_common::statefile::{Damage, assert_quarantined};
+    for damage in Damage::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::at(T0);
+        let auth = start(dir.path(), &clock).await;
+        let mut c = auth.client.clone();
+        setup(&mut c, PASSWORD, "10.0.0.1").await.unwrap();
+        auth.stop().await;
+        let phc = state_dir(dir.path()).join("password.phc");
+        let bad = damage.write(&phc);
+
+        // Twice: the start that moves the file aside, and the restart after it.
+        for start_no in 0..2 {
+            let mut auth = start(dir.path(), &clock).await;
+            let c = &mut auth.client;
+            let err = login(c, PASSWORD).await.unwrap_err();
+            assert_eq!(
+                err.code(),
+                Code::Unavailable,
+                "{damage:?} #{start_no}: {err:?}"
+            );
+            assert!(
+                !svcos_common::status::is_unavailable(&err),
+                "{damage:?}: auth answered; this is not an outage"
+            );
+            let root = dir.path().to_string_lossy().to_string();
+            assert!(
+                !err.message().contains(&root) && !err.message().contains('/'),
+                "{}",
+                err.message()
+            );
+            assert!(err.message().contains("reset button"), "{}", err.message());
+            // A damaged hash never reopens first-boot setup to whoever asks first.
+            assert!(password_set(c).await, "{damage:?}");
+            assert_eq!(
+                code(setup(c, PASSWORD, "10.0.0.1").await),
+                Code::FailedPrecondition,
+                "{damage:?}"
+            );
+            auth.stop().await;
+            assert_quarantined(&phc, &bad, &format!("{damage:?} #{start_no}"));
+        }
+    }
 }
 
 #[tokio::test]

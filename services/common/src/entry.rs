@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use tokio::net::UnixListener;
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, ProblemLog};
 use crate::{Layout, ServiceName, Shutdown, alloc, exit, ipc, logging};
 
 /// Arguments every service accepts. The supervisor passes `--dir` in the sim and nothing in
@@ -106,8 +106,10 @@ pub fn parse_args(name: ServiceName, args: Vec<OsString>) -> Result<ServiceArgs,
 /// The whole life of a service process: name it, log, load config, bind its socket, run, exit.
 ///
 /// `run` gets the context, the bound gRPC listener (mode 0660) and the shutdown signal, and is
-/// expected to serve health on the listener. An error whose root is a [`ConfigError`] exits with
-/// [`exit::CONFIG`] (never restarted); any other error exits with [`exit::FAILURE`].
+/// expected to serve health on the listener. The config it gets is always valid: invalid values
+/// were replaced by their fallbacks ([`Config::load_or_fallback`]) and logged. An error whose
+/// root is a [`ConfigError`] (a config the service cannot run at all, such as no board) exits
+/// with [`exit::CONFIG`] (never restarted); any other error exits with [`exit::FAILURE`].
 pub fn run_service<F, Fut>(name: ServiceName, args: ServiceArgs, flavor: Flavor, run: F) -> ExitCode
 where
     F: FnOnce(ServiceContext, UnixListener, Shutdown) -> Fut,
@@ -117,13 +119,11 @@ where
     alloc::tune();
     logging::init(name.as_str());
     let layout = args.layout();
-    let config = match Config::load(&layout.config_path) {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!(error = %e, "bad configuration; not starting");
-            return ExitCode::from(exit::CONFIG);
-        }
-    };
+    // A bad value never stops a service: it runs on the fallback (crate::config's fallback
+    // rule), reported once here; the owner and the gateway keep reporting it.
+    let loaded = Config::load_or_fallback(&layout.config_path, &Config::start_fallback(&layout));
+    ProblemLog::new(name.as_str()).report(&loaded.problems, crate::time::unix_ms());
+    let config = loaded.config;
     let rt = match runtime(flavor) {
         Ok(rt) => rt,
         Err(e) => {

@@ -6,7 +6,9 @@ pub const OK: u8 = 0;
 pub const FAILURE: u8 = 1;
 /// Bad command line (EX_USAGE); never restarted.
 pub const USAGE: u8 = 64;
-/// Bad configuration (EX_CONFIG); never restarted, because a restart cannot fix it.
+/// A configuration a service cannot run on at all (EX_CONFIG); never restarted, because a
+/// restart cannot fix it. Never used for a bad value: that falls back and is reported
+/// ([`crate::config::Config::load_or_fallback`]), so the chips never idle over one.
 pub const CONFIG: u8 = 78;
 
 /// Exit codes that mean "do not restart", whatever the strategy says.

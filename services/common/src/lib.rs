@@ -1,9 +1,9 @@
 //! What every svcOS service shares.
 //!
 //! A service is a library with `run(ctx, listener, shutdown)`; [`entry::run_service`] is the thin
-//! `main` around it: parse the common arguments, set up logging, load and validate the config
-//! (bad config exits with [`exit::CONFIG`], which the supervisor never restarts), bind the Unix
-//! socket with mode 0660, run, and map the outcome to an exit code.
+//! `main` around it: parse the common arguments, set up logging, load the config (an invalid value
+//! falls back and is reported, never stops the service: [`config::Config::load_or_fallback`]),
+//! bind the Unix socket with mode 0660, run, and map the outcome to an exit code.
 //!
 //! Paths live in one place ([`paths::Layout`]), so production (`/run/svcos`, `/var/lib/svcos`,
 //! `/etc/svcos`) and the simulator (`<dir>/run`, `<dir>/state`, `<dir>/config.toml`) differ only

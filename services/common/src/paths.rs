@@ -41,6 +41,12 @@ impl Layout {
         }
     }
 
+    /// The read-only config the image ships under the file in use, when the file in use is
+    /// the writable copy over it ([`PROD_CONFIG_OVERRIDE`]): the safe values of this board.
+    pub fn base_config_path(&self) -> Option<PathBuf> {
+        (self.config_path == Path::new(PROD_CONFIG_OVERRIDE)).then(|| PathBuf::from(PROD_CONFIG))
+    }
+
     /// The layout of `svcos sim --dir DIR`: everything under one folder.
     pub fn sim(dir: &Path) -> Self {
         Layout {

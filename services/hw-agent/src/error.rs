@@ -44,9 +44,6 @@ pub enum HwError {
     /// A worker thread is gone (only during shutdown).
     #[error("{0} is not running")]
     WorkerGone(&'static str),
-    /// The config file could not be reloaded.
-    #[error(transparent)]
-    Config(#[from] svcos_common::config::ConfigError),
 }
 
 impl ToStatus for HwError {
@@ -67,7 +64,6 @@ impl ToStatus for HwError {
             HwError::State(e) => svcos_common::status::internal("re-attach state", e),
             HwError::Discovery(_) => Status::unavailable(self.to_string()),
             HwError::WorkerGone(_) => Status::unavailable(self.to_string()),
-            HwError::Config(_) => Status::invalid_argument(self.to_string()),
         }
     }
 }

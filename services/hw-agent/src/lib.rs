@@ -304,13 +304,7 @@ pub async fn run_with_probes(
     let ticket = ticket_for(&spec, found.sim_real_hs);
     let state_dir = ctx.layout.service_runtime_dir(ServiceName::HwAgent);
     let state_path = ReattachState::path_in(&state_dir);
-    let saved = match ReattachState::load(&state_path) {
-        Ok(s) => s.filter(|s| s.model == spec.model),
-        Err(e) => {
-            tracing::warn!(error = %e, "ignoring unreadable re-attach state");
-            None
-        }
-    };
+    let saved = ReattachState::load(&state_path).filter(|s| s.model == spec.model);
 
     // Device I/O blocks (and the sim drivers block on their own runtime): off the executor.
     let voltage_mv = ctx.config.hardware.voltage_mv;
@@ -574,6 +568,10 @@ pub async fn run_with_probes(
         control: control_tx.clone(),
         events: events_tx,
         layout_paths: ctx.layout.clone(),
+        live_config: std::sync::Mutex::new(svcos_common::config::LiveConfig::new(
+            ServiceName::HwAgent.as_str(),
+            ctx.config.clone(),
+        )),
         serial_number: found.serial_number,
     };
     let (_health, health_service) = ipc::health().await;

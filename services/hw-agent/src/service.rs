@@ -8,7 +8,7 @@ use svcos_common::bounds::{FREQUENCY_MHZ, POWER_TARGET_WATT};
 
 use futures::{Stream, StreamExt};
 use svcos_common::Layout;
-use svcos_common::config::Config;
+use svcos_common::config::LiveConfig;
 use svcos_common::status::ToStatus;
 use svcos_proto::hwagent::v1::hw_agent_service_server::HwAgentService;
 use svcos_proto::hwagent::v1::*;
@@ -49,6 +49,8 @@ pub struct Api {
     pub events: broadcast::Sender<HwEvent>,
     /// Where the config file is (ReloadConfig).
     pub layout_paths: Layout,
+    /// The config in force: what a reload falls back to for a value it refuses.
+    pub live_config: std::sync::Mutex<LiveConfig>,
     /// Serial number for the inventory.
     pub serial_number: String,
 }
@@ -346,8 +348,17 @@ impl HwAgentService for Api {
         &self,
         _request: Request<ReloadConfigRequest>,
     ) -> Result<Response<ReloadConfigResponse>, Status> {
-        let config =
-            Config::load(&self.layout_paths.config_path).map_err(|e| fail(HwError::Config(e)))?;
+        // Never refused: a bad value keeps its value in force (reported), so the chips never
+        // stop over a config edit.
+        let config = self
+            .live_config
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .reload(
+                &self.layout_paths.config_path,
+                svcos_common::time::unix_ms(),
+            )
+            .clone();
         self.control(ControlCommand::Reload {
             hardware: Box::new(config.hardware),
             thermal: config.thermal,

@@ -105,24 +105,13 @@ impl ReattachState {
         dir.join(FILE_NAME)
     }
 
-    /// Load; `Ok(None)` when there is no file or it is of another format.
-    pub fn load(path: &Path) -> Result<Option<Self>, StateError> {
-        let text = match std::fs::read(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => {
-                return Err(StateError::Io {
-                    path: path.into(),
-                    source,
-                });
-            }
-        };
-        let state: ReattachState =
-            serde_json::from_slice(&text).map_err(|source| StateError::Parse {
-                path: path.into(),
-                source,
-            })?;
-        Ok((state.format == FORMAT).then_some(state))
+    /// Load; `None` when there is no file, it is of another format, or it is damaged (then it
+    /// has been moved aside: [`svcos_common::statefile`]). `None` means a cold bring-up, the
+    /// safe state: the chips are configured from scratch.
+    pub fn load(path: &Path) -> Option<Self> {
+        svcos_common::statefile::load_or_quarantine(path, svcos_common::statefile::json::<Self>)
+            .good()
+            .filter(|state| state.format == FORMAT)
     }
 
     /// Write atomically (mode 0600: it names devices and nothing secret, but nobody else needs it).
@@ -151,8 +140,31 @@ mod tests {
     fn round_trip_and_missing_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = ReattachState::path_in(dir.path());
-        assert!(ReattachState::load(&path).unwrap().is_none());
-        let s = ReattachState {
+        assert!(ReattachState::load(&path).is_none());
+        let s = sample();
+        s.save(&path).unwrap();
+        assert_eq!(ReattachState::load(&path), Some(s.clone()));
+        let mut old = s;
+        old.format = FORMAT + 1;
+        old.save(&path).unwrap();
+        assert!(ReattachState::load(&path).is_none());
+    }
+
+    #[test]
+    fn a_damaged_file_is_a_cold_bring_up_and_moved_aside() {
+        use svcos_common::statefile::{Damage, assert_quarantined};
+        for damage in Damage::ALL {
+            let dir = tempfile::tempdir().unwrap();
+            let path = ReattachState::path_in(dir.path());
+            sample().save(&path).unwrap();
+            let bad = damage.write(&path);
+            assert!(ReattachState::load(&path).is_none(), "{damage:?}");
+            assert_quarantined(&path, &bad, &format!("{damage:?}"));
+        }
+    }
+
+    fn sample() -> ReattachState {
+        ReattachState {
             format: FORMAT,
             model: "Antminer S9".into(),
             mining_started_unix_ms: 1,
@@ -183,14 +195,6 @@ mod tests {
             jobs: Vec::new(),
             generation: 4,
             pool_epoch: Some(2),
-        };
-        s.save(&path).unwrap();
-        assert_eq!(ReattachState::load(&path).unwrap(), Some(s.clone()));
-        let mut old = s;
-        old.format = FORMAT + 1;
-        old.save(&path).unwrap();
-        assert!(ReattachState::load(&path).unwrap().is_none());
-        std::fs::write(&path, b"{").unwrap();
-        assert!(ReattachState::load(&path).is_err());
+        }
     }
 }

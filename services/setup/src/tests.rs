@@ -360,34 +360,26 @@ fn state_survives_a_reload() {
 }
 
 #[test]
-fn a_torn_or_garbage_state_file_starts_over_and_is_kept_aside() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = WizardStore::in_dir(&dir.path().join("gateway"));
-    let mut w = accepted();
-    w.set_circuit(&circuit(230.0, 16.0).unwrap(), 2).unwrap();
-    store.save(&w).unwrap();
-    let full = std::fs::read(store.path()).unwrap();
-    for damaged in [
-        &full[..full.len() / 2],
-        b"\0\0garbage\xff",
-        br#"{"steps": {"warp": 1}}"#,
-    ] {
-        std::fs::write(store.path(), damaged).unwrap();
-        assert_eq!(store.load(), Wizard::default());
-        assert!(!store.path().exists(), "the damaged file was moved aside");
+fn a_damaged_state_file_starts_over_and_is_kept_aside() {
+    use svcos_common::statefile::{Damage, assert_quarantined};
+    for damage in Damage::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = WizardStore::in_dir(&dir.path().join("gateway"));
+        let mut w = accepted();
+        w.set_circuit(&circuit(230.0, 16.0).unwrap(), 2).unwrap();
+        store.save(&w).unwrap();
+        let bad = damage.write(store.path());
+        assert_eq!(store.load(), Wizard::default(), "{damage:?}");
+        assert_quarantined(store.path(), &bad, &format!("{damage:?}"));
+        // Listed for /api/safety/warnings.
+        let recovered = svcos_common::statefile::recovered(dir.path());
+        assert_eq!(recovered.len(), 1, "{damage:?}: {recovered:?}");
+        assert_eq!(recovered[0].service, "gateway");
+        assert_eq!(recovered[0].file, WizardStore::FILE_NAME);
         // The wizard goes on: the next save writes a fresh file.
         store.save(&accepted()).unwrap();
         assert_eq!(store.load(), accepted());
     }
-    // Listed for /api/safety/warnings (moves within one millisecond share a name).
-    let recovered = svcos_common::statefile::recovered(dir.path());
-    assert!(!recovered.is_empty(), "nothing listed as recovered");
-    assert!(
-        recovered
-            .iter()
-            .all(|r| r.service == "gateway" && r.file == WizardStore::FILE_NAME),
-        "{recovered:?}"
-    );
 }
 
 #[test]

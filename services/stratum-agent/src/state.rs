@@ -153,3 +153,27 @@ pub fn save(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
         source,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_damaged_file_restarts_the_counters_and_is_moved_aside() {
+        use svcos_common::statefile::{Damage, assert_quarantined};
+        for damage in Damage::ALL {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("state.json");
+            let state = SavedState {
+                counters_since_ms: 5,
+                next_epoch: 9,
+                ..SavedState::default()
+            };
+            save(&path, &serde_json::to_vec(&state).unwrap()).unwrap();
+            assert_eq!(load(&path), state);
+            let bad = damage.write(&path);
+            assert_eq!(load(&path), SavedState::default(), "{damage:?}");
+            assert_quarantined(&path, &bad, &format!("{damage:?}"));
+        }
+    }
+}

@@ -227,21 +227,9 @@ pub fn serial_file_name(serial: &str) -> String {
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, StoreError> {
-    match std::fs::read(path) {
-        Ok(bytes) => match serde_json::from_slice(&bytes) {
-            Ok(v) => Ok(Some(v)),
-            Err(e) => {
-                // Never fatal: the tuner starts from defaults and the API reports the file.
-                svcos_common::statefile::move_aside(path, &e.to_string());
-                Ok(None)
-            }
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(StoreError::Io {
-            path: path.to_path_buf(),
-            source,
-        }),
-    }
+    // Never fatal (svcos_common::statefile): the tuner starts from defaults, a damaged file is
+    // moved aside and the API reports it.
+    Ok(svcos_common::statefile::load_json(path))
 }
 
 fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError> {

@@ -198,14 +198,11 @@ impl Record {
         }
     }
 
-    /// Load the record; a missing file is a fresh `Idle` record, an unreadable one is reported.
-    pub fn load(path: &Path) -> std::io::Result<Record> {
-        match std::fs::read(path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Record::default()),
-            Err(e) => Err(e),
-        }
+    /// Load the record; a missing file is a fresh `Idle` record, and so is a damaged one (moved
+    /// aside by [`svcos_common::statefile`]): the slot manager, not this record, knows which
+    /// slot boots, so forgetting an operation loses its history, never the running system.
+    pub fn load(path: &Path) -> Record {
+        svcos_common::statefile::load_json(path).unwrap_or_default()
     }
 
     /// Write the record atomically (a power cut leaves the old or the new record).
@@ -452,7 +449,7 @@ mod tests {
     fn record_round_trips_atomically_and_bounds_history() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("update").join("state.json");
-        assert_eq!(Record::load(&path).unwrap().phase, Phase::Idle);
+        assert_eq!(Record::load(&path).phase, Phase::Idle);
         let mut r = Record::default().begin(OpKind::Restore, 5);
         for i in 0..100 {
             r.enter(Phase::Installing, i, "");
@@ -460,12 +457,25 @@ mod tests {
         assert_eq!(r.history.len(), HISTORY_CAP);
         r.fail(200, "wrong_key", "signature not made by a trusted key");
         r.save(&path).unwrap();
-        let back = Record::load(&path).unwrap();
+        let back = Record::load(&path);
         assert_eq!(back, r);
         assert_eq!(back.operation_id, 1);
         assert_eq!(back.kind, OpKind::Restore);
         assert!(!back.phase.in_progress());
-        std::fs::write(&path, b"{not json").unwrap();
-        assert!(Record::load(&path).is_err());
+    }
+
+    #[test]
+    fn a_damaged_record_is_idle_and_moved_aside() {
+        use svcos_common::statefile::{Damage, assert_quarantined};
+        for damage in Damage::ALL {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("state.json");
+            let mut r = Record::default().begin(OpKind::Restore, 5);
+            r.enter(Phase::Installing, 6, "");
+            r.save(&path).unwrap();
+            let bad = damage.write(&path);
+            assert_eq!(Record::load(&path), Record::default(), "{damage:?}");
+            assert_quarantined(&path, &bad, &format!("{damage:?}"));
+        }
     }
 }

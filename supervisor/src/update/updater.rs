@@ -231,10 +231,7 @@ impl Updater {
         reboot: RebootSwitch,
         layout: Layout,
     ) -> Self {
-        let record = Record::load(&platform.record_path()).unwrap_or_else(|e| {
-            tracing::error!(error = %e, "update record unreadable; starting from idle");
-            Record::default()
-        });
+        let record = Record::load(&platform.record_path());
         Updater {
             inner: Arc::new(Inner {
                 platform,

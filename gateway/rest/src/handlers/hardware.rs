@@ -121,6 +121,18 @@ async fn system_health(State(state): State<AppState>) -> Response {
         },
         supervisor_reachable: supervised.is_some(),
         services: supervised.map(|l| l.iter().map(Service::from).collect()),
+        // The file as every service would read it now (svcos_common::config's fallback rule).
+        config_problems: svcos_common::config::Config::load_or_fallback(
+            &state.layout.config_path,
+            &state.config(),
+        )
+        .problems
+        .into_iter()
+        .map(|mut p| {
+            p.message = svcos_common::status::redact_paths(&p.message);
+            p
+        })
+        .collect(),
     })
     .into_response()
 }

@@ -4,6 +4,10 @@
 //! `validate()` for cross-field rules; a validation error names the field (`pools[1].url`), so the
 //! API can answer `config_validation` with something an operator can act on. Each section lives
 //! in its own module, owned by the service that reads it.
+//!
+//! Writers refuse an invalid config ([`Config::save`]); running processes read the file through
+//! [`Config::load_or_fallback`], which never fails: a bad value keeps its value in force and is
+//! reported (the table in `fallback.rs`), so no process stops over another's section.
 
 pub mod allow;
 mod api;
@@ -11,6 +15,7 @@ mod auth;
 pub mod change;
 mod donation;
 mod energy;
+mod fallback;
 mod hardware;
 mod home;
 mod legacy;
@@ -30,6 +35,7 @@ pub use api::ApiConfig;
 pub use auth::AuthConfig;
 pub use donation::DonationConfig;
 pub use energy::{EnergyConfig, OffgridConfig, SolarConfig};
+pub use fallback::{ConfigProblem, Fallback, LiveConfig, ProblemLog, Sanitised};
 pub use hardware::{Board, HardwareConfig, HardwareDriver};
 pub use home::{HomeConfig, NightModeConfig, WindowClock, parse_hhmm};
 pub use legacy::LegacyConfig;

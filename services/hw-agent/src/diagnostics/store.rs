@@ -99,19 +99,17 @@ impl Store {
         v
     }
 
-    /// Every readable report, newest first (unreadable files are skipped with a warning).
+    /// Every readable report, newest first (a damaged one is moved aside with one warning,
+    /// [`svcos_common::statefile`], so it is not warned about on every listing).
     pub fn list(&self) -> Vec<StoredReport> {
-        let mut out = Vec::new();
-        for p in self.files().into_iter().rev() {
-            match std::fs::read(&p)
-                .map_err(|e| e.to_string())
-                .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-            {
-                Ok(r) => out.push(r),
-                Err(e) => tracing::warn!(path = %p.display(), error = %e, "skipping report"),
-            }
-        }
-        out
+        self.files()
+            .into_iter()
+            .rev()
+            .filter_map(|p| {
+                svcos_common::statefile::load_or_quarantine(&p, svcos_common::statefile::json)
+                    .good()
+            })
+            .collect()
     }
 
     /// The newest report of a kind.
@@ -157,5 +155,22 @@ mod tests {
             1000 + KEEP as i64 + 4
         );
         assert!(store.latest(RunKind::BoardHealth).is_none());
+    }
+
+    #[test]
+    fn a_damaged_report_is_moved_aside_and_the_others_listed() {
+        use svcos_common::statefile::{Damage, assert_quarantined};
+        for damage in Damage::ALL {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::new(dir.path().join("diag"));
+            store.save(&report(RunKind::HashReport, 1000)).unwrap();
+            store.save(&report(RunKind::ChipHealth, 2000)).unwrap();
+            let victim = store.files()[0].clone();
+            let bad = damage.write(&victim);
+            let listed = store.list();
+            assert_eq!(listed.len(), 1, "{damage:?}");
+            assert_quarantined(&victim, &bad, &format!("{damage:?}"));
+            assert_eq!(store.list().len(), 1, "the aside is not listed");
+        }
     }
 }

@@ -161,7 +161,17 @@ impl Agent {
     }
 
     pub(super) fn reload(&mut self) -> Result<(), AgentError> {
-        let config = Config::load(&self.settings.config_path).map_err(AgentError::Invalid)?;
+        // A value the file gets wrong (here or in another section) keeps its value in force:
+        // a bad pool entry is left out, the others keep mining.
+        let in_force = Config {
+            pools: self.slots.iter().map(|s| s.cfg.clone()).collect(),
+            stratum: self.settings.stratum.clone(),
+            ..Config::default()
+        };
+        let loaded = Config::load_or_fallback(&self.settings.config_path, &in_force);
+        svcos_common::config::ProblemLog::new("stratum-agent")
+            .report(&loaded.problems, svcos_common::time::unix_ms());
+        let config = loaded.config;
         self.settings.stratum = config.stratum.clone();
         let now = Instant::now();
         let mut old: Vec<PoolSlot> = std::mem::take(&mut self.slots);

@@ -126,12 +126,44 @@ pub fn point_of(t: &Telemetry, pools: Option<&GetPoolsResponse>) -> Point {
     }
 }
 
+fn open_checked(path: &Path) -> Result<(Store, Option<Point>), StoreError> {
+    match std::fs::metadata(path) {
+        // Zero bytes is a create that never finished (opening writes the header at once).
+        Ok(m) if m.len() == 0 => {
+            return Err(StoreError::Damaged {
+                path: path.to_path_buf(),
+                message: "empty file".into(),
+            });
+        }
+        Ok(_) => Store::check_file(path)?,
+        Err(_) => {}
+    }
+    let store = Store::open(path)?;
+    let last = store.last_minute()?;
+    Ok((store, last))
+}
+
 impl History {
-    /// Open the store at `path`.
+    /// Open the store at `path`. A damaged database (empty, torn, not SQLite, failing its
+    /// quick check) is moved aside with its write-ahead log ([`svcos_common::statefile`]) and a
+    /// new, empty history started: losing the history is better than a tuner that cannot start.
     pub fn open(path: &Path, clock: Arc<dyn Clock>) -> Result<History, StoreError> {
-        let store = Store::open(path)?;
+        let (store, last) = match open_checked(path) {
+            Ok(opened) => opened,
+            Err(e) => {
+                let why = e.to_string();
+                svcos_common::statefile::move_aside(path, &why);
+                let wal = store::sibling(path, "-wal");
+                if wal.exists() {
+                    svcos_common::statefile::move_aside(&wal, &why);
+                }
+                // The shared-memory index is derived from the log; nothing to keep.
+                let _ = std::fs::remove_file(store::sibling(path, "-shm"));
+                open_checked(path)?
+            }
+        };
         let mem = Mem {
-            fold: store.last_minute()?.map(Fold::resume),
+            fold: last.map(Fold::resume),
             ..Default::default()
         };
         Ok(History {

@@ -47,6 +47,14 @@ pub enum StoreError {
         /// What SQLite said.
         source: rusqlite::Error,
     },
+    /// The file opened but is not a sound database.
+    #[error("history store {path} is damaged: {message}")]
+    Damaged {
+        /// The database file.
+        path: PathBuf,
+        /// What the check found.
+        message: String,
+    },
 }
 
 /// One point of history (an aggregate for minute and hour rows).
@@ -371,6 +379,30 @@ impl Store {
     }
 
     /// The newest minute point, to continue counters after a restart.
+    /// SQLite's quick structural check of an existing file (every page read once, no index
+    /// cross-check), on a read-only connection so a damaged file is not written to before it
+    /// is moved aside: a torn or overwritten file is found when the tuner starts rather than at
+    /// a later write.
+    pub fn check_file(path: &Path) -> Result<(), StoreError> {
+        let err = |source| StoreError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        };
+        let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(err)?;
+        let verdict: String = conn
+            .query_row("PRAGMA quick_check(1)", [], |r| r.get(0))
+            .map_err(err)?;
+        if verdict == "ok" {
+            Ok(())
+        } else {
+            Err(StoreError::Damaged {
+                path: path.to_path_buf(),
+                message: verdict,
+            })
+        }
+    }
+
     pub fn last_minute(&self) -> Result<Option<Point>, StoreError> {
         let sql = format!("SELECT {POINT_COLUMNS} FROM minute ORDER BY t_ms DESC LIMIT 1");
         self.conn
@@ -384,13 +416,16 @@ impl Store {
 pub fn disk_bytes(path: &Path) -> u64 {
     ["", "-wal", "-shm"]
         .iter()
-        .filter_map(|suffix| {
-            let mut p = path.as_os_str().to_owned();
-            p.push(suffix);
-            std::fs::metadata(PathBuf::from(p)).ok()
-        })
+        .filter_map(|suffix| std::fs::metadata(sibling(path, suffix)).ok())
         .map(|m| m.len())
         .sum()
+}
+
+/// The database's companion file with `suffix` (`-wal`, `-shm`).
+pub fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(suffix);
+    PathBuf::from(p)
 }
 
 fn read_point(r: &rusqlite::Row<'_>) -> rusqlite::Result<Point> {

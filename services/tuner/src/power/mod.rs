@@ -271,6 +271,8 @@ pub struct Power {
     tuner_enabled: watch::Sender<bool>,
     /// Shared with the tuning engine.
     pub handoff: Handoff,
+    /// Reports what a reload refused, a given value at most once a minute.
+    problem_log: Mutex<svcos_common::config::ProblemLog>,
 }
 
 impl Power {
@@ -309,6 +311,7 @@ impl Power {
             operator_target,
             tuner_enabled,
             handoff: Handoff::default(),
+            problem_log: Mutex::new(svcos_common::config::ProblemLog::new("tuner")),
         }
     }
 
@@ -328,33 +331,36 @@ impl Power {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Re-read the config file when it changed (or always with `force`). A file that does not
-    /// load leaves the config in force (the writer validates before saving).
+    /// Re-read the config file when it changed (or always with `force`). A value that does not
+    /// validate keeps its value in force ([`Config::load_or_fallback`]), reported at most once
+    /// a minute: this runs every tick.
     pub fn reload_config(&self, force: bool) {
         let now = mtime(&self.config_path);
         if !force && now == self.lock().config_mtime {
             return;
         }
-        match Config::load(&self.config_path) {
-            Ok(c) => {
-                self.zone.set(c.system.zone());
-                let watt = c.hardware.power_target_watt;
-                self.operator_target.send_if_modified(|w| {
-                    let changed = (*w - watt).abs() > 1e-9;
-                    *w = watt;
-                    changed
-                });
-                self.tuner_enabled.send_if_modified(|e| {
-                    let changed = *e != c.tuner.enabled;
-                    *e = c.tuner.enabled;
-                    changed
-                });
-                let mut st = self.lock();
-                st.config = Arc::new(c);
-                st.config_mtime = now;
-            }
-            Err(e) => tracing::warn!(error = %e, "power governor: keeping the config in force"),
-        }
+        let in_force = Arc::clone(&self.lock().config);
+        let loaded = Config::load_or_fallback(&self.config_path, &in_force);
+        self.problem_log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .report(&loaded.problems, self.clock.now_ms());
+        let c = loaded.config;
+        self.zone.set(c.system.zone());
+        let watt = c.hardware.power_target_watt;
+        self.operator_target.send_if_modified(|w| {
+            let changed = (*w - watt).abs() > 1e-9;
+            *w = watt;
+            changed
+        });
+        self.tuner_enabled.send_if_modified(|e| {
+            let changed = *e != c.tuner.enabled;
+            *e = c.tuner.enabled;
+            changed
+        });
+        let mut st = self.lock();
+        st.config = Arc::new(c);
+        st.config_mtime = now;
     }
 
     /// A room reading for the thermostat; `None` when the thermostat is off (kept anyway).

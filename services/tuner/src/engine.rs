@@ -763,6 +763,13 @@ impl Engine {
     }
 
     fn begin(&mut self, target: (Mode, f64), lim: &Limits, now_ms: i64) -> Vec<Action> {
+        let previous = self.target_in_force.map(|t| {
+            if t.0 == target.0 {
+                t
+            } else {
+                (t.0, f64::INFINITY)
+            }
+        });
         self.target_in_force = Some(target);
         let serial = self.serial();
         let chains = self.board.as_ref().map_or(0, |b| b.chains);
@@ -803,11 +810,27 @@ impl Engine {
             );
             return Vec::new();
         }
-        // Start from a stable point: the tuned one in force, else stock.
-        let from_tuned = self.resumed || self.state == TunerState::Tuned;
-        let start = match (&self.point, from_tuned) {
-            (Some(p), true) => clamp_point(p, lim),
-            _ => lim.stock(chains),
+        // Start from a stable point: the tuned point measured nearest the new target (the one
+        // in force, or a saved one closer to it), else stock.
+        let in_force = (self.resumed || self.state == TunerState::Tuned)
+            .then(|| self.point.clone().zip(previous.map(|t| t.1)))
+            .flatten();
+        let saved = self
+            .store
+            .nearest_tuned(&serial, mode, value)
+            .map(|p| (p.point.clone(), p.target));
+        let nearest = match (in_force, saved) {
+            (Some(a), Some(b)) => Some(if (b.1 - value).abs() < (a.1 - value).abs() {
+                b
+            } else {
+                a
+            }),
+            (a, b) => a.or(b),
+        };
+        let from_tuned = nearest.is_some();
+        let start = match nearest {
+            Some((p, _)) => clamp_point(&p, lim),
+            None => lim.stock(chains),
         };
         // From a tuned point its window anchors the plan (its chips sit near their edges);
         // from stock the plan comes from the board's nominal figures, so the first window

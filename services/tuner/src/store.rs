@@ -306,6 +306,25 @@ impl Store {
             .and_then(|b| b.profiles.iter().find(|p| p.id == id))
     }
 
+    /// The tuned point of a board for `mode` whose target is nearest `target` (power and
+    /// hashrate modes), so a new target (a solar follower's, a thermostat's) starts from a
+    /// point measured near it instead of from stock.
+    pub fn nearest_tuned(&self, serial: &str, mode: Mode, target: f64) -> Option<&Profile> {
+        if !matches!(mode, Mode::Power | Mode::Hashrate) {
+            return None;
+        }
+        self.boards
+            .get(serial)?
+            .profiles
+            .iter()
+            .filter(|p| p.mode == mode && p.target > 0.0)
+            .min_by(|a, b| {
+                (a.target - target)
+                    .abs()
+                    .total_cmp(&(b.target - target).abs())
+            })
+    }
+
     /// Record a tuned point (replacing the one with the same id) and write the board file.
     pub fn put_tuned(&mut self, profile: Profile, now_ms: i64) -> Result<(), StoreError> {
         let serial = profile.board_serial.clone();

@@ -697,3 +697,36 @@ async fn a_low_target_switches_a_board_off_and_turning_off_gives_it_back() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_new_target_starts_from_the_nearest_tuned_point_not_from_stock() {
+    let dir = tempfile::tempdir().unwrap();
+    let board = Arc::new(Mutex::new(Board::new()));
+    let rig = Rig::new(config(), dir.path(), board.clone());
+    rig.until("tuned", 2000, |r| r.state() == TunerState::Tuned)
+        .await;
+    let tuned = rig.driver.shared.lock().point().cloned().unwrap();
+    assert!(tuned.chains.iter().any(|c| !c.chips.is_empty()), "{tuned:?}");
+    // Switched off and on again (no point in force to start from), at a nearby target: the
+    // search starts from the saved 120 W point, per-chip frequencies and all.
+    let now = rig.clock.now_ms();
+    rig.driver.shared.lock().set_active(false, now).unwrap();
+    rig.until("stock", 30, |_| board.lock().unwrap().voltage_mv == STOCK_MV)
+        .await;
+    let now = rig.clock.now_ms();
+    rig.driver.shared.lock().set_active(true, now).unwrap();
+    rig.driver
+        .shared
+        .lock()
+        .set_target(Mode::Power, Some(115.0), None)
+        .unwrap();
+    rig.until("tuning", 5, |r| r.state() == TunerState::Tuning)
+        .await;
+    let start = rig.driver.shared.lock().point().cloned().unwrap();
+    assert_eq!(start.voltage_mv, tuned.voltage_mv);
+    assert_eq!(start.chains, tuned.chains);
+    rig.until("tuned at 115 W", 2000, |r| r.state() == TunerState::Tuned)
+        .await;
+    let p = board.lock().unwrap().power();
+    assert!((p - 115.0).abs() <= 115.0 * 0.05, "{p}");
+}

@@ -278,6 +278,8 @@ pub struct Engine {
     /// Since when hw-agent has run the chips below the set frequencies (its power or thermal
     /// loop): a window then measures hw-agent's point, not the tuner's.
     scaled_since_ms: Option<i64>,
+    /// Boards this tuner switched back on that hw-agent is still bringing up.
+    bringing_up: Vec<u32>,
     /// The power governor's arbitrated target and the flag that tells it the tuner holds it
     /// (same process); `None` in tests without a governor, where hw-agent's target is read.
     governor: Option<crate::power::Handoff>,
@@ -361,6 +363,7 @@ impl Engine {
             latest: None,
             measured_at_ms: None,
             scaled_since_ms: None,
+            bringing_up: Vec::new(),
             governor: None,
         };
         // A config written while the tuner was down counts like one written while it ran.
@@ -567,6 +570,7 @@ impl Engine {
                 .into_iter()
                 .filter(|a| !matches!(a, Action::SetFrequency { chain, .. } if on.contains(chain))),
         );
+        self.bringing_up.extend(on.iter().copied());
         actions.extend(on.into_iter().map(|chain| Action::SetChainEnabled {
             chain,
             enabled: true,
@@ -626,11 +630,28 @@ impl Engine {
             self.set_state(TunerState::Idle, "hw-agent is not reachable", now_ms);
             return Vec::new();
         };
+        // A board this tuner just switched back on is being brought up: the rest mine on and
+        // the search waits for it (it is not a reason to start over).
+        let coming_up = |c: &svcos_proto::hwagent::v1::ChainTelemetry| {
+            self.bringing_up.contains(&c.chain_id) && c.state() != ChainState::Mining
+        };
         let mining = t.state() == MiningState::Mining
             && !t.chains.is_empty()
-            && t.chains
-                .iter()
-                .all(|c| matches!(c.state(), ChainState::Mining | ChainState::Disabled));
+            && t.chains.iter().all(|c| {
+                matches!(c.state(), ChainState::Mining | ChainState::Disabled) || coming_up(c)
+            });
+        if mining && t.chains.iter().any(coming_up) {
+            self.window = None;
+            return Vec::new();
+        }
+        if !self.bringing_up.is_empty() {
+            // Up and mining at stock: its frequencies (and everything else) go back on.
+            self.bringing_up.clear();
+            if let Some(p) = self.point.clone() {
+                self.point = None;
+                return self.apply(p, now_ms);
+            }
+        }
         if !mining {
             if self.chains_mining {
                 // The chains come back from a bring-up at stock: put the point back then.

@@ -35,6 +35,8 @@ struct Board {
     hw_power_target_watt: f64,
     /// Boards switched off.
     off: Vec<bool>,
+    /// Seconds of bring-up left per board (hw-agent's cold start after a switch-on).
+    bringup_s: Vec<u32>,
     seq: u64,
     commands: u32,
 }
@@ -65,6 +67,7 @@ impl Board {
             extra_heat_c: 0.0,
             hw_power_target_watt: 0.0,
             off: vec![false; CHAINS as usize],
+            bringup_s: vec![0; CHAINS as usize],
             seq: 0,
             commands: 0,
         }
@@ -95,6 +98,9 @@ impl Board {
     }
 
     fn advance(&mut self, dt_s: f64) {
+        for b in &mut self.bringup_s {
+            *b = b.saturating_sub(1);
+        }
         for c in (0..CHAINS as usize).filter(|&c| !self.off[c]) {
             for i in 0..CHIPS as usize {
                 let n = NONCES_PER_S * self.mhz[c][i] / STOCK_MHZ * dt_s;
@@ -124,6 +130,8 @@ impl Board {
                     chain_id: c as u32,
                     state: if self.off[c] {
                         ChainState::Disabled as i32
+                    } else if self.bringup_s[c] > 0 {
+                        ChainState::Initializing as i32
                     } else {
                         ChainState::Mining as i32
                     },
@@ -190,11 +198,12 @@ impl Hardware for FakeHw {
                 // Back on: brought up at stock, as hw-agent does.
                 if enabled && b.off[chain as usize] {
                     b.mhz[chain as usize] = vec![STOCK_MHZ; CHIPS as usize];
+                    b.bringup_s[chain as usize] = 8;
                 }
                 b.off[chain as usize] = !enabled;
             }
             Action::SetFrequency { chain, chip, mhz } => {
-                if b.off[chain as usize] {
+                if b.off[chain as usize] || b.bringup_s[chain as usize] > 0 {
                     return Err(Status::failed_precondition("chain not running"));
                 }
                 let c = &mut b.mhz[chain as usize];
@@ -706,13 +715,18 @@ async fn a_new_target_starts_from_the_nearest_tuned_point_not_from_stock() {
     rig.until("tuned", 2000, |r| r.state() == TunerState::Tuned)
         .await;
     let tuned = rig.driver.shared.lock().point().cloned().unwrap();
-    assert!(tuned.chains.iter().any(|c| !c.chips.is_empty()), "{tuned:?}");
+    assert!(
+        tuned.chains.iter().any(|c| !c.chips.is_empty()),
+        "{tuned:?}"
+    );
     // Switched off and on again (no point in force to start from), at a nearby target: the
     // search starts from the saved 120 W point, per-chip frequencies and all.
     let now = rig.clock.now_ms();
     rig.driver.shared.lock().set_active(false, now).unwrap();
-    rig.until("stock", 30, |_| board.lock().unwrap().voltage_mv == STOCK_MV)
-        .await;
+    rig.until("stock", 30, |_| {
+        board.lock().unwrap().voltage_mv == STOCK_MV
+    })
+    .await;
     let now = rig.clock.now_ms();
     rig.driver.shared.lock().set_active(true, now).unwrap();
     rig.driver

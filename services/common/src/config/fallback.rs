@@ -129,7 +129,7 @@ impl Config {
                 );
             }
         };
-        let Ok(toml::Value::Table(in_force_doc)) = toml::Value::try_from(in_force) else {
+        let Ok(in_force_doc) = table_of(in_force) else {
             // Serialising a valid config cannot fail; if it ever does, the config in force runs.
             return Sanitised {
                 config: in_force.clone(),
@@ -142,7 +142,7 @@ impl Config {
         for (section, value) in table {
             let mut alone = toml::Table::new();
             alone.insert(section.clone(), value.clone());
-            match toml::Value::Table(alone).try_into::<Config>() {
+            match config_of(alone) {
                 Ok(_) => {
                     doc.insert(section, value);
                 }
@@ -154,7 +154,7 @@ impl Config {
                 }
             }
         }
-        let Ok(mut config) = toml::Value::Table(doc).try_into::<Config>() else {
+        let Ok(mut config) = config_of(doc) else {
             return whole_file(
                 in_force,
                 ConfigError::Parse {
@@ -172,7 +172,7 @@ impl Config {
                 Err(ConfigError::Invalid { field, message }) => (field, message),
                 Err(other) => return whole_file(in_force, other),
             };
-            let Ok(toml::Value::Table(mut doc)) = toml::Value::try_from(&config) else {
+            let Ok(mut doc) = table_of(&config) else {
                 return whole_file(in_force, ConfigError::invalid(field, message));
             };
             let section = section_of(&field).to_string();
@@ -198,7 +198,7 @@ impl Config {
                 None => return whole_file(in_force, ConfigError::invalid(field, message)),
             };
             problems.push(problem(&field, message.clone(), fallback));
-            config = match toml::Value::Table(doc).try_into::<Config>() {
+            config = match config_of(doc) {
                 Ok(c) => c,
                 Err(_) => return whole_file(in_force, ConfigError::invalid(field, message)),
             };
@@ -226,6 +226,20 @@ fn problem(field: &str, message: String, fallback: Fallback) -> ConfigProblem {
         message,
         fallback,
     }
+}
+
+/// A table as a config, through the text parser the config file is read with: deserialising
+/// straight from a `toml::Value` would compile a second copy of every section's deserialiser
+/// into the image binary (about 250 KB).
+fn config_of(table: toml::Table) -> Result<Config, String> {
+    let text = toml::to_string(&table).map_err(|e| e.to_string())?;
+    toml::from_str(&text).map_err(|e: toml::de::Error| e.to_string())
+}
+
+/// A config as a table, through the text writer the config file is saved with (same reason).
+fn table_of(config: &Config) -> Result<toml::Table, String> {
+    let text = toml::to_string(config).map_err(|e| e.to_string())?;
+    toml::from_str(&text).map_err(|e: toml::de::Error| e.to_string())
 }
 
 fn whole_file(in_force: &Config, error: ConfigError) -> Sanitised {

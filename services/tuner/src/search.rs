@@ -37,7 +37,7 @@ const WEAK_SHARE_FOR_VOLTAGE: f64 = 0.1;
 /// at which the silicon hashes at all.
 const SILENT_SHARE_FOR_FLOOR: f64 = 0.1;
 /// Chips moving in a window, as a share of all, below which the chips count as settled.
-const SETTLED_SHARE: f64 = 0.03;
+const SETTLED_SHARE: f64 = 0.05;
 /// A search gives up after this many points and keeps the one in force.
 pub const MAX_STEPS: u32 = 300;
 /// Prior: a chip's highest stable frequency grows as V to this power (the alpha-power law of
@@ -602,12 +602,19 @@ impl Search {
                     / c.chips.len() as f64
             };
             for s in &c.chips {
-                out.push((
-                    c.chain_id,
-                    s.chip,
-                    verdict(s, mean, lim),
-                    cp.chip_mhz(s.chip),
-                ));
+                let mut v = verdict(s, mean, lim);
+                // A chip that held this frequency cleanly before needs twice the evidence to
+                // be called erring now: at its edge a few failures in a window are noise, and
+                // every flip costs two windows of that chip's hashrate.
+                let held = self
+                    .edges
+                    .get(&(c.chain_id, s.chip))
+                    .and_then(|e| e.good)
+                    .is_some_and(|g| g >= cp.chip_mhz(s.chip) - 1e-6);
+                if v == Verdict::Erring && held && s.hw_errors < 2 * MIN_CHIP_ERRORS {
+                    v = Verdict::Hold;
+                }
+                out.push((c.chain_id, s.chip, v, cp.chip_mhz(s.chip)));
             }
         }
         out

@@ -91,6 +91,8 @@ pub enum ControlCommand {
     SetPowerTarget {
         /// Target.
         watt: f64,
+        /// Room above it before the frequency loop acts, as a share.
+        backstop_share: f64,
         /// The clamp applied.
         reply: oneshot::Sender<Clamp>,
     },
@@ -192,6 +194,8 @@ pub struct BoardSnapshot {
     pub power_target_watt: f64,
     /// Power target last asked for, W (0 = none).
     pub power_target_requested_watt: f64,
+    /// Room above the target before the frequency loop acts, as a share of it.
+    pub power_backstop_share: f64,
     /// The hard limit in force.
     pub power_limit: Option<HardLimit>,
     /// The PSU's power reading before calibration, W (`psu.power_watt` is calibrated).
@@ -226,6 +230,7 @@ impl BoardSnapshot {
             led_mode: LedMode::Normal,
             power_target_watt: target.applied_watt,
             power_target_requested_watt: target.requested_watt,
+            power_backstop_share: 0.0,
             power_limit: target.limit,
             psu_raw_power_watt: 0.0,
             frequency_scale: 1.0,
@@ -444,7 +449,12 @@ impl BoardThread {
                 let r = self.set_voltage(st, mv);
                 let _ = reply.send(r);
             }
-            ControlCommand::SetPowerTarget { watt, reply } => {
+            ControlCommand::SetPowerTarget {
+                watt,
+                backstop_share,
+                reply,
+            } => {
+                st.snap.power_backstop_share = backstop_share.clamp(0.0, 0.5);
                 let c = set_target(st, watt, hard_limit(&self.power));
                 let _ = reply.send(c);
             }
@@ -700,7 +710,11 @@ impl BoardThread {
             st.power_scale = power_scale_step(
                 st.power_scale,
                 st.snap.psu.power_watt,
-                st.snap.power_target_watt,
+                loop_target(
+                    st.snap.power_target_watt,
+                    st.snap.power_backstop_share,
+                    st.snap.power_limit,
+                ),
             );
         }
 
@@ -796,6 +810,16 @@ fn set_target(st: &mut State, watt: f64, limit: Option<HardLimit>) -> Clamp {
     c
 }
 
+/// What the frequency loop holds: the target, or with a backstop share the target plus that
+/// room, never above the hard limit.
+pub fn loop_target(target_watt: f64, backstop_share: f64, limit: Option<HardLimit>) -> f64 {
+    if target_watt <= 0.0 {
+        return target_watt;
+    }
+    let t = target_watt * (1.0 + backstop_share.max(0.0));
+    limit.map_or(t, |l| t.min(l.watt))
+}
+
 /// One step of the power-target loop: trim the frequency scale while the PSU reports more than
 /// the target (2 % tolerance), give it back below 95 % of it, never under 30 %. A target of 0
 /// means none: full scale.
@@ -843,6 +867,20 @@ pub fn chain_is_mining(s: &ChainSnapshot) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_backstop_never_passes_the_hard_limit() {
+        let l = Some(HardLimit {
+            watt: 950.0,
+            source: "circuit",
+        });
+        let near = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        assert!(near(loop_target(900.0, 0.0, l), 900.0));
+        assert!(near(loop_target(800.0, 0.1, l), 880.0));
+        assert!(near(loop_target(900.0, 0.1, l), 950.0));
+        assert!(near(loop_target(900.0, 0.1, None), 990.0));
+        assert!(near(loop_target(0.0, 0.1, l), 0.0));
+    }
 
     #[test]
     fn power_target_trims_and_restores_frequency() {

@@ -279,7 +279,14 @@ impl HwAgentService for Api {
         &self,
         request: Request<SetPowerTargetRequest>,
     ) -> Result<Response<SetPowerTargetResponse>, Status> {
-        let watt = request.into_inner().watt;
+        let r = request.into_inner();
+        let watt = r.watt;
+        if !(r.backstop_share.is_finite() && (0.0..=0.5).contains(&r.backstop_share)) {
+            return Err(fail(HwError::InvalidArgument {
+                field: "backstop_share",
+                message: "0 to 0.5".into(),
+            }));
+        }
         if !POWER_TARGET_WATT.contains(watt) {
             return Err(fail(HwError::InvalidArgument {
                 field: "watt",
@@ -287,7 +294,11 @@ impl HwAgentService for Api {
             }));
         }
         let (reply, rx) = oneshot::channel();
-        self.control(ControlCommand::SetPowerTarget { watt, reply })?;
+        self.control(ControlCommand::SetPowerTarget {
+            watt,
+            backstop_share: r.backstop_share,
+            reply,
+        })?;
         let c = rx
             .await
             .map_err(|_| fail(HwError::WorkerGone("board thread")))?;

@@ -210,6 +210,7 @@ pub fn build(src: &Sources, seq: u64) -> Telemetry {
         power_limit_watt: board.power_limit.map_or(0.0, |l| l.watt),
         power_limit_source: board.power_limit.map_or("", |l| l.source).into(),
         frequency_scale: board.frequency_scale,
+        power_backstop_share: board.power_backstop_share,
     }
 }
 

@@ -33,7 +33,10 @@ async fn a_target_above_the_circuit_limit_is_clamped_and_reported() {
 
     let mut hw = bench.agent_client();
     let r = hw
-        .set_power_target(SetPowerTargetRequest { watt: 5000.0 })
+        .set_power_target(SetPowerTargetRequest {
+            watt: 5000.0,
+            backstop_share: 0.0,
+        })
         .await
         .unwrap()
         .into_inner();
@@ -49,7 +52,10 @@ async fn a_target_above_the_circuit_limit_is_clamped_and_reported() {
 
     // Below the limit: taken as asked.
     let r = hw
-        .set_power_target(SetPowerTargetRequest { watt: 700.0 })
+        .set_power_target(SetPowerTargetRequest {
+            watt: 700.0,
+            backstop_share: 0.0,
+        })
         .await
         .unwrap()
         .into_inner();

@@ -78,12 +78,12 @@ impl Handoff {
         self.cell().0 = target;
     }
 
-    /// What hw-agent's loop should enforce for an arbitrated target.
-    pub fn hw_target(&self, watt: f64) -> f64 {
+    /// The room hw-agent's frequency loop should leave above the target now.
+    pub fn backstop_share(&self) -> f64 {
         if self.tuner_holds() {
-            (watt * (1.0 + BACKSTOP_SHARE) * 10.0).round() / 10.0
+            BACKSTOP_SHARE
         } else {
-            watt
+            0.0
         }
     }
 }
@@ -485,18 +485,32 @@ impl Power {
         let mut hw = self.hw.clone();
 
         self.handoff.set_target(decision.target_watt);
-        match decision.target_watt.map(|w| self.handoff.hw_target(w)) {
+        let backstop_share = self.handoff.backstop_share();
+        match decision.target_watt {
             // Compared with what was asked: hw-agent may clamp it to its hard limit.
-            Some(w) if (t.power_target_requested_watt - w).abs() > 0.5 => {
-                applied.target_set |=
-                    log_err(hw.set_power_target(SetPowerTargetRequest { watt: w }).await);
+            Some(w)
+                if (t.power_target_requested_watt - w).abs() > 0.5
+                    || (t.power_backstop_share - backstop_share).abs() > 1e-6 =>
+            {
+                applied.target_set |= log_err(
+                    hw.set_power_target(SetPowerTargetRequest {
+                        watt: w,
+                        backstop_share,
+                    })
+                    .await,
+                );
             }
             Some(_) => applied.target_set = true,
             None if applied.target_set => {
                 // Every limit is gone: hand back the operator's own target (0 = none).
                 let w = config.hardware.power_target_watt;
-                applied.target_set =
-                    !log_err(hw.set_power_target(SetPowerTargetRequest { watt: w }).await);
+                applied.target_set = !log_err(
+                    hw.set_power_target(SetPowerTargetRequest {
+                        watt: w,
+                        backstop_share: 0.0,
+                    })
+                    .await,
+                );
             }
             None => {}
         }

@@ -104,6 +104,10 @@ def main():
                     "vs_stock_j_per_th": round(jth / stock_jth, 3) if stock_jth else None,
                     "hw_error": round(err, 4), "settle_s": round(settled) if settled else None,
                     "voltage_mv": rs.get("voltage_mv"), "reason": rs.get("reason"),
+                    "effective_target_watt": rs.get("power_target_watt"),
+                    "dps_reduction_watt": rs.get("dps_reduction_watt"),
+                    "temp_max_c": (rs.get("measured") or {}).get("temp_max_c"),
+                    "boards_off": [c["chain_id"] for c in rs.get("chains", []) if c.get("switched_off")],
                 }), flush=True)
             # A saved profile: back to the first level; time until the tuner holds its point.
             if levels:

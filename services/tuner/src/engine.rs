@@ -856,7 +856,8 @@ impl Engine {
         // From a tuned point its window anchors the plan (its chips sit near their edges);
         // from stock the plan comes from the board's nominal figures, so the first window
         // already runs near the target instead of at full power.
-        let mut search = Search::new(mode, value);
+        let mut search = Search::new(mode, value)
+            .with_nominal(self.board.as_ref().map_or(0.0, |b| b.nominal_power_watt));
         let start = if from_tuned {
             start
         } else {
@@ -966,7 +967,8 @@ impl Engine {
             TunerState::Tuned => {
                 let st = stability(&m, lim);
                 if !st.stable() {
-                    let mut s = Search::refit(target.0, target.1);
+                    let mut s = Search::refit(target.0, target.1)
+                        .with_nominal(self.board.as_ref().map_or(0.0, |b| b.nominal_power_watt));
                     let out = s.step(&p, &m, lim);
                     self.search = Some(s);
                     self.set_state(TunerState::Tuning, "errors at the tuned point", now_ms);

@@ -222,6 +222,8 @@ pub struct Search {
     frequency_bound: bool,
     /// Boards switched on or off by this search so far.
     board_changes: u32,
+    /// The board's nominal power at stock, W (0 = unknown).
+    nominal_watt: f64,
 }
 
 fn clamp_mhz(x: f64, lim: &Limits) -> f64 {
@@ -298,6 +300,22 @@ pub struct BoardPlan {
 /// A fewer-boards plan must promise this much more hashrate to be chosen (the prior is rough).
 const FEWER_BOARDS_GAIN: f64 = 1.03;
 
+/// The plan for exactly `k` boards (see [`boards_for_power`]).
+pub fn plan_boards(per_board: f64, v0: f64, k: usize, target: f64, lo: f64, hi: f64) -> BoardPlan {
+    let p0 = per_board * k as f64;
+    let v = voltage_for_power(p0, v0, target, lo, hi);
+    let r = v / v0;
+    let edge = r.powf(EDGE_VOLTAGE_EXPONENT);
+    let dynamic = (1.0 - STATIC_SHARE) * r * r * edge;
+    let share = ((target / p0 - STATIC_SHARE * r) / dynamic).clamp(0.0, 1.0);
+    BoardPlan {
+        boards: k,
+        voltage_mv: v,
+        share,
+        hashrate: k as f64 * edge * share,
+    }
+}
+
 /// The number of boards that buys the most hashrate at `target` W under the prior, when each
 /// of them draws `per_board` W at `v0` mV with its chips at their margin, chips may run down to
 /// `min_share` of their frequency at `v0`, and the voltage stays within `[lo, hi]`. Below the
@@ -315,21 +333,10 @@ pub fn boards_for_power(
 ) -> BoardPlan {
     let mut best: Option<BoardPlan> = None;
     for k in (1..=n.max(1)).rev() {
-        let p0 = per_board * k as f64;
-        let v = voltage_for_power(p0, v0, target, lo, hi);
-        let r = v / v0;
-        let edge = r.powf(EDGE_VOLTAGE_EXPONENT);
-        let dynamic = (1.0 - STATIC_SHARE) * r * r * edge;
-        let share = ((target / p0 - STATIC_SHARE * r) / dynamic).clamp(0.0, 1.0);
-        if share * edge < min_share - 1e-9 {
+        let plan = plan_boards(per_board, v0, k, target, lo, hi);
+        if plan.share * (plan.voltage_mv / v0).powf(EDGE_VOLTAGE_EXPONENT) < min_share - 1e-9 {
             continue;
         }
-        let plan = BoardPlan {
-            boards: k,
-            voltage_mv: v,
-            share,
-            hashrate: k as f64 * edge * share,
-        };
         if best.is_none_or(|b| plan.hashrate > b.hashrate * FEWER_BOARDS_GAIN) {
             best = Some(plan);
         }
@@ -363,6 +370,7 @@ impl Search {
             refit: false,
             frequency_bound: false,
             board_changes: 0,
+            nominal_watt: 0.0,
         }
     }
 
@@ -403,8 +411,18 @@ impl Search {
         if !known || stock.voltage_mv <= 0.0 {
             return stock.clone();
         }
+        if self.nominal_watt <= 0.0 {
+            self.nominal_watt = nominal_power_watt;
+        }
         self.planned = true;
         self.planned_point(stock, &anchor, lim)
+    }
+
+    /// The board's nominal power at stock (what hw-agent's inventory says), for planning how
+    /// many boards hash.
+    pub fn with_nominal(mut self, watt: f64) -> Search {
+        self.nominal_watt = watt.max(0.0);
+        self
     }
 
     /// The lowest voltage the search may try now.
@@ -468,15 +486,45 @@ impl Search {
             }
             f.iter().sum::<f64>() / f.len().max(1) as f64
         };
-        let plan = boards_for_power(
-            m.measured.power_watt / boards as f64,
-            p.voltage_mv,
-            p.chains.len(),
-            self.target,
-            if mean > 0.0 { lim.min_mhz / mean } else { 0.0 },
-            lo,
-            lim.max_mv,
-        );
+        // How many boards: from the board's nominal figures when known (stock, where the
+        // chips sit at their stock margin, as the prior assumes), else from this window; a
+        // point the search left frequency-bound would mislead the prior about the chips' room.
+        let n = p.chains.len();
+        let by_nominal = (self.nominal_watt > 0.0).then(|| {
+            boards_for_power(
+                self.nominal_watt / n as f64,
+                lim.stock_mv,
+                n,
+                self.target,
+                lim.min_mhz / lim.stock_mhz.max(1.0),
+                lo,
+                lim.max_mv,
+            )
+        });
+        let measured = |k: usize| {
+            plan_boards(
+                m.measured.power_watt / boards as f64,
+                p.voltage_mv,
+                k,
+                self.target,
+                lo,
+                lim.max_mv,
+            )
+        };
+        let plan = match by_nominal {
+            // The same boards: voltage and share from this window, which knows the board.
+            Some(b) if b.boards == boards => measured(boards),
+            Some(b) => b,
+            None => boards_for_power(
+                m.measured.power_watt / boards as f64,
+                p.voltage_mv,
+                n,
+                self.target,
+                if mean > 0.0 { lim.min_mhz / mean } else { 0.0 },
+                lo,
+                lim.max_mv,
+            ),
+        };
         let v = round_mv(plan.voltage_mv, lim).max(lo);
         let mut q = self.move_voltage(p, v, lim);
         if plan.share < 1.0 - 1e-6 {

@@ -275,8 +275,26 @@ impl Rig {
     }
 
     async fn until(&self, what: &str, max_s: u32, f: impl Fn(&Rig) -> bool) {
+        let mut last = String::new();
         for _ in 0..max_s {
             self.second().await;
+            if std::env::var_os("RIG_TRACE").is_some() {
+                let v = self.view();
+                let now = format!(
+                    "{} {} {:.0} mV {:?}",
+                    v.state,
+                    v.reason,
+                    v.voltage_mv,
+                    v.chains
+                        .iter()
+                        .map(|c| (c.frequency_mhz.round(), c.chips.len(), c.switched_off))
+                        .collect::<Vec<_>>()
+                );
+                if now != last {
+                    eprintln!("{now}");
+                    last = now;
+                }
+            }
             if f(self) {
                 return;
             }
@@ -743,4 +761,38 @@ async fn a_new_target_starts_from_the_nearest_tuned_point_not_from_stock() {
         .await;
     let p = board.lock().unwrap().power();
     assert!((p - 115.0).abs() <= 115.0 * 0.05, "{p}");
+}
+
+#[tokio::test]
+async fn from_a_high_tuned_point_a_low_target_lowers_the_voltage_and_switches_a_board_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let board = Arc::new(Mutex::new(Board::new()));
+    let nominal = f64::from(CHAINS * CHIPS) * CHIP_WATT;
+    let mut c = config();
+    c.tuner.power_target_watt = nominal * 0.95;
+    c.tuner.min_voltage_mv = 7900.0;
+    let rig = Rig::new(c, dir.path(), board.clone());
+    rig.until("tuned high", 3000, |r| r.state() == TunerState::Tuned)
+        .await;
+    // Under half the nominal power, as 600 W is for an S9: two boards at the voltage floor.
+    let low = nominal * 0.45;
+    rig.driver
+        .shared
+        .lock()
+        .set_target(Mode::Power, Some(low), None)
+        .unwrap();
+    rig.until("tuned low", 3000, |r| {
+        r.state() == TunerState::Tuned && r.view().power_target_watt == low
+    })
+    .await;
+    let b = board.lock().unwrap();
+    assert!(
+        b.voltage_mv < 8300.0,
+        "{} mV: {:?}",
+        b.voltage_mv,
+        rig.view()
+    );
+    assert!(b.off.iter().any(|o| *o), "{:?}", rig.view().chains);
+    let p = b.power();
+    assert!((p - low).abs() <= low * 0.05, "{p} W for {low} W");
 }

@@ -236,10 +236,13 @@ fn config_of(table: toml::Table) -> Result<Config, String> {
     toml::from_str(&text).map_err(|e: toml::de::Error| e.to_string())
 }
 
-/// A config as a table, through the text writer the config file is saved with (same reason).
+/// A config as a table, through the value serialiser `Config::validate` already uses.
 fn table_of(config: &Config) -> Result<toml::Table, String> {
-    let text = toml::to_string(config).map_err(|e| e.to_string())?;
-    toml::from_str(&text).map_err(|e: toml::de::Error| e.to_string())
+    match toml::Value::try_from(config) {
+        Ok(toml::Value::Table(t)) => Ok(t),
+        Ok(_) => Err("a config serialises to a table".into()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn whole_file(in_force: &Config, error: ConfigError) -> Sanitised {

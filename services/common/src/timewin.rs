@@ -238,6 +238,15 @@ impl DailyWindow {
     }
 }
 
+/// The local date of `at` in `tz` ("YYYY-MM-DD") and the instant that day ends (the next
+/// local midnight, by the same gap and fold rules as the windows): a daily budget's day.
+pub fn local_day(tz: &TimeZone, at: Timestamp) -> Option<(String, Timestamp)> {
+    let day = tz.to_offset(at).to_datetime(at).date();
+    let end = resolve(tz, day, DAY_MIN)?;
+    let name = format!("{:04}-{:02}-{:02}", day.year(), day.month(), day.day());
+    Some((name, end))
+}
+
 /// The instant of wall-clock `minute` (0..=1440) on local date `day`: a skipped time is the
 /// first instant after the gap, a repeated time its first occurrence.
 fn resolve(tz: &TimeZone, day: Date, minute: u32) -> Option<Timestamp> {

@@ -11,6 +11,7 @@ mod auth;
 pub mod change;
 mod donation;
 mod energy;
+mod governor;
 mod hardware;
 mod home;
 mod legacy;
@@ -30,6 +31,9 @@ pub use api::ApiConfig;
 pub use auth::AuthConfig;
 pub use donation::DonationConfig;
 pub use energy::{EnergyConfig, OffgridConfig, SolarConfig};
+pub use governor::{
+    ColdEnvironmentConfig, GovernorConfig, NoiseConfig, QuotaConfig, RoomFactorConfig,
+};
 pub use hardware::{Board, HardwareConfig, HardwareDriver};
 pub use home::{HomeConfig, NightModeConfig, WindowClock, parse_hhmm};
 pub use legacy::LegacyConfig;
@@ -101,6 +105,8 @@ pub struct Config {
     pub home: HomeConfig,
     /// Solar-surplus and off-grid following.
     pub energy: EnergyConfig,
+    /// The power governor's own controllers: noise ceiling, energy quota, room factor, warm-up.
+    pub governor: GovernorConfig,
     /// MQTT publishing and Home Assistant discovery (default off).
     pub mqtt: MqttConfig,
     /// Signed webhook deliveries of events (default off).
@@ -218,6 +224,7 @@ impl Config {
         self.power.validate()?;
         self.home.validate()?;
         self.energy.validate()?;
+        self.governor.validate()?;
         self.mqtt.validate()?;
         self.webhook.validate()?;
         Ok(())

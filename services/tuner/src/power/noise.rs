@@ -30,7 +30,8 @@ pub enum NoiseAction {
     Raise,
     /// The limit no longer binds: let go.
     Release,
-    /// Within the hysteresis band, between steps, or fans not in auto mode.
+    /// Within the hysteresis band, no fan reading, or fans not in auto mode (between steps
+    /// the last action stands).
     Hold,
 }
 
@@ -84,7 +85,11 @@ pub fn step(cfg: &NoiseConfig, st: &NoiseState, r: &NoiseReading, now_ms: i64) -
         return NoiseState::default();
     }
     let due = st.last_step_ms == 0 || now_ms - st.last_step_ms >= i64::from(cfg.interval_s) * 1000;
-    let Some(fan) = r.fan_percent.filter(|_| r.fans_auto && due) else {
+    if !due {
+        // Between steps nothing is decided: the last decision stands as the one shown.
+        return next;
+    }
+    let Some(fan) = r.fan_percent.filter(|_| r.fans_auto) else {
         next.last_action = NoiseAction::Hold;
         return next;
     };
@@ -171,13 +176,13 @@ mod tests {
                 Some(1190.0),
                 NoiseAction::Lower,
             ),
-            // Loud, but the interval has not passed: hold.
+            // Loud, but the interval has not passed: nothing decided, the last action stands.
             (
                 at(Some(1250.0), 1),
                 reading(75, 1240.0, None),
                 min,
                 Some(1250.0),
-                NoiseAction::Hold,
+                NoiseAction::None,
             ),
             // Never below the floor.
             (

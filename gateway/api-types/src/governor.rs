@@ -6,13 +6,143 @@
 
 use serde::Serialize;
 use svcos_common::config::{
-    ColdEnvironmentConfig, NoiseConfig, QuotaConfig, RoomFactorConfig, ThermalConfig,
+    ColdEnvironmentConfig, Config, ConfigError, NoiseConfig, QuotaConfig, RoomFactorConfig, change,
 };
 use svcos_proto::tuner::v1 as pb;
 
 use crate::energy::GovernorDecision;
+use crate::requests::{NoiseProfileRequest, QuotaRequest, RoomTempFactorRequest};
 use crate::round;
 use crate::tuning::{RunStateBody, VerdictCounts};
+
+/// A refused request member: (the member's name, what is allowed).
+pub type FieldError = (String, String);
+
+/// A write of one `[governor.<section>]`, as its request gives it. The members' ranges are the
+/// config's one rule (`svcos_common::config::GovernorConfig`); this only turns the request into
+/// a config patch and names the request's member when the config refuses it.
+pub trait SectionRequest: serde::de::DeserializeOwned {
+    /// The section under `[governor]`.
+    const SECTION: &'static str;
+    /// The member an empty body is asked for.
+    const MAIN: &'static str;
+    /// The answer's type.
+    type Body: Serialize;
+    /// `enabled` and the numeric members as (name, value, must be a whole number).
+    fn members(&self) -> (Option<bool>, Vec<(&'static str, Option<f64>, bool)>);
+    /// The answer for the config in force, the governor's state and the write's report.
+    fn body(c: &Config, power: &pb::PowerStatus, write: Option<serde_json::Value>) -> Self::Body;
+
+    /// [`Self::members_patch`] checked over `config` by the config's own validation, its
+    /// refusal named as the request's member.
+    fn patch(&self, config: &Config) -> Result<serde_json::Value, FieldError> {
+        let patch = self.members_patch()?;
+        let mut merged = serde_json::to_value(config).unwrap_or_default();
+        change::merge(&mut merged, &patch);
+        match change::config_from_json(&merged, &patch).and_then(|c| c.validate()) {
+            Err(ConfigError::Invalid { field, message }) => Err((Self::member(&field), message)),
+            _ => Ok(patch),
+        }
+    }
+
+    /// `{"governor": {SECTION: {...}}}` with the members sent: absent ones keep their value, a
+    /// body that sets anything switches the section on unless it says `enabled` itself, an
+    /// empty one is refused naming [`Self::MAIN`].
+    fn members_patch(&self) -> Result<serde_json::Value, FieldError> {
+        let (enabled, numbers) = self.members();
+        let mut patch = serde_json::Map::new();
+        for (name, v, whole) in numbers {
+            let Some(v) = v else { continue };
+            let bad = |m: &str| Err((name.to_string(), m.to_string()));
+            if !v.is_finite() {
+                return bad("a finite number");
+            }
+            let value = if whole {
+                if v.fract() != 0.0 || !(0.0..=f64::from(u32::MAX)).contains(&v) {
+                    return bad("a whole number >= 0");
+                }
+                serde_json::json!(v as u32)
+            } else {
+                serde_json::json!(v)
+            };
+            patch.insert(name.to_string(), value);
+        }
+        if patch.is_empty() && enabled.is_none() {
+            let main = Self::MAIN.to_string();
+            return Err((main, format!("send {} (or enabled)", Self::MAIN)));
+        }
+        patch.insert("enabled".into(), enabled.unwrap_or(true).into());
+        Ok(serde_json::json!({"governor": {Self::SECTION: patch}}))
+    }
+
+    /// The request's member for a config field (`governor.noise.step_watt` → `step_watt`).
+    fn member(field: &str) -> String {
+        let prefix = format!("governor.{}.", Self::SECTION);
+        field.strip_prefix(&prefix).unwrap_or(field).to_string()
+    }
+}
+
+impl SectionRequest for NoiseProfileRequest {
+    type Body = NoiseProfileBody;
+    fn body(
+        c: &Config,
+        power: &pb::PowerStatus,
+        write: Option<serde_json::Value>,
+    ) -> NoiseProfileBody {
+        NoiseProfileBody::new(c, power, write)
+    }
+    const SECTION: &'static str = "noise";
+    const MAIN: &'static str = "fan_max_percent";
+    fn members(&self) -> (Option<bool>, Vec<(&'static str, Option<f64>, bool)>) {
+        let m = vec![
+            ("fan_max_percent", self.fan_max_percent, true),
+            ("hysteresis_percent", self.hysteresis_percent, true),
+            ("step_watt", self.step_watt, false),
+            ("min_watt", self.min_watt, false),
+            ("interval_s", self.interval_s, true),
+        ];
+        (self.enabled, m)
+    }
+}
+
+impl SectionRequest for QuotaRequest {
+    type Body = QuotaBody;
+    fn body(c: &Config, power: &pb::PowerStatus, write: Option<serde_json::Value>) -> QuotaBody {
+        QuotaBody::new(c, power, write)
+    }
+    const SECTION: &'static str = "quota";
+    const MAIN: &'static str = "daily_kwh";
+    fn members(&self) -> (Option<bool>, Vec<(&'static str, Option<f64>, bool)>) {
+        let m = vec![
+            ("daily_kwh", self.daily_kwh, false),
+            ("min_watt", self.min_watt, false),
+        ];
+        (self.enabled, m)
+    }
+}
+
+impl SectionRequest for RoomTempFactorRequest {
+    type Body = RoomTempFactorBody;
+    fn body(
+        c: &Config,
+        power: &pb::PowerStatus,
+        write: Option<serde_json::Value>,
+    ) -> RoomTempFactorBody {
+        RoomTempFactorBody::new(c, power, write)
+    }
+    const SECTION: &'static str = "room_factor";
+    const MAIN: &'static str = "watt_per_c";
+    fn members(&self) -> (Option<bool>, Vec<(&'static str, Option<f64>, bool)>) {
+        let m = vec![
+            ("watt_per_c", self.watt_per_c, false),
+            ("reference_room_c", self.reference_room_c, false),
+            ("base_watt", self.base_watt, false),
+            ("max_raise_watt", self.max_raise_watt, false),
+            ("min_watt", self.min_watt, false),
+        ];
+        (self.enabled, m)
+    }
+}
 
 /// Whether a limit source takes part in the arbitration, its watts, and whether it won.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -64,11 +194,8 @@ pub struct NoiseProfileBody {
 
 impl NoiseProfileBody {
     /// The body of the settings in force and the governor's state.
-    pub fn new(
-        cfg: &NoiseConfig,
-        power: &pb::PowerStatus,
-        write: Option<serde_json::Value>,
-    ) -> Self {
+    pub fn new(c: &Config, power: &pb::PowerStatus, write: Option<serde_json::Value>) -> Self {
+        let cfg = &c.governor.noise;
         let n = power.noise.clone().unwrap_or_default();
         NoiseProfileBody {
             schema: "svcos.api.autotuner.noise_profile.v1",
@@ -113,11 +240,8 @@ pub struct QuotaBody {
 
 impl QuotaBody {
     /// The body of the settings in force and the governor's state.
-    pub fn new(
-        cfg: &QuotaConfig,
-        power: &pb::PowerStatus,
-        write: Option<serde_json::Value>,
-    ) -> Self {
+    pub fn new(c: &Config, power: &pb::PowerStatus, write: Option<serde_json::Value>) -> Self {
+        let cfg = &c.governor.quota;
         let q = power.quota.clone().unwrap_or_default();
         QuotaBody {
             schema: "svcos.api.autotuner.quota.v1",
@@ -156,12 +280,8 @@ pub struct RoomTempFactorBody {
 
 impl RoomTempFactorBody {
     /// The body of the settings in force and the governor's state.
-    pub fn new(
-        cfg: &RoomFactorConfig,
-        operator_watt: f64,
-        power: &pb::PowerStatus,
-        write: Option<serde_json::Value>,
-    ) -> Self {
+    pub fn new(c: &Config, power: &pb::PowerStatus, write: Option<serde_json::Value>) -> Self {
+        let (cfg, operator_watt) = (&c.governor.room_factor, c.hardware.power_target_watt);
         let r = power.room_factor.clone().unwrap_or_default();
         RoomTempFactorBody {
             schema: "svcos.api.autotuner.room_temp_factor.v1",
@@ -208,11 +328,8 @@ pub struct ColdEnvironmentBody {
 
 impl ColdEnvironmentBody {
     /// The body of the settings in force and the governor's state.
-    pub fn new(
-        cfg: &ColdEnvironmentConfig,
-        thermal: &ThermalConfig,
-        power: &pb::PowerStatus,
-    ) -> Self {
+    pub fn new(c: &Config, power: &pb::PowerStatus) -> Self {
+        let (cfg, thermal) = (&c.governor.cold_environment, &c.thermal);
         let w = power.warmup.clone().unwrap_or_default();
         let t = power.thermostat.clone().unwrap_or_default();
         ColdEnvironmentBody {
@@ -372,6 +489,53 @@ impl VisibilityBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_becomes_a_patch_of_its_section_or_names_its_member() {
+        let r = NoiseProfileRequest {
+            fan_max_percent: Some(50.0),
+            ..Default::default()
+        };
+        assert_eq!(
+            r.members_patch().unwrap(),
+            serde_json::json!({"governor": {"noise": {"fan_max_percent": 50, "enabled": true}}})
+        );
+        let off = QuotaRequest {
+            enabled: Some(false),
+            ..Default::default()
+        };
+        assert_eq!(
+            off.members_patch().unwrap(),
+            serde_json::json!({"governor": {"quota": {"enabled": false}}})
+        );
+        let half = NoiseProfileRequest {
+            interval_s: Some(2.5),
+            ..Default::default()
+        };
+        assert_eq!(half.members_patch().unwrap_err().0, "interval_s");
+        assert_eq!(
+            RoomTempFactorRequest::default()
+                .members_patch()
+                .unwrap_err()
+                .0,
+            "watt_per_c"
+        );
+        // The ranges are the config's: its refusal comes back under the request's name.
+        let loud = NoiseProfileRequest {
+            step_watt: Some(5000.0),
+            ..Default::default()
+        };
+        let (field, message) = loud.patch(&Config::default()).unwrap_err();
+        assert_eq!(
+            (field.as_str(), message.as_str()),
+            ("step_watt", "10-1000 W")
+        );
+        assert!(r.patch(&Config::default()).is_ok());
+        assert_eq!(
+            RoomTempFactorRequest::member("governor.room_factor.base_watt"),
+            "base_watt"
+        );
+    }
 
     fn chip(chain: u32, i: u32, mhz: f64, trim: f64, verdict: &str) -> pb::ChipHealth {
         pb::ChipHealth {

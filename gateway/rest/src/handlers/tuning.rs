@@ -1,7 +1,6 @@
 //! Autotuner, tuning profiles, dynamic power scaling and time-of-use schedules, backed by the
 //! tuner service (`TunerService`); a few read-only views are derived from its state and the
-//! telemetry snapshot. The power governor's own controllers (noise, quota, room factor, cold
-//! environment) are `operations::governor`'s.
+//! telemetry snapshot. The governor's noise, quota and room routes are `operations::governor`.
 
 use std::fmt::Write as _;
 
@@ -422,8 +421,7 @@ async fn chip_health(State(state): State<AppState>) -> ApiResult {
 
 async fn visibility(State(state): State<AppState>) -> ApiResult {
     let s = super::tuner_get_state(&state).await?;
-    let h = health(&state).await?;
-    ok(VisibilityBody::new(&s, &h))
+    ok(VisibilityBody::new(&s, &health(&state).await?))
 }
 
 async fn silicon_report(State(state): State<AppState>) -> ApiResult {

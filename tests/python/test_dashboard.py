@@ -579,6 +579,41 @@ def test_tuner_checkbox_turns_the_autotuner_off_and_on(sim, ready, browser):
     assert_clean(page)
 
 
+def test_tuner_screen_draws_the_frequency_map_and_the_efficiency_of_the_tuned_points(sim, ready, browser):
+    """The Tuner screen draws every chip of /api/autotuner/visibility (one tile per chip, per
+    chain) and one point per tuned profile with a measurement from /api/profiles, as the REST
+    answers the page received say; voltage and steps come from the run state."""
+    if not tuner_status(sim, ready)["active"]:
+        status, _, body = http("PUT", f"{sim.api_url}/api/autotuner/active", token=ready, body={"active": True})
+        assert status == 200, body
+
+    async def drive(page: Page):
+        await open_logged_in(page, sim, ready, "tuner")
+        # The tuner counts chips from its first point on: the map fills once it has one.
+        await page.until("Number(document.querySelector('#tuner-freq-map')?.dataset.chips) > 0", 120, "the chip frequency map")
+        await page.until("!!(document.querySelector('#tuner-efficiency') || document.querySelector('#tuner-efficiency-empty'))",
+                         60, "the efficiency curve or its empty note")
+        await asyncio.sleep(0.5)
+        shown = await page.js("""({chips: Number(document.querySelector('#tuner-freq-map').dataset.chips),
+            tiles: document.querySelectorAll('#tuner-freq-map .chip').length,
+            chains: document.querySelectorAll('#tuner-freq-map h3').length,
+            points: document.querySelector('#tuner-efficiency') ? Number(document.querySelector('#tuner-efficiency').dataset.points) : 0,
+            circles: document.querySelectorAll('#tuner-efficiency circle').length})""")
+        values = await page.check_values("#screen-tuner")
+        return shown, values, page
+
+    shown, values, page = run_page(browser, sim.http_url, drive)
+    vis = page.bodies["/api/autotuner/visibility"][-1]
+    assert vis["schema"] == "svcos.api.autotuner.visibility.v1", vis
+    assert shown["chips"] == len(vis["chips"]) == shown["tiles"], (shown, len(vis["chips"]))
+    assert shown["chains"] == len({c["chain_id"] for c in vis["chips"]}), shown
+    measured = [p for p in page.bodies["/api/profiles"][-1]["tuned"]
+                if p["measured"]["power_watt"] > 0 and p["measured"]["efficiency_j_per_th"] > 0]
+    assert shown["points"] == len(measured) == shown["circles"], (shown, len(measured))
+    assert values >= 6
+    assert_clean(page)
+
+
 def config_export(sim, token) -> str:
     status, _, text = http("GET", f"{sim.api_url}/api/config/export", token=token)
     assert status == 200, text

@@ -18,6 +18,9 @@ use crate::tuning::{RunStateBody, VerdictCounts};
 /// A refused request member: (the member's name, what is allowed).
 pub type FieldError = (String, String);
 
+/// A numeric request member: (name, value if sent, must be a whole number).
+pub type Member = (&'static str, Option<f64>, bool);
+
 /// A write of one `[governor.<section>]`, as its request gives it. The members' ranges are the
 /// config's one rule (`svcos_common::config::GovernorConfig`); this only turns the request into
 /// a config patch and names the request's member when the config refuses it.
@@ -29,7 +32,7 @@ pub trait SectionRequest: serde::de::DeserializeOwned {
     /// The answer's type.
     type Body: Serialize;
     /// `enabled` and the numeric members as (name, value, must be a whole number).
-    fn members(&self) -> (Option<bool>, Vec<(&'static str, Option<f64>, bool)>);
+    fn members(&self) -> (Option<bool>, Vec<Member>);
     /// The answer for the config in force, the governor's state and the write's report.
     fn body(c: &Config, power: &pb::PowerStatus, write: Option<serde_json::Value>) -> Self::Body;
 
@@ -93,7 +96,7 @@ impl SectionRequest for NoiseProfileRequest {
     }
     const SECTION: &'static str = "noise";
     const MAIN: &'static str = "fan_max_percent";
-    fn members(&self) -> (Option<bool>, Vec<(&'static str, Option<f64>, bool)>) {
+    fn members(&self) -> (Option<bool>, Vec<Member>) {
         let m = vec![
             ("fan_max_percent", self.fan_max_percent, true),
             ("hysteresis_percent", self.hysteresis_percent, true),
@@ -112,7 +115,7 @@ impl SectionRequest for QuotaRequest {
     }
     const SECTION: &'static str = "quota";
     const MAIN: &'static str = "daily_kwh";
-    fn members(&self) -> (Option<bool>, Vec<(&'static str, Option<f64>, bool)>) {
+    fn members(&self) -> (Option<bool>, Vec<Member>) {
         let m = vec![
             ("daily_kwh", self.daily_kwh, false),
             ("min_watt", self.min_watt, false),
@@ -132,7 +135,7 @@ impl SectionRequest for RoomTempFactorRequest {
     }
     const SECTION: &'static str = "room_factor";
     const MAIN: &'static str = "watt_per_c";
-    fn members(&self) -> (Option<bool>, Vec<(&'static str, Option<f64>, bool)>) {
+    fn members(&self) -> (Option<bool>, Vec<Member>) {
         let m = vec![
             ("watt_per_c", self.watt_per_c, false),
             ("reference_room_c", self.reference_room_c, false),
@@ -282,7 +285,7 @@ impl RoomTempFactorBody {
     /// The body of the settings in force and the governor's state.
     pub fn new(c: &Config, power: &pb::PowerStatus, write: Option<serde_json::Value>) -> Self {
         let (cfg, operator_watt) = (&c.governor.room_factor, c.hardware.power_target_watt);
-        let r = power.room_factor.clone().unwrap_or_default();
+        let r = power.room_factor.unwrap_or_default();
         RoomTempFactorBody {
             schema: "svcos.api.autotuner.room_temp_factor.v1",
             settings: cfg.clone(),

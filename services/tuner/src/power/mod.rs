@@ -853,7 +853,13 @@ mod tests {
         c.power.circuit_limit_watt = 1500.0;
         let base = Inputs::default();
         // (inputs, want target, want binding, want sleep_by)
-        let rows: Vec<(Inputs, Option<f64>, Option<&str>, Option<&str>)> = vec![
+        type Row = (
+            Inputs,
+            Option<f64>,
+            Option<&'static str>,
+            Option<&'static str>,
+        );
+        let rows: Vec<Row> = vec![
             (base.clone(), Some(1200.0), Some("operator"), None),
             (
                 Inputs {

@@ -279,6 +279,26 @@ mod tests {
         Zone::named(name).expect("tzdata installed (tests/run installs it)")
     }
 
+    #[test]
+    fn a_local_day_ends_at_the_next_local_midnight_even_on_a_23_hour_day() {
+        let berlin = zone("Europe/Berlin");
+        // (instant, local date, end of that day)
+        let rows = [
+            // 00:30 CET on the spring-forward day: it has 23 hours, ending 22:00 UTC.
+            ("2026-03-28T23:30:00Z", "2026-03-29", "2026-03-29T22:00:00Z"),
+            // The fall-back day has 25 hours: 00:00 CEST to 00:00 CET.
+            ("2026-10-24T22:00:00Z", "2026-10-25", "2026-10-25T23:00:00Z"),
+            ("2026-11-28T12:00:00Z", "2026-11-28", "2026-11-28T23:00:00Z"),
+        ];
+        for (instant, day, end) in rows {
+            assert_eq!(
+                local_day(&berlin.tz, at(instant)),
+                Some((day.to_string(), at(end))),
+                "{instant}"
+            );
+        }
+    }
+
     fn w(start: &str, end: &str) -> DailyWindow {
         DailyWindow::new(parse_hhmm(start).unwrap(), parse_hhmm_end(end).unwrap()).unwrap()
     }

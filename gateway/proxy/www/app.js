@@ -775,10 +775,9 @@
     const color = (c) => (!c.alive ? "var(--dead)" : `hsl(${Math.round(hi > lo ? (120 * (c.frequency_mhz - lo)) / (hi - lo) : 120)} 65% 38%)`);
     const chains = [...new Set(chips.map((c) => c.chain_id))];
     return html`<div id="tuner-freq-map" data-chips=${chips.length}>
-      <p class="muted">${FMT.mhz(lo)} (red) to ${FMT.mhz(hi)} (green), mean ${FMT.mhz(vis.frequency_mean_mhz)};
-        ${vis.summary.ok} ok, ${vis.summary.weak} weak, ${vis.summary.dead} dead.</p>
+      <p class="muted">${hi > lo ? `${FMT.mhz(lo)} (red) to ${FMT.mhz(hi)} (green), mean ${FMT.mhz(vis.frequency_mean_mhz)}` : `every chip at ${FMT.mhz(hi)}`}; ${vis.summary.ok} ok, ${vis.summary.weak} weak (outlined), ${vis.summary.dead} dead (grey).</p>
       ${chains.map((ch) => html`<h3>Chain ${ch}</h3><div class="heatmap" role="list">
-        ${chips.filter((c) => c.chain_id === ch).map((c) => html`<div role="listitem" class="chip" tabindex="0" style=${{ background: color(c) }}
+        ${chips.filter((c) => c.chain_id === ch).map((c) => html`<div role="listitem" class=${c.verdict === "weak" ? "chip weak" : "chip"} tabindex="0" style=${{ background: color(c) }}
           title=${`chip ${c.chip}: ${FMT.mhz(c.frequency_mhz)}, ${c.verdict}: ${c.why}`} aria-label=${`chip ${c.chip}: ${FMT.mhz(c.frequency_mhz)}, ${c.verdict}`}>
           ${num(c.frequency_mhz, 0)}</div>`)}</div>`)}
     </div>`;
@@ -811,7 +810,7 @@
           <${Tile} label="Mode" sub=${html`profile <${V} k="profile" v=${s.profile} />`}><${V} k="mode" v=${s.mode} /><//>
           <${Tile} label="Power target"><${V} k="power_target_watt" v=${s.power_target_watt} f="watt" /><//>
           <${Tile} label="Steps taken" sub=${html`since ${FMT.time(s.since_ms)}`}><${V} k="steps" v=${s.steps} f="int" /><//>
-          <${Tile} label="Voltage" sub=${html`measured <${V} k="efficiency_j_per_th" v=${s.efficiency_j_per_th} f="jth" />`}><${V} k="voltage_mv" v=${s.voltage_mv} f="mv" /><//>
+          <${Tile} label="Voltage" sub=${html`measured <${V} k="efficiency_j_per_th" v=${s.efficiency_j_per_th} f="jth" />`}>${s.voltage_mv > 0 ? html`<${V} k="voltage_mv" v=${s.voltage_mv} f="mv" />` : "stock"}<//>
         </div>
         <div class="row wrap">
           <button type="button" class="secondary" disabled=${act.busy} onClick=${() => write(() => api("POST", "/api/autotuner/decrement_power_target", {}))}>Power target −</button>

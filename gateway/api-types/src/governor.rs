@@ -402,7 +402,9 @@ pub fn chip_why(c: &pb::ChipHealth, chain_mhz: Option<f64>) -> String {
         (_, Some(d)) if d > 0.05 => {
             format!("clean: running {d:.1} MHz above its chain on its own yield")
         }
-        (_, None) => "clean; no tuned point yet (stock frequency)".into(),
+        // Before the tuner's first point the frequency is hw-agent's (stock, or scaled by its
+        // own power loop), not a tuning decision.
+        (_, None) => "clean; no tuner point in force (hw-agent's own frequency)".into(),
         _ => "clean at its chain's frequency".into(),
     }
 }
@@ -598,7 +600,7 @@ mod tests {
         );
         assert_eq!(v.chips[3].chain_frequency_mhz, None);
         assert!(
-            v.chips[3].why.contains("no tuned point"),
+            v.chips[3].why.contains("no tuner point"),
             "{}",
             v.chips[3].why
         );

@@ -10,16 +10,18 @@
 //! ceiling ([`noise`]), the daily energy quota ([`quota`]), the room factor and the cold-start
 //! warm-up ([`ambient`]). The miner sleeps when the solar/off-grid follower or the
 //! thermostat asks for it, and the governor wakes only a miner it put to sleep itself (an
-//! operator's `POST /api/action/sleep` stands); a spent energy quota asks for sleep too. The tuner works inside whatever target is set.
+//! operator's `POST /api/action/sleep` stands); a spent energy quota asks for sleep too. The
+//! tuner works inside whatever target is set.
 //! The loop re-asserts the target every tick, so a config reload in hw-agent (which resets the
 //! target to the file's value) is corrected within a second. hw-agent clamps every target to
 //! the circuit and PSU limits itself, so a bug here can lower the power but never raise it past
 //! them.
 //!
 //! Pieces: [`arbitrate`] (pure), [`follower`] (solar/off-grid decision core and the LAN source
-//! reader), [`thermostat`] (pure), [`Power`] (state, persistence, the loop), [`service`] (gRPC).
-//! State lives in `<state>/tuner/power/` as small JSON files written atomically, and only when
-//! a decision changes (never per poll), so a restarted tuner resumes where it was.
+//! reader), [`thermostat`], [`noise`], [`quota`] and [`ambient`] (pure), [`Power`] (state,
+//! persistence, the loop), [`service`] (gRPC). State lives in `<state>/tuner/power/` as small
+//! JSON files written atomically, and only when a decision changes (never per poll; the day's
+//! energy count once a minute), so a restarted tuner resumes where it was.
 
 pub mod ambient;
 pub mod follower;

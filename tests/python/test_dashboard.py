@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from conftest import PASSWORD, http, start_sim, stop_sim, wait_for
+from conftest import PASSWORD, http, login, start_sim, stop_sim, wait_for
 
 pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed")
 
@@ -575,6 +575,59 @@ def test_tuner_checkbox_turns_the_autotuner_off_and_on(sim, ready, browser):
     assert puts == [{"active": False}, {"active": True}], puts
     assert shown["mode"] != "–" and shown["steps"] != "–", shown
     assert off["transitions"] and transitions > 0, (off, transitions)
+    assert values >= 6
+    assert_clean(page)
+
+
+def test_tuner_screen_draws_the_frequency_map_and_the_efficiency_of_the_tuned_points(fresh_sim, browser):
+    """The Tuner screen draws every chip of /api/autotuner/visibility (one tile per chip, per
+    chain) and one point per tuned profile with a measurement from /api/profiles, as the REST
+    answers the page received say; voltage and steps come from the run state. A stack of its own:
+    the tuned points it imports for the board must not steer the shared stack's tuner."""
+    sim = fresh_sim
+    token = login(sim)
+    finish_wizard_by_rest(sim, token)
+    set_mode(sim, token, "standard")
+    serial = wait_for(lambda: (lambda b: b["board_serial"])(http("GET", f"{sim.api_url}/api/profiles", token=token)[2]),
+                      60, "the board serial")
+    points = [(700, 62.0), (900, 66.5), (1100, 74.0)]
+    board = {"schema": "svcos.tuner.board.v1", "board_serial": serial, "updated_at_ms": 1, "profiles": [
+        {"id": f"power-{w}", "mode": "power", "target": float(w),
+         "point": {"voltage_mv": 8400.0, "chains": [{"chain_id": 0, "frequency_mhz": 575.0, "chips": []}]},
+         "measured": {"power_watt": w + 3.0, "hashrate_ths": w / j, "efficiency_j_per_th": j, "hw_error_rate": 0.001,
+                      "temp_max_c": 70.0},
+         "tuned_at_ms": 1, "board_serial": serial} for w, j in points]}
+    status, _, body = http("POST", f"{sim.api_url}/api/profiles/silicon/import", token=token, body=board)
+    assert status == 200, body
+    status, _, body = http("PUT", f"{sim.api_url}/api/autotuner/active", token=token, body={"active": True})
+    assert status == 200, body
+
+    async def drive(page: Page):
+        await open_logged_in(page, sim, token, "tuner")
+        # The tuner counts chips from its first point on: the map fills once it has one.
+        await page.until("Number(document.querySelector('#tuner-freq-map')?.dataset.chips) > 0", 120, "the chip frequency map")
+        await page.until("Number(document.querySelector('#tuner-efficiency')?.dataset.points) > 0", 60, "the efficiency curve")
+        await asyncio.sleep(0.5)
+        shown = await page.js("""({chips: Number(document.querySelector('#tuner-freq-map').dataset.chips),
+            tiles: document.querySelectorAll('#tuner-freq-map .chip').length,
+            chains: document.querySelectorAll('#tuner-freq-map h3').length,
+            points: Number(document.querySelector('#tuner-efficiency').dataset.points),
+            circles: [...document.querySelectorAll('#tuner-efficiency circle')].map((c) => Number(c.getAttribute('cx')))})""")
+        values = await page.check_values("#screen-tuner")
+        return shown, values, page
+
+    shown, values, page = run_page(browser, sim.http_url, drive)
+    print(f"tuner screen: {shown}, {values} values checked against REST answers")
+    vis = page.bodies["/api/autotuner/visibility"][-1]
+    assert vis["schema"] == "svcos.api.autotuner.visibility.v1", vis
+    assert shown["chips"] == len(vis["chips"]) == shown["tiles"], (shown, len(vis["chips"]))
+    assert shown["chains"] == len({c["chain_id"] for c in vis["chips"]}), shown
+    measured = [p for p in page.bodies["/api/profiles"][-1]["tuned"]
+                if p["measured"]["power_watt"] > 0 and p["measured"]["efficiency_j_per_th"] > 0]
+    assert len(measured) >= len(points), measured
+    assert shown["points"] == len(measured) == len(shown["circles"]), (shown, len(measured))
+    # Drawn in order of power, left to right.
+    assert shown["circles"] == sorted(shown["circles"]), shown
     assert values >= 6
     assert_clean(page)
 

@@ -129,3 +129,43 @@ def test_thermostat_state_survives_the_tuner_and_acts_without_the_gateway(stack)
     finally:
         bring_gateway_back(sim)
     http("POST", f"{api}/api/home/target", token, {"enabled": False})
+
+
+def test_room_factor_and_cold_start_warm_up_end_in_hw_agents_target(stack):
+    """The governor's own limits reach hw-agent (read through the cgminer API): the room factor
+    takes W per degree C above its reference off the operator's target, and the warm-up cap holds
+    while the hottest chip is below the warm-up temperature, then lets go."""
+    sim, token = stack
+    api = sim.api_url
+
+    def post(path, body):
+        status, _, answer = http("POST", f"{api}{path}", token, body)
+        assert status == 200, (path, answer)
+        return answer
+
+    def cold():
+        status, _, body = http("GET", f"{api}/api/thermal/cold_environment", token)
+        assert status == 200, body
+        return body
+
+    post("/api/config", {"hardware": {"power_target_watt": 1000}, "home": {"reading_max_age_s": 900}})
+    post("/api/home/room-temp", {"room_c": 24, "source": "test"})
+    body = post("/api/autotuner/room-temp-factor", {"watt_per_c": 25, "reference_room_c": 20})
+    assert (body["room_c"], body["limit"]["limit_watt"], body["limit"]["binding"]) == (24, 900, True), body
+    wait_for(lambda: cgminer_target(sim) == 900, 60, "the room factor's 900 W in hw-agent")
+    try:
+        # The sim's chips run far below 90 C: switched on while hashing, the warm-up caps at once.
+        post("/api/config", {"governor": {"cold_environment": {
+            "enabled": True, "warmup_watt": 600, "warmup_temp_c": 90, "warmup_max_s": 7200}}})
+        wait_for(lambda: cold()["phase"] == "warming_up" and cgminer_target(sim) == 600, 60,
+                 "the warm-up cap in hw-agent")
+        body = cold()
+        assert body["governor"]["binding"] == "warmup" and body["limit"]["limit_watt"] == 600, body
+        assert body["fan_min_percent"] >= 0 and body["warming_since_ms"] > 0, body
+        # Warm by the new threshold: the warm-up is done and the room factor binds again.
+        post("/api/config", {"governor": {"cold_environment": {"warmup_temp_c": 20}}})
+        wait_for(lambda: cold()["phase"] == "done" and cgminer_target(sim) == 900, 60, "the warm-up ended")
+    finally:
+        post("/api/config", {"governor": {"cold_environment": {"enabled": False}}})
+        post("/api/autotuner/room-temp-factor", {"enabled": False})
+        post("/api/config", {"hardware": {"power_target_watt": 0}})

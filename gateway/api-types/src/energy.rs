@@ -159,7 +159,7 @@ pub struct GovernorDecision {
     pub binding: Option<String>,
     /// Every limit that took part.
     pub limits: Vec<GovernorLimit>,
-    /// The follower or thermostat that wants the miner asleep.
+    /// The follower, thermostat or spent energy quota that wants the miner asleep.
     pub sleep_by: Option<String>,
     /// Night-mode fan cap in force, percent.
     pub fan_cap_percent: Option<u32>,

@@ -23,6 +23,7 @@ pub mod discovery;
 pub mod energy;
 pub mod firmware;
 pub mod fleet;
+pub mod governor;
 pub mod hardware;
 pub mod health;
 pub mod history;

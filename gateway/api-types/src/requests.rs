@@ -470,3 +470,73 @@ pub struct WebhookTestRequest {
     #[serde(default)]
     pub index: Option<usize>,
 }
+
+/// `POST /api/autotuner/noise-profile`: `[governor.noise]`; absent members keep their value,
+/// and a body that sets anything but `enabled` switches the controller on.
+#[derive(Debug, Default, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct NoiseProfileRequest {
+    /// Whether the controller runs.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Highest fan duty wanted, percent, 10-100.
+    #[serde(default)]
+    pub fan_max_percent: Option<f64>,
+    /// How far below the ceiling the fans must run before power is given back, percent
+    /// points, 1-50.
+    #[serde(default)]
+    pub hysteresis_percent: Option<f64>,
+    /// Change per step, W, 10-1000.
+    #[serde(default)]
+    pub step_watt: Option<f64>,
+    /// Lowest limit, W, 50-10000.
+    #[serde(default)]
+    pub min_watt: Option<f64>,
+    /// Least time between two steps, s, 5-3600.
+    #[serde(default)]
+    pub interval_s: Option<f64>,
+}
+
+/// `POST /api/autotuner/quota`: `[governor.quota]`, a daily energy budget; absent members keep
+/// their value, and a body that sets anything but `enabled` switches the quota on.
+#[derive(Debug, Default, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct QuotaRequest {
+    /// Whether the quota applies.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Energy per local day, kWh, 0.1-240.
+    #[serde(default)]
+    pub daily_kwh: Option<f64>,
+    /// Lowest spread limit, W, 50-10000.
+    #[serde(default)]
+    pub min_watt: Option<f64>,
+}
+
+/// `POST /api/autotuner/room-temp-factor`: `[governor.room_factor]`; absent members keep their
+/// value, and a body that sets anything but `enabled` switches the factor on.
+#[derive(Debug, Default, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RoomTempFactorRequest {
+    /// Whether the factor applies.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Watts per °C of difference from the reference, 0-500.
+    #[serde(default)]
+    pub watt_per_c: Option<f64>,
+    /// Room temperature at which the limit is the base, °C, 0-40.
+    #[serde(default)]
+    pub reference_room_c: Option<f64>,
+    /// The limit at the reference, W; 0 = the operator's power target.
+    #[serde(default)]
+    pub base_watt: Option<f64>,
+    /// How far a cold room lifts the limit above the base, W, 0-5000.
+    #[serde(default)]
+    pub max_raise_watt: Option<f64>,
+    /// Lowest limit, W, 50-10000.
+    #[serde(default)]
+    pub min_watt: Option<f64>,
+}

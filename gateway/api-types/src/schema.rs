@@ -9,8 +9,8 @@ use schemars::{JsonSchema, Schema};
 use crate::requests as req;
 use crate::{
     auth, catalog, config as cfg, diagnostics as diag, discovery as disc, energy, firmware as fw,
-    fleet, hardware as hw, health, history, integrations as integ, mining, pools, safety, setup,
-    status, thermal, tuning as tune,
+    fleet, governor as gov, hardware as hw, health, history, integrations as integ, mining, pools,
+    safety, setup, status, thermal, tuning as tune,
 };
 
 type SolarConfigBody = energy::FollowerConfigBody<svcos_common::config::SolarConfig>;
@@ -188,6 +188,27 @@ pub const RESPONSES: &[(&str, &str, SchemaOf)] = &[
     ),
     ("GET", "/api/autotuner/state", of::<hw::TunerStateBody>),
     ("GET", "/api/autotuner/status", of::<tune::RunStateBody>),
+    (
+        "GET",
+        "/api/autotuner/visibility",
+        of::<gov::VisibilityBody>,
+    ),
+    (
+        "POST",
+        "/api/autotuner/noise-profile",
+        of::<gov::NoiseProfileBody>,
+    ),
+    ("POST", "/api/autotuner/quota", of::<gov::QuotaBody>),
+    (
+        "POST",
+        "/api/autotuner/room-temp-factor",
+        of::<gov::RoomTempFactorBody>,
+    ),
+    (
+        "GET",
+        "/api/thermal/cold_environment",
+        of::<gov::ColdEnvironmentBody>,
+    ),
     ("GET", "/api/boot/phase", of::<mining::BootPhaseBody>),
     (
         "GET",
@@ -852,6 +873,17 @@ pub const REQUESTS: &[(&str, &str, SchemaOf)] = &[
     ),
     ("POST", "/api/home/room-temp", of::<req::RoomTempRequest>),
     ("POST", "/api/home/target", of::<req::HomeTargetRequest>),
+    (
+        "POST",
+        "/api/autotuner/noise-profile",
+        of::<req::NoiseProfileRequest>,
+    ),
+    ("POST", "/api/autotuner/quota", of::<req::QuotaRequest>),
+    (
+        "POST",
+        "/api/autotuner/room-temp-factor",
+        of::<req::RoomTempFactorRequest>,
+    ),
     (
         "POST",
         "/api/solar/test",

@@ -744,11 +744,51 @@
 
   // ---------------------------------------------------------------- Tuner
 
+  // J/TH against power of the tuned points: a small SVG (points sorted by power and joined), so
+  // the screen needs no second chart library and stays readable with two points or twenty.
+  function EfficiencyCurve({ profiles }) {
+    const pts = profiles
+      .map((p) => ({ id: p.id || p.name, w: get(p, "measured.power_watt"), j: get(p, "measured.efficiency_j_per_th") }))
+      .filter((p) => isNum(p.w) && isNum(p.j) && p.w > 0 && p.j > 0)
+      .sort((a, b) => a.w - b.w);
+    if (pts.length === 0) return html`<p class="muted" id="tuner-efficiency-empty">No tuned point has a measurement yet.</p>`;
+    const W = 320, H = 160, pad = 34;
+    const span = (xs) => { const lo = Math.min(...xs), hi = Math.max(...xs); return hi > lo ? [lo, hi] : [lo * 0.9, hi * 1.1 || 1]; };
+    const [w0, w1] = span(pts.map((p) => p.w)), [j0, j1] = span(pts.map((p) => p.j));
+    const x = (w) => pad + ((w - w0) / (w1 - w0)) * (W - 2 * pad), y = (j) => H - pad + 10 - ((j - j0) / (j1 - j0)) * (H - 2 * pad);
+    return html`<figure class="chart" id="tuner-efficiency" data-points=${pts.length}>
+      <figcaption>Efficiency of the tuned points (J/TH against power; lower is better)</figcaption>
+      <svg viewBox=${`0 0 ${W} ${H}`} role="img" aria-label=${`J/TH against power: ${pts.length} tuned points`} class="curve">
+        <polyline fill="none" stroke="currentColor" stroke-width="1.5" points=${pts.map((p) => `${x(p.w)},${y(p.j)}`).join(" ")} />
+        ${pts.map((p) => html`<circle cx=${x(p.w)} cy=${y(p.j)} r="3.5"><title>${`${p.id}: ${FMT.watt(p.w)}, ${FMT.jth(p.j)}`}</title></circle>`)}
+        <text x=${pad} y=${H - 4}>${FMT.watt(w0)}</text><text x=${W - pad} y=${H - 4} text-anchor="end">${FMT.watt(w1)}</text>
+        <text x="2" y=${y(j1) + 4}>${num(j1, 0)}</text><text x="2" y=${y(j0) + 4}>${num(j0, 0)}</text>
+      </svg></figure>`;
+  }
+
+  // Each chip's frequency from /api/autotuner/visibility, coloured from the slowest (red) to the
+  // fastest (green); dead chips grey; the tooltip carries the tuner's reason.
+  function FrequencyMap({ vis }) {
+    const chips = get(vis, "chips") || [];
+    if (chips.length === 0) return html`<p class="muted" id="tuner-freq-empty">No chip measured since the last point change.</p>`;
+    const lo = vis.frequency_min_mhz, hi = vis.frequency_max_mhz;
+    const color = (c) => (!c.alive ? "var(--dead)" : `hsl(${Math.round(hi > lo ? (120 * (c.frequency_mhz - lo)) / (hi - lo) : 120)} 65% 38%)`);
+    const chains = [...new Set(chips.map((c) => c.chain_id))];
+    return html`<div id="tuner-freq-map" data-chips=${chips.length}>
+      <p class="muted">${hi > lo ? `${FMT.mhz(lo)} (red) to ${FMT.mhz(hi)} (green), mean ${FMT.mhz(vis.frequency_mean_mhz)}` : `every chip at ${FMT.mhz(hi)}`}; ${vis.summary.ok} ok, ${vis.summary.weak} weak (outlined), ${vis.summary.dead} dead (grey).</p>
+      ${chains.map((ch) => html`<h3>Chain ${ch}</h3><div class="heatmap" role="list">
+        ${chips.filter((c) => c.chain_id === ch).map((c) => html`<div role="listitem" class=${c.verdict === "weak" ? "chip weak" : "chip"} tabindex="0" style=${{ background: color(c) }}
+          title=${`chip ${c.chip}: ${FMT.mhz(c.frequency_mhz)}, ${c.verdict}: ${c.why}`} aria-label=${`chip ${c.chip}: ${FMT.mhz(c.frequency_mhz)}, ${c.verdict}`}>
+          ${num(c.frequency_mhz, 0)}</div>`)}</div>`)}
+    </div>`;
+  }
+
   function TunerScreen() {
     // /status answers the full run state (active, mode, steps, transitions, profile); the
     // compact /state has none of them.
     const q = usePoll(() => api("GET", "/api/autotuner/status"), SCREEN_POLL_MS);
     const profiles = usePoll(() => api("GET", "/api/profiles"), 30000);
+    const vis = usePoll(() => api("GET", "/api/autotuner/visibility"), SCREEN_POLL_MS);
     const [act, run] = useAction();
     const [name, setName] = useState("");
     const s = q.data || {};
@@ -769,7 +809,8 @@
           <${Tile} label="State" sub=${html`<span id="tuner-reason"><${V} k="reason" v=${s.reason} /></span>`}><span class=${stateClass(s.state)}><${V} k="state" v=${s.state} /></span><//>
           <${Tile} label="Mode" sub=${html`profile <${V} k="profile" v=${s.profile} />`}><${V} k="mode" v=${s.mode} /><//>
           <${Tile} label="Power target"><${V} k="power_target_watt" v=${s.power_target_watt} f="watt" /><//>
-          <${Tile} label="Steps taken"><${V} k="steps" v=${s.steps} f="int" /><//>
+          <${Tile} label="Steps taken" sub=${html`since ${FMT.time(s.since_ms)}`}><${V} k="steps" v=${s.steps} f="int" /><//>
+          <${Tile} label="Voltage" sub=${html`measured <${V} k="efficiency_j_per_th" v=${s.efficiency_j_per_th} f="jth" />`}>${s.voltage_mv > 0 ? html`<${V} k="voltage_mv" v=${s.voltage_mv} f="mv" />` : "stock"}<//>
         </div>
         <div class="row wrap">
           <button type="button" class="secondary" disabled=${act.busy} onClick=${() => write(() => api("POST", "/api/autotuner/decrement_power_target", {}))}>Power target −</button>
@@ -782,8 +823,14 @@
         ${(s.transitions || []).length === 0 ? html`<p class="muted">${q.data ? "No state change yet." : ""}</p>` : html`<ul id="tuner-transitions">
           ${s.transitions.slice(-8).reverse().map((t) => html`<li>${FMT.time(t.at_ms)}: ${t.from || "start"} → ${t.to}${t.reason ? ` (${t.reason})` : ""}</li>`)}</ul>`}
       </section>
+      <section class="card" data-src="/api/autotuner/visibility">
+        <h2>Chip frequencies</h2>
+        <${Loading} q=${vis} />
+        ${vis.data ? html`<${FrequencyMap} vis=${vis.data} />` : null}
+      </section>
       <section class="card" data-src="/api/profiles">
         <h2>Profiles</h2>
+        <${EfficiencyCurve} profiles=${get(profiles.data, "tuned") || []} />
         ${allProfiles.length === 0 ? html`<p class="muted">No tuned or saved profile yet.</p>` : html`<ul>
           ${allProfiles.map((p) => html`<li class=${(p.id || p.name) === inForce ? "profile-active" : ""} aria-current=${(p.id || p.name) === inForce ? "true" : undefined}>
             ${(p.id || p.name) === inForce ? html`<strong>${p.id || p.name}</strong> (in force)` : p.id || p.name} ${p.mode ? `(${p.mode})` : ""}

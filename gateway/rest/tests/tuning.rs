@@ -629,3 +629,298 @@ async fn read_views_csv_chip_health_dps_and_profitability() {
         "missing prices",
     );
 }
+
+/// POST the same body until the governor has had telemetry to act on (`ready` says when).
+async fn until_governed(
+    h: &Harness,
+    path: &str,
+    body: &Value,
+    ready: impl Fn(&Value) -> bool,
+) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..200 {
+        let r = h.send_json("POST", path, Some(GOOD), body).await;
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        last = r.json();
+        if ready(&last) {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("{path}: the governor never acted: {last}");
+}
+
+#[tokio::test]
+async fn noise_profile_lowers_the_power_limit_while_the_fans_run_above_the_ceiling() {
+    let h = Harness::start(Options::default()).await;
+    let path = "/api/autotuner/noise-profile";
+    for (body, field) in [
+        (json!({}), "fan_max_percent"),
+        (json!({"fan_max_percent": 5}), "fan_max_percent"),
+        (json!({"fan_max_percent": 55.5}), "fan_max_percent"),
+        (
+            json!({"fan_max_percent": 50, "step_watt": 5000}),
+            "step_watt",
+        ),
+        (json!({"interval_s": 1}), "interval_s"),
+    ] {
+        let r = h.send_json("POST", path, Some(GOOD), &body).await;
+        let e = assert_error(&r, 400, &body.to_string());
+        assert_eq!(e["field"], field, "{body}");
+    }
+    // Nothing refused was written.
+    let c = h.get("/api/config", Some(GOOD)).await.json();
+    assert_eq!(c["config"]["governor"]["noise"]["enabled"], false, "{c}");
+
+    // The fake's fans run at 60 % in auto mode, drawing 1320 W: a 50 % ceiling takes one step
+    // (50 W) off the draw at once, then waits interval_s before the next.
+    let v = until_governed(&h, path, &json!({"fan_max_percent": 50}), |v| {
+        !v["limit"]["limit_watt"].is_null()
+    })
+    .await;
+    assert_eq!(v["schema"], "svcos.api.autotuner.noise_profile.v1");
+    assert_eq!(v["settings"]["enabled"], true);
+    assert_eq!(v["settings"]["fan_max_percent"], 50);
+    assert_eq!(v["fan_percent"], 60);
+    assert_eq!(v["last_action"], "lower");
+    assert_eq!(v["limit"]["limit_watt"], 1270.0, "{v}");
+    assert_eq!(v["limit"]["binding"], true);
+    assert_eq!(v["governor"]["binding"], "noise");
+    assert_eq!(v["governor"]["target_watt"], 1270.0);
+    assert!(v["last_step_ms"].as_i64().unwrap() > 0);
+    let c = h.get("/api/config", Some(GOOD)).await.json();
+    assert_eq!(
+        c["config"]["governor"]["noise"]["fan_max_percent"], 50,
+        "{c}"
+    );
+    // The controller's state is the governor's file.
+    let saved = h
+        .layout
+        .service_state_dir(svcos_common::ServiceName::Tuner)
+        .join("power/noise.json");
+    let saved: Value = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
+    assert_eq!(saved["limit_watt"], 1270.0);
+
+    // Off: the limit goes at once.
+    let v = h
+        .send_json("POST", path, Some(GOOD), &json!({"enabled": false}))
+        .await
+        .json();
+    assert_eq!(v["settings"]["enabled"], false);
+    assert_eq!(v["settings"]["fan_max_percent"], 50);
+    assert!(v["limit"]["limit_watt"].is_null(), "{v}");
+    assert_ne!(v["governor"]["binding"], "noise");
+}
+
+#[tokio::test]
+async fn quota_spreads_the_days_energy_as_a_limit() {
+    let h = Harness::start(Options::default()).await;
+    let path = "/api/autotuner/quota";
+    for (body, field) in [
+        (json!({}), "daily_kwh"),
+        (json!({"daily_kwh": 0}), "daily_kwh"),
+        (json!({"daily_kwh": 1000}), "daily_kwh"),
+        (json!({"daily_kwh": 10, "min_watt": 1}), "min_watt"),
+    ] {
+        let r = h.send_json("POST", path, Some(GOOD), &body).await;
+        let e = assert_error(&r, 400, &body.to_string());
+        assert_eq!(e["field"], field, "{body}");
+    }
+    let v = until_governed(&h, path, &json!({"daily_kwh": 24}), |v| !v["day"].is_null()).await;
+    assert_eq!(v["schema"], "svcos.api.autotuner.quota.v1");
+    assert_eq!(v["settings"]["daily_kwh"], 24.0);
+    assert_eq!(v["spent"], false);
+    // 24 kWh spread over at most 24 h left: at least 1000 W, and it binds only when below
+    // the others (there are none here).
+    let limit = v["limit"]["limit_watt"].as_f64().unwrap();
+    assert!(limit >= 1000.0, "{v}");
+    assert_eq!(v["governor"]["binding"], "quota");
+    let used = v["used_kwh"].as_f64().unwrap();
+    assert!((0.0..0.01).contains(&used), "{v}");
+    assert!(
+        (v["remaining_kwh"].as_f64().unwrap() + used - 24.0).abs() < 1e-3,
+        "{v}"
+    );
+    let day = v["day"].as_str().unwrap();
+    assert_eq!(day.len(), 10, "{day}");
+    // The operator's target below the pace wins over it.
+    write_power_target(&h, 900.0).await;
+    let v = h
+        .send_json("POST", path, Some(GOOD), &json!({"daily_kwh": 24}))
+        .await
+        .json();
+    assert_eq!(v["governor"]["binding"], "operator", "{v}");
+    assert_eq!(v["limit"]["binding"], false);
+}
+
+#[tokio::test]
+async fn room_temp_factor_compensates_the_operators_target_for_the_room() {
+    let mut opts = Options::default();
+    opts.config.hardware.power_target_watt = 1000.0;
+    let h = Harness::start(opts).await;
+    let path = "/api/autotuner/room-temp-factor";
+    for (body, field) in [
+        (json!({}), "watt_per_c"),
+        (json!({"watt_per_c": 600}), "watt_per_c"),
+        (json!({"reference_room_c": 50}), "reference_room_c"),
+        (json!({"base_watt": 10}), "base_watt"),
+    ] {
+        let r = h.send_json("POST", path, Some(GOOD), &body).await;
+        let e = assert_error(&r, 400, &body.to_string());
+        assert_eq!(e["field"], field, "{body}");
+    }
+    // No room reading yet: nothing to compensate.
+    let body = json!({"watt_per_c": 25, "reference_room_c": 20});
+    let v = h.send_json("POST", path, Some(GOOD), &body).await.json();
+    assert_eq!(v["schema"], "svcos.api.autotuner.room_temp_factor.v1");
+    assert_eq!(v["settings"]["enabled"], true);
+    assert_eq!(v["base_watt"], 1000.0);
+    assert!(v["room_c"].is_null(), "{v}");
+    assert!(v["limit"]["limit_watt"].is_null(), "{v}");
+    // A 24 °C room: 4 °C over the reference at 25 W/°C takes 100 W off the operator's 1000 W.
+    let r = h
+        .send_json(
+            "POST",
+            "/api/home/room-temp",
+            Some(GOOD),
+            &json!({"room_c": 24}),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let v = until_governed(&h, path, &body, |v| !v["limit"]["limit_watt"].is_null()).await;
+    assert_eq!(v["room_c"], 24.0);
+    assert_eq!(v["limit"]["limit_watt"], 900.0, "{v}");
+    assert_eq!(v["governor"]["binding"], "room_temp");
+    assert_eq!(v["governor"]["target_watt"], 900.0);
+    // A stronger factor, written and in force at once.
+    let v = h
+        .send_json("POST", path, Some(GOOD), &json!({"watt_per_c": 50}))
+        .await
+        .json();
+    assert_eq!(v["limit"]["limit_watt"], 800.0, "{v}");
+    let c = h.get("/api/config", Some(GOOD)).await.json();
+    assert_eq!(c["config"]["governor"]["room_factor"]["watt_per_c"], 50.0);
+}
+
+#[tokio::test]
+async fn cold_environment_reports_the_fan_floor_and_caps_power_until_the_chips_are_warm() {
+    let h = Harness::start(Options::default()).await;
+    let v = h.get("/api/thermal/cold_environment", Some(GOOD)).await;
+    assert_eq!(v.status, 200);
+    let v = v.json();
+    assert_eq!(v["schema"], "svcos.api.thermal.cold_environment.v1");
+    assert_eq!(v["settings"]["enabled"], false);
+    assert_eq!(v["phase"], "off");
+    assert_eq!(v["fan_min_percent"], 10);
+    assert!(v["limit"]["limit_watt"].is_null());
+
+    // Cold chips (20 °C) with the warm-up on: capped at the warm-up power.
+    h.hw.telemetry.send_modify(|t| t.temp_max_c = 20.0);
+    let r = h
+        .send_json(
+            "POST",
+            "/api/config",
+            Some(GOOD),
+            &json!({"governor": {"cold_environment": {"enabled": true, "warmup_watt": 600, "warmup_temp_c": 45}}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let mut v = Value::Null;
+    for _ in 0..200 {
+        v = h
+            .get("/api/thermal/cold_environment", Some(GOOD))
+            .await
+            .json();
+        if v["phase"] == "warming_up" && v["governor"]["binding"] == "warmup" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(v["phase"], "warming_up", "{v}");
+    assert_eq!(v["limit"]["limit_watt"], 600.0);
+    assert_eq!(v["governor"]["target_watt"], 600.0);
+    assert!(v["warming_since_ms"].as_i64().unwrap() > 0);
+    // Warm: the cap goes, and stays gone while the miner hashes.
+    h.hw.telemetry.send_modify(|t| t.temp_max_c = 50.0);
+    for _ in 0..200 {
+        v = h
+            .get("/api/thermal/cold_environment", Some(GOOD))
+            .await
+            .json();
+        if v["phase"] == "done" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(v["phase"], "done", "{v}");
+    assert!(v["limit"]["limit_watt"].is_null(), "{v}");
+    assert_eq!(v["temp_max_c"], 50.0);
+}
+
+#[tokio::test]
+async fn visibility_shows_each_chip_with_its_chain_and_the_tuners_progress() {
+    let h = Harness::start(Options::default()).await;
+    // Per-chip counters on chain 0, growing each second as a hashing board's do.
+    let chips = |seq: u64| {
+        (0..4)
+            .map(|i| svcos_proto::hwagent::v1::ChipTelemetry {
+                index: i,
+                frequency_mhz: 650.0,
+                nonces: seq * 10,
+                hw_errors: if i == 3 { seq * 5 } else { 0 },
+                temp_c: 70.0,
+                alive: i != 2,
+                ..Default::default()
+            })
+            .collect::<Vec<_>>()
+    };
+    h.hw.telemetry.send_modify(|t| t.chains[0].chips = chips(1));
+    h.send_json(
+        "PUT",
+        "/api/autotuner/active",
+        Some(GOOD),
+        &json!({"active": true}),
+    )
+    .await;
+    let mut v = Value::Null;
+    for seq in 2..400 {
+        h.hw.telemetry.send_modify(|t| {
+            t.seq = seq;
+            t.chains[0].chips = chips(seq);
+        });
+        let r = h.get("/api/autotuner/visibility", Some(GOOD)).await;
+        assert_eq!(r.status, 200);
+        v = r.json();
+        if v["chips"].as_array().is_some_and(|c| !c.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(v["schema"], "svcos.api.autotuner.visibility.v1");
+    assert_eq!(v["tuner"]["schema"], "svcos.api.autotuner.run_state.v1");
+    assert_eq!(v["tuner"]["active"], true);
+    assert!(
+        v["tuner"]["steps"].is_u64() && v["tuner"]["voltage_mv"].is_f64(),
+        "{v}"
+    );
+    assert!(!v["tuner"]["state"].as_str().unwrap().is_empty());
+    let chips = v["chips"].as_array().expect("chips");
+    assert!(
+        !chips.is_empty(),
+        "no chips after the tuner applied a point: {v}"
+    );
+    for c in chips {
+        assert_eq!(c["chain_id"], 0, "{c}");
+        assert!(!c["why"].as_str().unwrap().is_empty(), "{c}");
+    }
+    let dead: Vec<_> = chips.iter().filter(|c| c["verdict"] == "dead").collect();
+    assert!(
+        dead.iter()
+            .all(|c| c["why"].as_str().unwrap().starts_with("silent")),
+        "{v}"
+    );
+    let counted = v["summary"]["ok"].as_u64().unwrap()
+        + v["summary"]["weak"].as_u64().unwrap()
+        + v["summary"]["dead"].as_u64().unwrap();
+    assert_eq!(counted as usize, chips.len());
+}

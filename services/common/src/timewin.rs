@@ -238,6 +238,15 @@ impl DailyWindow {
     }
 }
 
+/// The local date of `at` in `tz` ("YYYY-MM-DD") and the instant that day ends (the next
+/// local midnight, by the same gap and fold rules as the windows): a daily budget's day.
+pub fn local_day(tz: &TimeZone, at: Timestamp) -> Option<(String, Timestamp)> {
+    let day = tz.to_offset(at).to_datetime(at).date();
+    let end = resolve(tz, day, DAY_MIN)?;
+    let name = format!("{:04}-{:02}-{:02}", day.year(), day.month(), day.day());
+    Some((name, end))
+}
+
 /// The instant of wall-clock `minute` (0..=1440) on local date `day`: a skipped time is the
 /// first instant after the gap, a repeated time its first occurrence.
 fn resolve(tz: &TimeZone, day: Date, minute: u32) -> Option<Timestamp> {
@@ -268,6 +277,26 @@ mod tests {
 
     fn zone(name: &str) -> Zone {
         Zone::named(name).expect("tzdata installed (tests/run installs it)")
+    }
+
+    #[test]
+    fn a_local_day_ends_at_the_next_local_midnight_even_on_a_23_hour_day() {
+        let berlin = zone("Europe/Berlin");
+        // (instant, local date, end of that day)
+        let rows = [
+            // 00:30 CET on the spring-forward day: it has 23 hours, ending 22:00 UTC.
+            ("2026-03-28T23:30:00Z", "2026-03-29", "2026-03-29T22:00:00Z"),
+            // The fall-back day has 25 hours: 00:00 CEST to 00:00 CET.
+            ("2026-10-24T22:00:00Z", "2026-10-25", "2026-10-25T23:00:00Z"),
+            ("2026-11-28T12:00:00Z", "2026-11-28", "2026-11-28T23:00:00Z"),
+        ];
+        for (instant, day, end) in rows {
+            assert_eq!(
+                local_day(&berlin.tz, at(instant)),
+                Some((day.to_string(), at(end))),
+                "{instant}"
+            );
+        }
     }
 
     fn w(start: &str, end: &str) -> DailyWindow {

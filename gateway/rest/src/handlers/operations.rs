@@ -10,6 +10,7 @@
 pub mod config_sections;
 pub mod energy_api;
 pub mod fleet;
+pub mod governor;
 pub mod home;
 pub mod setup;
 

@@ -1,6 +1,6 @@
 //! Autotuner, tuning profiles, dynamic power scaling and time-of-use schedules, backed by the
 //! tuner service (`TunerService`); a few read-only views are derived from its state and the
-//! telemetry snapshot. Operations still marked `planned!` answer 501 with the envelope.
+//! telemetry snapshot. The governor's noise, quota and room routes are `operations::governor`.
 
 use std::fmt::Write as _;
 
@@ -10,6 +10,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
+use svcos_api_types::governor::VisibilityBody;
 use svcos_api_types::requests::{
     AutotunerActiveRequest, ImportJsonRequest, ProfileRequest, ProfitabilityRequest,
     SiliconActiveRequest, TargetStepRequest, TouScheduleRequest,
@@ -26,7 +27,7 @@ use svcos_proto::tuner::v1 as pb;
 use super::{ApiResult, json, ok, parse_body, round};
 use crate::envelope::ApiError;
 use crate::routing::Route;
-use crate::{AppState, planned, route};
+use crate::{AppState, route};
 
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route<AppState>> {
@@ -38,16 +39,13 @@ pub fn routes() -> Vec<Route<AppState>> {
         route!(POST "/api/autotuner/fleet-profile/export", Bearer, P, Tuning, Full, "Every board's tuned data and the saved profiles, one document", export),
         route!(POST "/api/autotuner/increment_hashrate_target", Bearer, P, Tuning, Full, "Raise the hashrate target by its step", inc_hashrate),
         route!(POST "/api/autotuner/increment_power_target", Bearer, P, Tuning, Full, "Raise the power target by its step", inc_power),
-        planned!(POST "/api/autotuner/noise-profile", P, Tuning, "autotuner noise profile"),
         route!(POST "/api/autotuner/profitability", Bearer, P, Tuning, Full, "Daily revenue, cost and margin from measured hashrate and power and the prices given", profitability),
-        planned!(POST "/api/autotuner/quota", U, Tuning, "autotuner quota"),
-        planned!(POST "/api/autotuner/room-temp-factor", P, Tuning, "autotuner room temperature"),
         route!(GET "/api/autotuner/saved-status", Bearer, P, Tuning, Full, "Whether this board's tuned points are saved and which is in force", saved_status),
         route!(POST "/api/autotuner/set_default_hashrate_target", Bearer, P, Tuning, Full, "Hashrate target back to the default", default_hashrate),
         route!(GET "/api/autotuner/silicon-report", Bearer, P, Tuning, Full, "Per-chain silicon quality from chip health and tuned points", silicon_report),
         route!(GET "/api/autotuner/telemetry/csv", Bearer, P, Tuning, Full, "The tuner's samples as CSV (header row first)", telemetry_csv),
         route!(GET "/api/autotuner/tuned_profiles", Bearer, P, Tuning, Full, "Tuned points of this board, one per mode and target", tuned_profiles),
-        planned!(GET "/api/autotuner/visibility", P, Tuning, "autotuner visibility"),
+        route!(GET "/api/autotuner/visibility", Bearer, P, Tuning, Full, "What the tuner does to each chip and why: frequency, verdict, reason, with its state and steps", visibility),
         route!(POST "/api/perf/calibrate", Bearer, U, Tuning, Full, "Search the current target again from stock, dropping its saved point", calibrate),
         route!(GET "/api/profile/download", Bearer, U, Tuning, Full, "Download the tuned and saved profiles (JSON document)", download),
         route!(POST "/api/profile/upload", Bearer, U, Tuning, Full, "Upload a profile document (export or board file)", upload),
@@ -62,7 +60,6 @@ pub fn routes() -> Vec<Route<AppState>> {
         route!(POST "/api/profiles/silicon/import-json", Bearer, P, Tuning, Full, "Import a profile document wrapped as {document}", import_json),
         route!(POST "/api/profiles/silicon/reload", Bearer, P, Tuning, Full, "Re-read the stored profiles from disk", silicon_reload),
         route!(GET "/api/power/dps", Bearer, P, Thermal, Full, "Dynamic power scaling: settings and the reduction in force", dps),
-        planned!(GET "/api/thermal/cold_environment", P, Thermal, "cold-environment handling"),
         route!(GET "/api/tou/schedule", Bearer, P, Thermal, Full, "Time-of-use power targets", tou_get),
         route!(POST "/api/tou/schedule", Bearer, P, Thermal, Full, "Replace the time-of-use power targets", tou_set),
     ]
@@ -420,6 +417,11 @@ async fn health(state: &AppState) -> ApiResult<pb::GetChipHealthResponse> {
 async fn chip_health(State(state): State<AppState>) -> ApiResult {
     let h = health(&state).await?;
     ok(ChipHealthBody::from(&h))
+}
+
+async fn visibility(State(state): State<AppState>) -> ApiResult {
+    let s = super::tuner_get_state(&state).await?;
+    ok(VisibilityBody::new(&s, &health(&state).await?))
 }
 
 async fn silicon_report(State(state): State<AppState>) -> ApiResult {

@@ -51,7 +51,7 @@ pub fn key_effect(key: &str) -> (&'static str, bool) {
         // hw-agent enforces the hard limits and calibrates the PSU reading.
         "power" => ("hw-agent", false),
         // Read by the power governor in the tuner process.
-        "home" | "energy" => ("tuner", false),
+        "home" | "energy" | "governor" => ("tuner", false),
         _ => ("gateway", true),
     }
 }

@@ -16,6 +16,7 @@ pub mod change;
 mod donation;
 mod energy;
 mod fallback;
+mod governor;
 mod hardware;
 mod home;
 mod legacy;
@@ -36,6 +37,9 @@ pub use auth::AuthConfig;
 pub use donation::DonationConfig;
 pub use energy::{EnergyConfig, OffgridConfig, SolarConfig};
 pub use fallback::{ConfigProblem, Fallback, LiveConfig, ProblemLog, Sanitised};
+pub use governor::{
+    ColdEnvironmentConfig, GovernorConfig, NoiseConfig, QuotaConfig, RoomFactorConfig,
+};
 pub use hardware::{Board, HardwareConfig, HardwareDriver};
 pub use home::{HomeConfig, NightModeConfig, WindowClock, parse_hhmm};
 pub use legacy::LegacyConfig;
@@ -107,6 +111,8 @@ pub struct Config {
     pub home: HomeConfig,
     /// Solar-surplus and off-grid following.
     pub energy: EnergyConfig,
+    /// The power governor's own controllers: noise ceiling, energy quota, room factor, warm-up.
+    pub governor: GovernorConfig,
     /// MQTT publishing and Home Assistant discovery (default off).
     pub mqtt: MqttConfig,
     /// Signed webhook deliveries of events (default off).
@@ -224,6 +230,7 @@ impl Config {
         self.power.validate()?;
         self.home.validate()?;
         self.energy.validate()?;
+        self.governor.validate()?;
         self.mqtt.validate()?;
         self.webhook.validate()?;
         Ok(())

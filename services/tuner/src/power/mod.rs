@@ -5,22 +5,29 @@
 //!
 //! Arbitration (also in ARCHITECTURE.md): the effective power target is the *minimum* of the
 //! operator's `[hardware].power_target_watt`, the circuit cap (`[power].circuit_limit_watt`),
-//! the declared PSU rating (`[power.psu_override]`), the night-mode cap, the thermostat level
-//! and the solar/off-grid level. The miner sleeps when the solar/off-grid follower or the
+//! the declared PSU rating (`[power.psu_override]`), the night-mode cap, the thermostat level,
+//! the solar/off-grid level, and the governor's own controllers of `[governor]`: the noise
+//! ceiling ([`noise`]), the daily energy quota ([`quota`]), the room factor and the cold-start
+//! warm-up ([`ambient`]). The miner sleeps when the solar/off-grid follower or the
 //! thermostat asks for it, and the governor wakes only a miner it put to sleep itself (an
-//! operator's `POST /api/action/sleep` stands). The tuner works inside whatever target is set.
+//! operator's `POST /api/action/sleep` stands); a spent energy quota asks for sleep too. The
+//! tuner works inside whatever target is set.
 //! The loop re-asserts the target every tick, so a config reload in hw-agent (which resets the
 //! target to the file's value) is corrected within a second. hw-agent clamps every target to
 //! the circuit and PSU limits itself, so a bug here can lower the power but never raise it past
 //! them.
 //!
 //! Pieces: [`arbitrate`] (pure), [`follower`] (solar/off-grid decision core and the LAN source
-//! reader), [`thermostat`] (pure), [`Power`] (state, persistence, the loop), [`service`] (gRPC).
-//! State lives in `<state>/tuner/power/` as small JSON files written atomically, and only when
-//! a decision changes (never per poll), so a restarted tuner resumes where it was.
+//! reader), [`thermostat`], [`noise`], [`quota`] and [`ambient`] (pure), [`Power`] (state,
+//! persistence, the loop), [`service`] (gRPC). State lives in `<state>/tuner/power/` as small
+//! JSON files written atomically, and only when a decision changes (never per poll; the day's
+//! energy count once a minute), so a restarted tuner resumes where it was.
 
+pub mod ambient;
 pub mod follower;
+pub mod noise;
 pub mod presets;
+pub mod quota;
 pub mod service;
 pub mod thermostat;
 
@@ -41,7 +48,10 @@ use tonic::transport::Channel;
 
 use crate::history::History;
 use crate::history::store::Decision as StoredDecision;
+use ambient::WarmupPhase;
 use follower::{FollowerMode, FollowerState, HistoryEntry, Params};
+use noise::{NoiseReading, NoiseState};
+use quota::{QuotaLimit, QuotaState};
 use thermostat::{ThermostatAction, ThermostatState};
 
 /// While the tuning engine holds the target itself, hw-agent's frequency loop gets this much
@@ -95,7 +105,7 @@ pub const TICK: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Limit {
     /// Where it comes from (`operator`, `circuit`, `psu_override`, `night_mode`, `thermostat`,
-    /// `solar`, `offgrid`).
+    /// `solar`, `offgrid`, `noise`, `quota`, `room_temp`, `warmup`).
     pub source: &'static str,
     /// Watts.
     pub watt: f64,
@@ -129,6 +139,16 @@ pub struct Inputs {
     pub follower_sleep: bool,
     /// Which follower is active.
     pub follower: Option<FollowerMode>,
+    /// The noise controller's limit, W.
+    pub noise_watt: Option<f64>,
+    /// The quota's spread limit, W.
+    pub quota_watt: Option<f64>,
+    /// The day's energy quota is spent.
+    pub quota_sleep: bool,
+    /// The operator's target compensated for the room temperature, W.
+    pub room_watt: Option<f64>,
+    /// The cold-start warm-up cap, W.
+    pub warmup_watt: Option<f64>,
 }
 
 /// The pure arbitration.
@@ -156,6 +176,16 @@ pub fn arbitrate(config: &Config, now_ms: i64, inputs: &Inputs) -> Decision {
     if let (Some(w), Some(name)) = (inputs.follower_watt, follower_name) {
         add(name, w);
     }
+    for (source, w) in [
+        ("noise", inputs.noise_watt),
+        ("quota", inputs.quota_watt),
+        ("room_temp", inputs.room_watt),
+        ("warmup", inputs.warmup_watt),
+    ] {
+        if let Some(w) = w {
+            add(source, w);
+        }
+    }
     let winner = limits
         .iter()
         .min_by(|a, b| a.watt.total_cmp(&b.watt))
@@ -164,6 +194,8 @@ pub fn arbitrate(config: &Config, now_ms: i64, inputs: &Inputs) -> Decision {
         follower_name
     } else if inputs.thermostat_sleep {
         Some("thermostat")
+    } else if inputs.quota_sleep {
+        Some("quota")
     } else {
         None
     };
@@ -215,6 +247,16 @@ pub struct PowerState {
     pub thermostat: ThermostatState,
     /// Solar / off-grid follower memory.
     pub follower: FollowerState,
+    /// Noise controller memory.
+    pub noise: NoiseState,
+    /// Energy counted today.
+    pub quota: QuotaState,
+    /// The quota's answer at the last reconciliation (`None` while the quota is off).
+    pub quota_limit: Option<QuotaLimit>,
+    quota_saved_ms: i64,
+    /// The cold-start warm-up (not persisted: a restarted governor starts armed and a warm
+    /// board ends the warm-up at the first reading).
+    pub warmup: WarmupPhase,
 }
 
 impl PowerState {
@@ -236,13 +278,31 @@ impl PowerState {
     pub fn inputs(&self, now_ms: i64) -> Inputs {
         let (thermostat_watt, thermostat_sleep) = self.thermostat.output(&self.config.home, now_ms);
         let follower = self.follower_output();
+        let g = &self.config.governor;
+        let quota = self.quota_limit.filter(|_| g.quota.enabled);
         Inputs {
             thermostat_watt,
             thermostat_sleep,
             follower_watt: follower.as_ref().and_then(|f| f.watt),
             follower_sleep: follower.as_ref().is_some_and(|f| f.sleep),
             follower: follower.map(|f| f.mode),
+            noise_watt: self.noise.limit_watt.filter(|_| g.noise.enabled),
+            quota_watt: quota.and_then(|q| q.watt),
+            quota_sleep: quota.is_some_and(|q| q.sleep),
+            room_watt: ambient::room_limit(
+                &g.room_factor,
+                self.config.hardware.power_target_watt,
+                self.room_c(now_ms),
+            ),
+            warmup_watt: self.warmup.cap(&g.cold_environment),
         }
+    }
+
+    /// The thermostat's room reading while it is fresh (`[home].reading_max_age_s`).
+    pub fn room_c(&self, now_ms: i64) -> Option<f64> {
+        self.thermostat
+            .room_c
+            .filter(|_| self.thermostat.fresh(&self.config.home, now_ms))
     }
 }
 
@@ -297,6 +357,11 @@ impl Power {
             last: None,
             thermostat: read_json(&dir.join("thermostat.json")).unwrap_or_default(),
             follower: read_json(&dir.join("follower.json")).unwrap_or_default(),
+            noise: read_json(&dir.join("noise.json")).unwrap_or_default(),
+            quota: read_json(&dir.join("quota.json")).unwrap_or_default(),
+            quota_limit: None,
+            quota_saved_ms: 0,
+            warmup: WarmupPhase::Off,
         };
         Power {
             dir,
@@ -465,6 +530,56 @@ impl Power {
     pub fn flush(&self) {
         let st = self.lock();
         write_json(&self.dir.join("follower.json"), &st.follower);
+        if st.config.governor.quota.enabled {
+            write_json(&self.dir.join("quota.json"), &st.quota);
+        }
+    }
+
+    /// Step the governor's own controllers (noise, quota, warm-up) on the latest telemetry.
+    /// Each is pure (its module); this feeds them and saves what changed.
+    fn step_controllers(&self, now_ms: i64, t: &Telemetry) {
+        let zone = self.zone.get();
+        let mut st = self.lock();
+        let g = st.config.governor.clone();
+
+        // The noise controller lets go once it would reach the others: arbitrate without it.
+        let mut others = st.inputs(now_ms);
+        others.noise_watt = None;
+        let other_limit_watt = arbitrate(&st.config, now_ms, &others).target_watt;
+        let reading = NoiseReading {
+            fan_percent: t.fans.iter().map(|f| f.pwm_percent).max(),
+            fans_auto: t.fan_mode() != FanMode::Manual,
+            power_watt: t.power_watt,
+            other_limit_watt,
+        };
+        let noise = noise::step(&g.noise, &st.noise, &reading, now_ms);
+        if noise.limit_watt != st.noise.limit_watt {
+            write_json(&self.dir.join("noise.json"), &noise);
+        }
+        st.noise = noise;
+
+        st.quota_limit = None;
+        if g.quota.enabled
+            && let Some((day, ms_left)) = quota::local_day(&zone, now_ms)
+        {
+            let next = quota::accumulate(&st.quota, &day, t.power_watt, now_ms);
+            // Saved once a minute (and on a new day, and at shutdown), not every tick.
+            if next.day != st.quota.day || now_ms - st.quota_saved_ms >= 60_000 {
+                write_json(&self.dir.join("quota.json"), &next);
+                st.quota_saved_ms = now_ms;
+            }
+            st.quota_limit = Some(quota::limit(&g.quota, next.used_kwh, ms_left));
+            st.quota = next;
+        }
+
+        let hashing = t.state() == MiningState::Mining;
+        st.warmup = ambient::warmup_step(
+            &g.cold_environment,
+            st.warmup,
+            hashing,
+            t.temp_max_c,
+            now_ms,
+        );
     }
 
     /// One reconciliation: arbitrate and bring hw-agent in line. Errors are logged and retried
@@ -472,6 +587,10 @@ impl Power {
     pub async fn reconcile(&self) {
         let _one = self.reconciling.lock().await;
         let now_ms = self.clock.now_ms();
+        let latest = self.telemetry.borrow().clone();
+        if let Some(t) = &latest {
+            self.step_controllers(now_ms, t);
+        }
         let (decision, config, mut applied) = {
             let mut st = self.lock();
             let decision = arbitrate(&st.config, now_ms, &st.inputs(now_ms));
@@ -747,6 +866,151 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(arbitrate(&c, 0, &i).sleep_by, Some("thermostat"));
+    }
+
+    #[test]
+    fn the_governors_own_controllers_take_part_as_limits() {
+        let mut c = Config::default();
+        c.hardware.power_target_watt = 1200.0;
+        c.power.circuit_limit_watt = 1500.0;
+        let base = Inputs::default();
+        // (inputs, want target, want binding, want sleep_by)
+        type Row = (
+            Inputs,
+            Option<f64>,
+            Option<&'static str>,
+            Option<&'static str>,
+        );
+        let rows: Vec<Row> = vec![
+            (base.clone(), Some(1200.0), Some("operator"), None),
+            (
+                Inputs {
+                    noise_watt: Some(1000.0),
+                    ..base.clone()
+                },
+                Some(1000.0),
+                Some("noise"),
+                None,
+            ),
+            // A noise limit above the operator's target does not bind.
+            (
+                Inputs {
+                    noise_watt: Some(1300.0),
+                    ..base.clone()
+                },
+                Some(1200.0),
+                Some("operator"),
+                None,
+            ),
+            (
+                Inputs {
+                    quota_watt: Some(700.0),
+                    noise_watt: Some(1000.0),
+                    ..base.clone()
+                },
+                Some(700.0),
+                Some("quota"),
+                None,
+            ),
+            // A warm room takes power off the operator's target.
+            (
+                Inputs {
+                    room_watt: Some(1100.0),
+                    ..base.clone()
+                },
+                Some(1100.0),
+                Some("room_temp"),
+                None,
+            ),
+            // The warm-up cap binds below everything else until the chips are warm.
+            (
+                Inputs {
+                    warmup_watt: Some(500.0),
+                    quota_watt: Some(700.0),
+                    room_watt: Some(1100.0),
+                    ..base.clone()
+                },
+                Some(500.0),
+                Some("warmup"),
+                None,
+            ),
+            // A spent quota sleeps the miner; a follower's sleep is named first.
+            (
+                Inputs {
+                    quota_sleep: true,
+                    ..base.clone()
+                },
+                Some(1200.0),
+                Some("operator"),
+                Some("quota"),
+            ),
+            (
+                Inputs {
+                    quota_sleep: true,
+                    thermostat_sleep: true,
+                    ..base.clone()
+                },
+                Some(1200.0),
+                Some("operator"),
+                Some("thermostat"),
+            ),
+        ];
+        for (i, (inputs, target, binding, sleep_by)) in rows.into_iter().enumerate() {
+            let d = arbitrate(&c, 0, &inputs);
+            assert_eq!(
+                (d.target_watt, d.binding, d.sleep_by),
+                (target, binding, sleep_by),
+                "row {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_state_turns_settings_and_readings_into_inputs() {
+        let mut c = Config::default();
+        c.hardware.power_target_watt = 1000.0;
+        c.governor.room_factor.enabled = true;
+        c.governor.noise.enabled = true;
+        c.governor.cold_environment.enabled = true;
+        let now = 1_000_000;
+        let mut st = PowerState {
+            config: Arc::new(c.clone()),
+            config_mtime: None,
+            applied: Applied::default(),
+            last: None,
+            thermostat: ThermostatState {
+                room_c: Some(24.0),
+                reading_at_ms: now - 1000,
+                ..Default::default()
+            },
+            follower: FollowerState::default(),
+            noise: NoiseState {
+                limit_watt: Some(950.0),
+                ..Default::default()
+            },
+            quota: QuotaState::default(),
+            quota_limit: Some(QuotaLimit {
+                watt: Some(400.0),
+                sleep: false,
+                remaining_kwh: 1.0,
+            }),
+            quota_saved_ms: 0,
+            warmup: WarmupPhase::Armed,
+        };
+        let i = st.inputs(now);
+        // 4 C above the 20 C reference at 25 W/C: 100 W off the operator's 1000 W.
+        assert_eq!(i.room_watt, Some(900.0));
+        assert_eq!(i.noise_watt, Some(950.0));
+        assert_eq!(i.warmup_watt, Some(c.governor.cold_environment.warmup_watt));
+        // The quota is off in this config: its last answer is not used.
+        assert_eq!((i.quota_watt, i.quota_sleep), (None, false));
+        // A stale room reading gives no room limit; a disabled controller gives no limit.
+        st.thermostat.reading_at_ms = now - 3_600_000;
+        let mut off = c.clone();
+        off.governor.noise.enabled = false;
+        st.config = Arc::new(off);
+        let i = st.inputs(now);
+        assert_eq!((i.room_watt, i.noise_watt), (None, None));
     }
 
     #[test]

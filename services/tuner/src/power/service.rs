@@ -12,6 +12,7 @@ use svcos_proto::tuner::v1::{
 };
 use tonic::{Request, Response, Status};
 
+use super::ambient::WarmupPhase;
 use super::follower::{self, FollowerMode, FollowerState, HistoryEntry, Params, Phase, Reading};
 use super::presets;
 use super::thermostat::ThermostatAction;
@@ -32,8 +33,16 @@ impl PowerApi {
 
     fn status(&self) -> pb::PowerStatus {
         let now = self.power.clock.now_ms();
+        let temp_max_c = self
+            .power
+            .telemetry
+            .borrow()
+            .as_ref()
+            .map_or(0.0, |t| t.temp_max_c);
         let st = self.power.lock();
         let home = &st.config.home;
+        let g = &st.config.governor;
+        let inputs = st.inputs(now);
         let t = &st.thermostat;
         let f = &st.follower;
         let min_dwell_ms = FollowerMode::enabled(&st.config)
@@ -75,6 +84,36 @@ impl PowerApi {
                     .mode
                     .map_or(pb::FollowerPhase::Unspecified, |_| phase_pb(f.phase()))
                     as i32,
+            }),
+            noise: Some(pb::NoiseState {
+                limit_watt: st.noise.limit_watt.filter(|_| g.noise.enabled),
+                fan_percent: st.noise.fan_percent,
+                last_action: st.noise.last_action.as_str().into(),
+                last_step_ms: st.noise.last_step_ms,
+            }),
+            quota: Some(pb::QuotaState {
+                day: st.quota.day.clone(),
+                used_kwh: st.quota.used_kwh,
+                remaining_kwh: st
+                    .quota_limit
+                    .map_or((g.quota.daily_kwh - st.quota.used_kwh).max(0.0), |q| {
+                        q.remaining_kwh
+                    }),
+                limit_watt: st.quota_limit.and_then(|q| q.watt),
+                spent: st.quota_limit.is_some_and(|q| q.sleep),
+            }),
+            room_factor: Some(pb::RoomFactorState {
+                room_c: st.room_c(now),
+                limit_watt: inputs.room_watt,
+            }),
+            warmup: Some(pb::WarmupState {
+                phase: st.warmup.as_str().into(),
+                cap_watt: inputs.warmup_watt,
+                since_ms: match st.warmup {
+                    WarmupPhase::WarmingUp { since_ms } => Some(since_ms),
+                    _ => None,
+                },
+                temp_max_c,
             }),
         }
     }

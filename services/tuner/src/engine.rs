@@ -383,6 +383,9 @@ impl Engine {
         self.settings.operator_target_watt = watt;
         if watt > 0.0 {
             self.settings.power_target_watt = watt;
+            // A cut made for heat at another target says nothing about this one; if the chips
+            // run hot here too, the cut comes back within a window.
+            self.dps_reduction = 0.0;
             self.replan = true;
         }
         self.store.save_settings(&self.settings)?;
@@ -697,9 +700,13 @@ impl Engine {
         }
         // A search that overshoots its own target by a little corrects itself at the end of
         // the window; only a clear excess is cut at once.
+        // While searching, the search meets its own target within a window and hw-agent's
+        // backstop (10 % over, never over the hard limit) bounds a transient; cutting the
+        // frequencies here would end the search before it can.
         let cap = self.power_cap();
         if t.power_watt > cap * (1.0 + 2.0 * lim.power_tolerance)
             && settled
+            && self.state != TunerState::Tuning
             && let Some(p) = self.point.clone()
         {
             let q = crate::search::scale_frequencies(&p, cap / t.power_watt * 0.97, &lim);
@@ -840,6 +847,11 @@ impl Engine {
             .store
             .nearest_tuned(&serial, mode, value)
             .map(|p| (p.point.clone(), p.target));
+        let in_force_measured = self.last_measured;
+        let saved_measured = self
+            .store
+            .nearest_tuned(&serial, mode, value)
+            .map(|p| p.measured);
         let nearest = match (in_force, saved) {
             (Some(a), Some(b)) => Some(if (b.1 - value).abs() < (a.1 - value).abs() {
                 b
@@ -849,6 +861,13 @@ impl Engine {
             (a, b) => a.or(b),
         };
         let from_tuned = nearest.is_some();
+        let measured_at_start = nearest.as_ref().map(|(p, _)| {
+            if self.point.as_ref() == Some(p) {
+                in_force_measured
+            } else {
+                saved_measured.unwrap_or(in_force_measured)
+            }
+        });
         let start = match nearest {
             Some((p, _)) => clamp_point(&p, lim),
             None => lim.stock(chains),
@@ -859,7 +878,15 @@ impl Engine {
         let mut search = Search::new(mode, value)
             .with_nominal(self.board.as_ref().map_or(0.0, |b| b.nominal_power_watt));
         let start = if from_tuned {
-            start
+            // Its measurement anchors the plan at once: no window at a point drawing what the
+            // old target allowed.
+            match measured_at_start {
+                Some(m) if m.power_watt > 0.0 => clamp_point(
+                    &search.start_point(&start, m.power_watt, m.hashrate_ths, lim),
+                    lim,
+                ),
+                _ => start,
+            }
         } else {
             let (w, ths) = self
                 .board

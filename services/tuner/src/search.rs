@@ -224,6 +224,8 @@ pub struct Search {
     board_changes: u32,
     /// The board's nominal power at stock, W (0 = unknown).
     nominal_watt: f64,
+    /// Per (chain, chip): (MHz, mV, nonces, HW errors) counted since it has run there.
+    seen: BTreeMap<(u32, u32), (f64, f64, u64, u64)>,
 }
 
 fn clamp_mhz(x: f64, lim: &Limits) -> f64 {
@@ -371,6 +373,7 @@ impl Search {
             frequency_bound: false,
             board_changes: 0,
             nominal_watt: 0.0,
+            seen: BTreeMap::new(),
         }
     }
 
@@ -563,6 +566,7 @@ impl Search {
     /// The next step from point `p` that measured `m`.
     pub fn step(&mut self, p: &Point, m: &Measurement, lim: &Limits) -> Outcome {
         self.steps += 1;
+        self.count(p, m);
         if self.steps > MAX_STEPS {
             return Outcome::Done(p.clone(), m.measured, "step budget spent".into());
         }
@@ -616,6 +620,28 @@ impl Search {
         self.refine(p, m, lim)
     }
 
+    /// Add this window's counts to each chip's tally at its frequency and voltage (a new
+    /// frequency or voltage starts a new tally).
+    fn count(&mut self, p: &Point, m: &Measurement) {
+        for c in &m.chains {
+            let Some(cp) = p.chains.iter().find(|x| x.chain_id == c.chain_id) else {
+                continue;
+            };
+            for s in &c.chips {
+                let f = cp.chip_mhz(s.chip);
+                let e = self
+                    .seen
+                    .entry((c.chain_id, s.chip))
+                    .or_insert((f, p.voltage_mv, 0, 0));
+                if (e.0 - f).abs() > 1e-6 || (e.1 - p.voltage_mv).abs() > 1e-6 {
+                    *e = (f, p.voltage_mv, 0, 0);
+                }
+                e.2 += s.nonces;
+                e.3 += s.hw_errors;
+            }
+        }
+    }
+
     /// Sum of the frequencies of every chip with counters, MHz.
     fn sum_mhz(&self, p: &Point, m: &Measurement) -> f64 {
         m.chains
@@ -650,19 +676,19 @@ impl Search {
                     / c.chips.len() as f64
             };
             for s in &c.chips {
-                let mut v = verdict(s, mean, lim);
-                // A chip that held this frequency cleanly before needs twice the evidence to
-                // be called erring now: at its edge a few failures in a window are noise, and
-                // every flip costs two windows of that chip's hashrate.
-                let held = self
-                    .edges
-                    .get(&(c.chain_id, s.chip))
-                    .and_then(|e| e.good)
-                    .is_some_and(|g| g >= cp.chip_mhz(s.chip) - 1e-6);
-                if v == Verdict::Erring && held && s.hw_errors < 2 * MIN_CHIP_ERRORS {
-                    v = Verdict::Hold;
+                // Judged on every window it has spent at this frequency and voltage: at its
+                // edge a chip errs on a couple of percent, which one window's few dozen
+                // nonces cannot tell from noise, and a flip costs two windows of its hashrate.
+                let f = cp.chip_mhz(s.chip);
+                let mut acc = *s;
+                if let Some(&(at_mhz, at_mv, n, e)) = self.seen.get(&(c.chain_id, s.chip))
+                    && (at_mhz - f).abs() < 1e-6
+                    && (at_mv - p.voltage_mv).abs() < 1e-6
+                {
+                    acc.nonces = n;
+                    acc.hw_errors = e;
                 }
-                out.push((c.chain_id, s.chip, v, cp.chip_mhz(s.chip)));
+                out.push((c.chain_id, s.chip, verdict(&acc, mean, lim), f));
             }
         }
         out
@@ -1168,6 +1194,28 @@ mod tests {
             boards_for_power(400.0, 8800.0, 1, 100.0, 0.0, 7940.0, 9240.0).boards,
             1
         );
+    }
+
+    #[test]
+    fn a_chip_is_judged_on_every_window_at_its_frequency() {
+        // One failure in 40 nonces a window: noise for one window, 2.4 % over four.
+        let lim = limits();
+        let mut s = Search::refit(Mode::Efficiency, 0.0);
+        let p = Point::uniform(8000.0, 1, 500.0);
+        let mut w = window(1.0, &[(40, 0); 10]);
+        w.chains[0].chips[3].nonces = 39;
+        w.chains[0].chips[3].hw_errors = 1;
+        w.chains[0].hw_errors = 1;
+        let mut chip3 = Vec::new();
+        for _ in 0..4 {
+            let q = match s.step(&p, &w, &lim) {
+                Outcome::Apply(q, _) | Outcome::Done(q, _, _) => q,
+            };
+            chip3.push(q.chains[0].chip_mhz(3));
+        }
+        // Held while the evidence is thin, then down once the tally says it errs.
+        assert_eq!(chip3[0], 500.0, "{chip3:?}");
+        assert!(chip3[3] < 500.0, "{chip3:?}");
     }
 
     #[test]

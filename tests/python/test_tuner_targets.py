@@ -45,8 +45,12 @@ def test_a_config_write_is_the_tuners_configured_target(stack):
         wait_for(followed, 30, f"the tuner taking over {watt} W")
 
     # A point in force (the chains mine), saved: its figures are the board's, not zeros.
-    wait_for(lambda: http("GET", f"{api}/api/status", token)[2]["mining"]["power_watt"] > 0,
-             60, "the board drawing power")
+    def hashing():
+        m = http("GET", f"{api}/api/status", token)[2]["mining"]
+        return m["power_watt"] > 0 and (m.get("hashrate_ghs") or {}).get("1m", 0) > 0
+
+    # A loaded machine brings the chains up slowly: the 1-minute figure needs shares first.
+    wait_for(hashing, 120, "the board drawing power and hashing")
 
     def saved():
         status, _, body = http("POST", f"{api}/api/profiles", token, {"name": "my point"})

@@ -4,7 +4,7 @@ use super::ConfigError;
 use super::power::MAX_WATT;
 
 /// `[governor]`: the power governor's own controllers (tuner process), each one more limit in
-/// its arbitration (the minimum wins, see ARCHITECTURE.md "Power governor"): a fan-noise
+/// its arbitration (the minimum wins, see docs/DESIGN.md "Power governor"): a fan-noise
 /// ceiling, a daily energy quota, ambient (room temperature) compensation and a warm-up cap for
 /// cold starts. All off by default; the governor re-reads them every tick, no restart needed.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -6,7 +6,7 @@ use super::ConfigError;
 pub const MAX_WATT: f64 = 10_000.0;
 
 /// `[power]`: operator-declared electrical limits and the correction of the PSU power reading.
-/// The gateway's power governor turns these into hw-agent's power target (see ARCHITECTURE.md).
+/// The gateway's power governor turns these into hw-agent's power target (see docs/DESIGN.md, "Power governor").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]

@@ -3,7 +3,7 @@
 //! process that already owns power decisions), so it keeps following the solar source, the
 //! battery and the room while the gateway is down; the gateway only relays `PowerService` calls.
 //!
-//! Arbitration (also in ARCHITECTURE.md): the effective power target is the *minimum* of the
+//! Arbitration (also in docs/DESIGN.md, "Power governor"): the effective power target is the *minimum* of the
 //! operator's `[hardware].power_target_watt`, the circuit cap (`[power].circuit_limit_watt`),
 //! the declared PSU rating (`[power.psu_override]`), the night-mode cap, the thermostat level,
 //! the solar/off-grid level, and the governor's own controllers of `[governor]`: the noise

@@ -5,13 +5,16 @@
 //! when that is better. Prints one JSON line per level; `bench/tuner_oracle.py` puts the
 //! tuner's achieved figures beside them. The tuner never sees any of this.
 //!
-//! Assumptions (docs/PERFORMANCE.md): junctions at the fan loop's 75 C target; a chip counts
-//! at the highest frequency where at most 1 % of its nonces fail, and its good hashes only.
+//! Assumptions (docs/PERFORMANCE.md): junctions at the fan loop's target (75 C) where the fans
+//! can hold it and at the sim's full-airflow steady state where they cannot, the hottest
+//! junction never above the tuner's temperature limit (its dynamic power scaling enforces that,
+//! so a point hotter than it is not one the firmware may run); a chip counts at the highest
+//! frequency where at most 1 % of its nonces fail, and its good hashes only.
 
 use clap::Parser;
 use svcos_common::config::Config;
 use svcos_hw_sim::BoardSpec;
-use svcos_hw_sim::state::{BoardState, Silicon, chip_physics};
+use svcos_hw_sim::state::{BoardState, Silicon, board_conductance, chip_physics, junction_c};
 use svcos_tuner::model::{BoardInfo, Limits};
 
 #[derive(Parser)]
@@ -23,9 +26,13 @@ struct Args {
     /// Extra absolute targets, W.
     #[arg(long, value_delimiter = ',', default_value = "600")]
     watts: Vec<f64>,
-    /// Junction temperature assumed, C.
-    #[arg(long, default_value_t = 75.0)]
+    /// Junction temperature the fan loop holds while its fans have room, C (0 = the config's
+    /// `[thermal].target_temp_c`).
+    #[arg(long, default_value_t = 0.0)]
     temp_c: f64,
+    /// Ignore the temperature limit (junctions at `temp_c` at any power, the earlier oracle).
+    #[arg(long)]
+    no_thermal: bool,
     /// Voltage grid step, mV.
     #[arg(long, default_value_t = 20.0)]
     grid_mv: f64,
@@ -44,15 +51,23 @@ struct Board {
     spec: BoardSpec,
     chips: Vec<Vec<Silicon>>,
     lim: Limits,
+    /// Junction temperature the physics is evaluated at, C (moved by [`Board::settle`]).
     temp_c: f64,
+}
+
+/// A solution: good TH/s, power W, and per hashing chain (power W, its hungriest chip's W).
+struct Solved {
+    ths: f64,
+    power: f64,
+    chains: Vec<(f64, f64)>,
 }
 
 /// (power W, good hashrate TH/s) of one chain at `v` mV within `budget` W of dynamic power
 /// beyond the minimum, filled cheapest-first; `None` budget = every chip at its edge.
 struct ChainAt {
     leak_w: f64,
-    /// (dynamic W per MHz, edge MHz, good share at the edge) per hashing chip.
-    chips: Vec<(f64, f64, f64)>,
+    /// (dynamic W per MHz, edge MHz, good share at the edge, leakage W) per hashing chip.
+    chips: Vec<(f64, f64, f64, f64)>,
 }
 
 impl Board {
@@ -75,7 +90,7 @@ impl Board {
                 continue;
             }
             let err = chip_physics(&self.spec, si, v_rel, edge, self.temp_c).error_rate;
-            out.chips.push((p.dynamic_watt, edge, 1.0 - err));
+            out.chips.push((p.dynamic_watt, edge, 1.0 - err, p.leakage_watt));
         }
         out
     }
@@ -84,8 +99,8 @@ impl Board {
         self.spec.chip_model.nominal_hashrate(mhz) / 1e12
     }
 
-    /// Best (TH/s, W) for chains at voltages `vs` (0 = off) within `target` W.
-    fn best_at(&self, vs: &[f64], target: f64) -> Option<(f64, f64)> {
+    /// Best solution for chains at voltages `vs` (0 = off) within `target` W.
+    fn best_at(&self, vs: &[f64], target: f64) -> Option<Solved> {
         let chains: Vec<ChainAt> = vs
             .iter()
             .enumerate()
@@ -93,26 +108,49 @@ impl Board {
             .map(|(c, v)| self.chain_at(c, *v))
             .collect();
         let leak: f64 = chains.iter().map(|c| c.leak_w).sum();
-        let mut chips: Vec<(f64, f64, f64)> = chains.iter().flat_map(|c| c.chips.clone()).collect();
-        if chips.is_empty() {
+        // (chain, chip) indexes of every hashing chip, cheapest good hash first.
+        let mut order: Vec<(usize, usize)> = chains
+            .iter()
+            .enumerate()
+            .flat_map(|(c, ch)| (0..ch.chips.len()).map(move |i| (c, i)))
+            .collect();
+        if order.is_empty() {
             return None;
         }
-        let floor: f64 = chips.iter().map(|c| c.0 * self.lim.min_mhz).sum();
+        let chip = |(c, i): (usize, usize)| chains[c].chips[i];
+        let floor: f64 = order.iter().map(|&k| chip(k).0 * self.lim.min_mhz).sum();
         let mut budget = target - leak - floor;
         if budget < 0.0 {
             return None;
         }
-        // Cheapest good hash first.
-        chips.sort_by(|a, b| (a.0 / a.2).total_cmp(&(b.0 / b.2)));
-        let (mut ths, mut power) = (0.0, leak + floor);
-        for (w_per_mhz, edge, good) in chips {
+        order.sort_by(|&a, &b| (chip(a).0 / chip(a).2).total_cmp(&(chip(b).0 / chip(b).2)));
+        let mut out = Solved {
+            ths: 0.0,
+            power: leak + floor,
+            chains: chains.iter().map(|c| (c.leak_w, 0.0)).collect(),
+        };
+        for k in order {
+            let (w_per_mhz, edge, good, leak_w) = chip(k);
             let extra = ((edge - self.lim.min_mhz) * w_per_mhz).min(budget.max(0.0));
             budget -= extra;
-            power += extra;
+            out.power += extra;
             let f = self.lim.min_mhz + extra / w_per_mhz;
-            ths += self.ths(f) * good;
+            out.ths += self.ths(f) * good;
+            let chip_w = leak_w + w_per_mhz * f;
+            let chain = &mut out.chains[k.0];
+            chain.0 += w_per_mhz * f;
+            chain.1 = chain.1.max(chip_w);
         }
-        Some((ths, power))
+        Some(out)
+    }
+
+    /// The hottest junction of a solution with the fans at full speed, C.
+    fn hottest_at_full_airflow(&self, s: &Solved) -> f64 {
+        let g = board_conductance(&self.spec, 1.0);
+        s.chains
+            .iter()
+            .map(|&(chain_w, chip_w)| junction_c(self.spec.room_temp_c + chain_w / g, chip_w))
+            .fold(f64::MIN, f64::max)
     }
 
     fn stock_power(&self) -> f64 {
@@ -127,7 +165,9 @@ impl Board {
             .sum()
     }
 
-    fn oracle(&self, target: f64, grid: f64, all_chains: bool) -> Option<(f64, f64, Vec<f64>)> {
+    /// The best voltages for `target` W at the board's present `temp_c`: (TH/s, W, mV per
+    /// chain, the hottest junction at full airflow).
+    fn search(&self, target: f64, grid: f64, all_chains: bool) -> Option<(Solved, Vec<f64>)> {
         let n = self.chips.len();
         let levels: Vec<f64> = {
             let mut v = self.lim.min_mv;
@@ -138,12 +178,12 @@ impl Board {
             }
             out
         };
-        let mut best: Option<(f64, f64, Vec<f64>)> = None;
-        let consider = |vs: Vec<f64>, best: &mut Option<(f64, f64, Vec<f64>)>| {
-            if let Some((ths, w)) = self.best_at(&vs, target)
-                && best.as_ref().is_none_or(|b| ths > b.0 + 1e-9)
+        let mut best: Option<(Solved, Vec<f64>)> = None;
+        let consider = |vs: Vec<f64>, best: &mut Option<(Solved, Vec<f64>)>| {
+            if let Some(s) = self.best_at(&vs, target)
+                && best.as_ref().is_none_or(|b| s.ths > b.0.ths + 1e-9)
             {
-                *best = Some((ths, w, vs));
+                *best = Some((s, vs));
             }
         };
         // Every subset of chains on, one common voltage; then each chain's voltage alone.
@@ -160,7 +200,7 @@ impl Board {
             }
         }
         for _ in 0..3 {
-            let Some((_, _, vs)) = best.clone() else {
+            let Some(vs) = best.as_ref().map(|b| b.1.clone()) else {
                 break;
             };
             for c in 0..n {
@@ -176,6 +216,71 @@ impl Board {
         }
         best
     }
+
+    /// [`Board::search`] at the junction temperature its own answer runs at: the fan loop's
+    /// target while full airflow would be cooler than it, the full-airflow steady state above.
+    fn settle(&mut self, target: f64, fan_target_c: f64, grid: f64, all: bool) -> Option<Found> {
+        self.temp_c = fan_target_c;
+        let mut found = None;
+        for _ in 0..6 {
+            let (s, vs) = self.search(target, grid, all)?;
+            let hottest = self.hottest_at_full_airflow(&s);
+            let next = hottest.max(fan_target_c);
+            let done = (next - self.temp_c).abs() < 0.2;
+            found = Some(Found {
+                ths: s.ths,
+                power: s.power,
+                voltages: vs,
+                hottest_c: next,
+                thermally_bound: false,
+            });
+            if done {
+                break;
+            }
+            // Evaluated at the hottest junction, so the board's leakage and edges are judged
+            // a little pessimistically; the step is damped so the fixed point does not ring.
+            self.temp_c = 0.5 * (self.temp_c + next);
+        }
+        found
+    }
+
+    /// The best the board allows at `target`, with the hottest junction kept under `max_c`
+    /// by a lower power where the target itself would be too hot.
+    fn oracle(&mut self, target: f64, fan_c: f64, max_c: Option<f64>, grid: f64, all: bool) -> Option<Found> {
+        let at = self.settle(target, fan_c, grid, all)?;
+        let Some(max_c) = max_c else {
+            return Some(at);
+        };
+        if at.hottest_c <= max_c {
+            return Some(at);
+        }
+        // Bisect the power for the hottest point under the limit.
+        let (mut lo, mut hi) = (target * 0.3, target);
+        let mut best = None;
+        for _ in 0..14 {
+            let mid = 0.5 * (lo + hi);
+            match self.settle(mid, fan_c, grid, all) {
+                Some(f) if f.hottest_c <= max_c => {
+                    lo = mid;
+                    best = Some(Found {
+                        thermally_bound: true,
+                        ..f
+                    });
+                }
+                _ => hi = mid,
+            }
+        }
+        best
+    }
+}
+
+/// The oracle's answer for one target.
+struct Found {
+    ths: f64,
+    power: f64,
+    voltages: Vec<f64>,
+    hottest_c: f64,
+    thermally_bound: bool,
 }
 
 fn main() {
@@ -198,19 +303,39 @@ fn main() {
         nominal_ths: 0.0,
     };
     let lim = Limits::resolve(&config, &info);
-    let board = Board {
+    let fan_c = if args.temp_c > 0.0 {
+        args.temp_c
+    } else {
+        config.thermal.target_temp_c
+    };
+    let max_c = (!args.no_thermal).then_some(lim.max_temp_c);
+    let mut board = Board {
         spec,
         chips,
         lim,
-        temp_c: args.temp_c,
+        temp_c: fan_c,
     };
-    let stock = board.stock_power();
+    // Stock at the temperature it runs at: the board's figures at stock settings, hotter than
+    // the fan target when full airflow cannot hold it.
+    let stock = {
+        let mut stock = board.stock_power();
+        for _ in 0..6 {
+            let per_chain = stock / board.chips.len() as f64;
+            let per_chip = per_chain / board.spec.chips_per_chain as f64;
+            let g = board_conductance(&board.spec, 1.0);
+            let t = junction_c(board.spec.room_temp_c + per_chain / g, per_chip).max(fan_c);
+            board.temp_c = if args.no_thermal { fan_c } else { t };
+            stock = board.stock_power();
+        }
+        stock
+    };
     let stock_ths =
         board.ths(board.lim.stock_mhz) * board.chips.iter().map(Vec::len).sum::<usize>() as f64;
     println!(
         "{}",
         serde_json::json!({"level": "stock", "target_watt": stock, "ths": stock_ths,
-            "j_per_th": stock / stock_ths, "voltage_mv": board.lim.stock_mv})
+            "j_per_th": stock / stock_ths, "voltage_mv": board.lim.stock_mv,
+            "junction_c": board.temp_c})
     );
     let targets = args
         .levels
@@ -218,11 +343,12 @@ fn main() {
         .map(|l| (format!("{:.0}%", l * 100.0), stock * l))
         .chain(args.watts.iter().map(|w| (format!("{w:.0} W"), *w)));
     for (level, target) in targets {
-        match board.oracle(target, args.grid_mv, args.all_chains) {
-            Some((ths, w, vs)) => println!(
+        match board.oracle(target, fan_c, max_c, args.grid_mv, args.all_chains) {
+            Some(f) => println!(
                 "{}",
-                serde_json::json!({"level": level, "target_watt": target, "ths": ths,
-                    "power_watt": w, "j_per_th": w / ths, "voltage_mv": vs})
+                serde_json::json!({"level": level, "target_watt": target, "ths": f.ths,
+                    "power_watt": f.power, "j_per_th": f.power / f.ths, "voltage_mv": f.voltages,
+                    "hottest_c": f.hottest_c, "thermally_bound": f.thermally_bound})
             ),
             None => println!(
                 "{}",

@@ -531,6 +531,18 @@ pub fn chip_physics(
     }
 }
 
+/// Heat conductance from one board to the room with the fans at `airflow` (0..=1 of their
+/// maximum speed), W/K. The board's steady temperature is room + chain power / this.
+pub fn board_conductance(spec: &BoardSpec, airflow: f64) -> f64 {
+    let g_full = spec.chain_nominal_watt() / BOARD_RISE_AT_FULL_AIRFLOW_K;
+    g_full * (PASSIVE_CONDUCTANCE_SHARE + (1.0 - PASSIVE_CONDUCTANCE_SHARE) * airflow)
+}
+
+/// A chip's junction temperature on a board at `board_c` while it draws `chip_watt`.
+pub fn junction_c(board_c: f64, chip_watt: f64) -> f64 {
+    (board_c + chip_watt * CHIP_THERMAL_RESISTANCE_K_PER_W).min(MAX_TEMP_C)
+}
+
 /// Roughly normal noise from uniform draws (Irwin-Hall of 3), mean 0, standard deviation `sd`.
 fn normalish(rng: &mut StdRng, sd: f64) -> f64 {
     let s: f64 = (0..3).map(|_| rng.random::<f64>()).sum::<f64>() - 1.5;
@@ -680,10 +692,8 @@ impl BoardState {
 
         let spec = &self.spec;
         let room = spec.room_temp_c;
-        let g_full = spec.chain_nominal_watt() / BOARD_RISE_AT_FULL_AIRFLOW_K;
-        let conductance =
-            g_full * (PASSIVE_CONDUCTANCE_SHARE + (1.0 - PASSIVE_CONDUCTANCE_SHARE) * airflow);
-        let capacity = g_full * BOARD_TIME_CONSTANT_S;
+        let conductance = board_conductance(spec, airflow);
+        let capacity = board_conductance(spec, 1.0) * BOARD_TIME_CONSTANT_S;
         let v_rel = self.psu.vout_mv / spec.nominal_voltage_mv;
         let domain_mv = self.psu.vout_mv / f64::from(spec.domains_per_chain());
         let mut total = 0.0;
@@ -713,8 +723,7 @@ impl BoardState {
                 };
                 chain_power += chip.power_watt;
                 // Junctions follow their board quickly compared with the heatsink.
-                chip.temp_c = (board_temp + chip.power_watt * CHIP_THERMAL_RESISTANCE_K_PER_W)
-                    .min(MAX_TEMP_C);
+                chip.temp_c = junction_c(board_temp, chip.power_watt);
                 chip.error_rate = phys.error_rate.max(chip.forced_error_rate);
                 chip.below_floor = phys.below_floor;
             }

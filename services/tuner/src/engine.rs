@@ -24,6 +24,17 @@ const TRANSITIONS: usize = 64;
 const HISTORY: usize = 3600;
 /// Dynamic power scaling gives a step back once the hottest reading is this far below the limit.
 const DPS_RELEASE_MARGIN_C: f64 = 8.0;
+/// ... or this far below it while the fans still have room: the fan loop, not the power, is
+/// then what holds the temperature, and it can take a step more.
+const DPS_RELEASE_MARGIN_FANS_C: f64 = 3.0;
+/// Fans this far under their ceiling, percent points, count as having room.
+const FAN_ROOM_PERCENT: u32 = 15;
+/// A board's heatsink answers a power change over about a minute (the sim's time constant is
+/// 40 s, an S9's aluminium heatsinks are of the same order): a second thermal backoff before
+/// then would take the first's effect, not yet visible, for too little and overshoot.
+const THERMAL_RESPONSE_MS: i64 = 60_000;
+/// ... unless the hottest reading climbed this far past the one that set off the last backoff.
+const THERMAL_WORSE_C: f64 = 1.0;
 /// Backoff ends once the hottest reading over a window is this far below the limit.
 const BACKOFF_HYSTERESIS_C: f64 = 2.0;
 /// A tuned point re-fits when power strays this many tolerances from the target.
@@ -262,6 +273,8 @@ pub struct Engine {
     window: Option<Window>,
     last_measured: Measured,
     dps_reduction: f64,
+    /// When the last thermal backoff acted and the hottest reading then (ms, C).
+    last_thermal_backoff: (i64, f64),
     target_in_force: Option<(Mode, f64)>,
     replan: bool,
     restore_stock: bool,
@@ -351,6 +364,7 @@ impl Engine {
             window: None,
             last_measured: Measured::default(),
             dps_reduction: 0.0,
+            last_thermal_backoff: (i64::MIN / 2, f64::INFINITY),
             target_in_force: None,
             replan: true,
             restore_stock: false,
@@ -696,7 +710,11 @@ impl Engine {
         // Limits, checked on every sample.
         let settled = now_ms - self.applied_at_ms >= lim.settle_ms;
         if t.temp_max_c > lim.max_temp_c && settled {
-            return self.backoff(&t, &lim, now_ms);
+            let (at, was_c) = self.last_thermal_backoff;
+            if now_ms - at >= THERMAL_RESPONSE_MS || t.temp_max_c > was_c + THERMAL_WORSE_C {
+                self.last_thermal_backoff = (now_ms, t.temp_max_c);
+                return self.backoff(&t, &lim, now_ms);
+            }
         }
         // A search that overshoots its own target by a little corrects itself at the end of
         // the window; only a clear excess is cut at once.
@@ -1002,9 +1020,18 @@ impl Engine {
                     let (Outcome::Apply(q, _) | Outcome::Done(q, _, _)) = out;
                     return self.apply(q, now_ms);
                 }
-                if self.dps_reduction > 0.0
-                    && m.measured.temp_max_c < lim.max_temp_c - DPS_RELEASE_MARGIN_C
-                {
+                let fans_have_room = self.latest.as_ref().is_some_and(|t| {
+                    !t.fans.is_empty()
+                        && t.fans.iter().all(|f| {
+                            f.pwm_percent + FAN_ROOM_PERCENT <= self.config.thermal.fan_max_percent
+                        })
+                });
+                let margin = if fans_have_room {
+                    DPS_RELEASE_MARGIN_FANS_C
+                } else {
+                    DPS_RELEASE_MARGIN_C
+                };
+                if self.dps_reduction > 0.0 && m.measured.temp_max_c < lim.max_temp_c - margin {
                     self.dps_reduction = (self.dps_reduction - lim.dps_step_watt).max(0.0);
                     return Vec::new(); // the raised target re-plans on the next tick
                 }
@@ -1028,7 +1055,16 @@ impl Engine {
             }
             TunerState::Backoff => {
                 if m.measured.temp_max_c < lim.max_temp_c - BACKOFF_HYSTERESIS_C {
-                    self.search = Some(Search::refit(target.0, target.1));
+                    // A target lowered by dynamic power scaling is a target like any other:
+                    // its saved profile, or a search planned from the nearest one (voltage
+                    // with it), not the frequencies the backoff left at the old voltage.
+                    // Without a lowered target, the frequencies the backoff left are refined
+                    // instead (the saved point for the same target is the one that ran hot).
+                    if lim.dps_enabled && target.0 == Mode::Power {
+                        self.replan = true;
+                    } else {
+                        self.search = Some(Search::refit(target.0, target.1));
+                    }
                     self.resumed = false;
                     self.set_state(TunerState::Tuning, "cooled down: re-fit", now_ms);
                 }

@@ -805,3 +805,39 @@ async fn from_a_high_tuned_point_a_low_target_lowers_the_voltage_and_switches_a_
     let p = b.power();
     assert!((p - low).abs() <= low * 0.05, "{p} W for {low} W");
 }
+
+#[tokio::test]
+async fn a_board_that_stays_hot_is_cut_once_per_thermal_response_not_once_per_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    let board = Arc::new(Mutex::new(Board::new()));
+    let mut c = config();
+    c.tuner.dps_step_watt = 10.0;
+    c.tuner.dps_min_power_watt = 20.0;
+    let rig = Rig::new(c, dir.path(), board.clone());
+    rig.until("tuned", 2000, |r| r.state() == TunerState::Tuned)
+        .await;
+    let limit = rig.driver.shared.lock().limits().unwrap().max_temp_c;
+    // A heatsink slower than the cuts: the hottest reading holds just over the limit whatever
+    // the power does.
+    let hold = |b: &mut Board| b.extra_heat_c = limit + 0.5 - (b.temp() - b.extra_heat_c);
+    hold(&mut board.lock().unwrap());
+    rig.until("backoff", 30, |r| {
+        hold(&mut r.board.lock().unwrap());
+        r.view().dps_reduction_watt > 0.0
+    })
+    .await;
+    for _ in 0..(THERMAL_RESPONSE_MS / 1000 - 5) {
+        hold(&mut board.lock().unwrap());
+        rig.second().await;
+    }
+    assert_eq!(rig.view().dps_reduction_watt, 10.0, "one cut per response");
+    for _ in 0..10 {
+        hold(&mut board.lock().unwrap());
+        rig.second().await;
+    }
+    assert_eq!(rig.view().dps_reduction_watt, 20.0, "the next once it had time to show");
+    // Hotter than at the last cut: no waiting.
+    board.lock().unwrap().extra_heat_c += 3.0;
+    rig.until("a third cut at once", 5, |r| r.view().dps_reduction_watt == 30.0)
+        .await;
+}

@@ -631,6 +631,31 @@ def test_tuner_screen_draws_the_frequency_map_and_the_efficiency_of_the_tuned_po
     assert values >= 6
     assert_clean(page)
 
+    # Space Heater mode reads the same tuned levels from /api/home/status (it may not read
+    # /api/profiles) and shows the efficiency at the level on the slider: a tuned level's own
+    # figure, or a straight line in hashrate between the two tuned levels around it.
+    home = http("GET", f"{sim.api_url}/api/home/status", token=token)[2]
+    assert [lv["target_watt"] for lv in home["tuned_levels"]][:3] == [w for w, _ in points], home
+    set_mode(sim, token, "home")
+
+    async def heater(page: Page):
+        await open_logged_in(page, sim, token, "heater")
+        await page.until("!!document.getElementById('heat-level')", 60, "the heat level slider")
+        out = {}
+        for w in (900, 800):
+            await page.js(f"""(() => {{ const e = document.getElementById('heat-level'); e.value = '{w}';
+                e.dispatchEvent(new Event('input', {{bubbles: true}})); return true; }})()""")
+            await page.until(f"document.querySelector('output[for=heat-level]')?.textContent.includes('{w}')", 10, f"the slider at {w}")
+            await page.until("document.getElementById('level-efficiency')?.dataset.jth !== ''", 30, "the efficiency at the level")
+            out[w] = float(await page.js("document.getElementById('level-efficiency').dataset.jth"))
+        return out, page
+
+    at, page = run_page(browser, sim.http_url, heater)
+    assert abs(at[900] - 66.5) < 0.01, at
+    ths_800 = (700 / 62.0 + 900 / 66.5) / 2
+    assert abs(at[800] - 800 / ths_800) < 0.01, at
+    assert_clean(page)
+
 
 def config_export(sim, token) -> str:
     status, _, text = http("GET", f"{sim.api_url}/api/config/export", token=token)

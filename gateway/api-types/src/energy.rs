@@ -293,6 +293,50 @@ pub struct HomeStatusBody {
     /// The thermostat (`null` while the tuner does not answer). The dashboard's Space Heater
     /// screen reads the room reading and target from here.
     pub thermostat: Option<ThermostatBody>,
+    /// J/TH now: input power over the 1-minute hashrate (`null` while not hashing).
+    pub efficiency_j_per_th: Option<f64>,
+    /// The heat levels the tuner has tuned on this board, by power: what each gave when tuned.
+    /// The Space Heater screen reads the efficiency at a chosen level from these (empty while
+    /// the tuner has none or does not answer).
+    pub tuned_levels: Vec<HeatLevel>,
+}
+
+/// One tuned heat level (a power-mode tuned profile with its measurement).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct HeatLevel {
+    /// The power target it was tuned for, W.
+    pub target_watt: f64,
+    /// Power measured when tuned, W (1 decimal).
+    pub power_watt: f64,
+    /// Hashrate measured when tuned, TH/s (3 decimals).
+    pub hashrate_ths: f64,
+    /// J/TH measured when tuned (2 decimals).
+    pub efficiency_j_per_th: f64,
+}
+
+impl HeatLevel {
+    /// The power-mode tuned profiles that carry a measurement, by power.
+    pub fn of(profiles: &pb::ListProfilesResponse) -> Vec<HeatLevel> {
+        let mut out: Vec<HeatLevel> = profiles
+            .tuned
+            .iter()
+            .filter(|p| p.mode() == pb::TuneMode::Power)
+            .filter_map(|p| {
+                let m = p.measured.as_ref()?;
+                (m.power_watt > 0.0 && m.hashrate_ths > 0.0 && m.efficiency_j_per_th > 0.0).then(
+                    || HeatLevel {
+                        target_watt: crate::round(p.target, 1),
+                        power_watt: crate::round(m.power_watt, 1),
+                        hashrate_ths: crate::round(m.hashrate_ths, 3),
+                        efficiency_j_per_th: crate::round(m.efficiency_j_per_th, 2),
+                    },
+                )
+            })
+            .collect();
+        out.sort_by(|a, b| a.target_watt.total_cmp(&b.target_watt));
+        out
+    }
 }
 
 impl HomeStatusBody {
@@ -300,6 +344,7 @@ impl HomeStatusBody {
     pub fn new(
         t: &svcos_proto::hwagent::v1::Telemetry,
         thermostat: Option<ThermostatBody>,
+        profiles: Option<&pb::ListProfilesResponse>,
     ) -> Self {
         use svcos_proto::hwagent::v1::MiningState;
         HomeStatusBody {
@@ -312,6 +357,11 @@ impl HomeStatusBody {
             hashrate_ghs_1m: crate::round(t.hashrate.as_ref().map_or(0.0, |h| h.ghs_1m), 3),
             sleeping: t.state() == MiningState::Sleeping,
             thermostat,
+            efficiency_j_per_th: crate::mining::j_per_th(
+                t.power_watt,
+                t.hashrate.as_ref().map_or(0.0, |h| h.ghs_1m),
+            ),
+            tuned_levels: profiles.map(HeatLevel::of).unwrap_or_default(),
         }
     }
 }
@@ -673,7 +723,7 @@ mod tests {
             temp_max_c: 61.04,
             ..Default::default()
         };
-        let v = serde_json::to_value(HomeStatusBody::new(&t, None)).unwrap();
+        let v = serde_json::to_value(HomeStatusBody::new(&t, None, None)).unwrap();
         assert_eq!(
             (v["state"].clone(), v["heating"].clone()),
             ("mining".into(), true.into())
@@ -681,6 +731,47 @@ mod tests {
         assert_eq!(v["heat_output_watt"], 1234.6);
         assert_eq!(v["fan_pwm_percent"], 0);
         assert!(v["thermostat"].is_null());
+        assert!(v["efficiency_j_per_th"].is_null(), "no hashrate, no J/TH");
+        assert_eq!(v["tuned_levels"], serde_json::json!([]));
+    }
+
+    #[test]
+    fn home_status_lists_the_tuned_power_levels_by_power() {
+        use svcos_proto::hwagent::v1 as hw;
+        let t = hw::Telemetry {
+            power_watt: 1000.0,
+            hashrate: Some(hw::Hashrate {
+                ghs_1m: 12_500.0,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let tuned = |mode: pb::TuneMode, target: f64, w: f64, ths: f64| pb::Profile {
+            mode: mode as i32,
+            target,
+            measured: Some(pb::Measured {
+                power_watt: w,
+                hashrate_ths: ths,
+                efficiency_j_per_th: if ths > 0.0 { w / ths } else { 0.0 },
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let l = pb::ListProfilesResponse {
+            tuned: vec![
+                tuned(pb::TuneMode::Power, 900.0, 898.0, 11.0),
+                tuned(pb::TuneMode::Power, 600.0, 597.0, 7.3),
+                tuned(pb::TuneMode::Hashrate, 10.0, 850.0, 10.0),
+                tuned(pb::TuneMode::Power, 700.0, 0.0, 0.0),
+            ],
+            ..Default::default()
+        };
+        let v = serde_json::to_value(HomeStatusBody::new(&t, None, Some(&l))).unwrap();
+        assert_eq!(v["efficiency_j_per_th"], 80.0);
+        let levels = v["tuned_levels"].as_array().unwrap();
+        let targets: Vec<f64> = levels.iter().map(|x| x["target_watt"].as_f64().unwrap()).collect();
+        assert_eq!(targets, [600.0, 900.0], "power mode with a measurement only, by power");
+        assert_eq!(levels[0]["efficiency_j_per_th"], 81.78);
     }
 
     #[test]

@@ -519,7 +519,8 @@ impl AsicCommBody {
     }
 }
 
-fn j_per_th(watt: f64, ghs: f64) -> Option<f64> {
+/// J/TH from power and a hashrate in GH/s (2 decimals); `None` without either.
+pub(crate) fn j_per_th(watt: f64, ghs: f64) -> Option<f64> {
     (ghs > 0.0 && watt > 0.0).then(|| round(watt / (ghs / 1000.0), 2))
 }
 

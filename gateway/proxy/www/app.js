@@ -404,6 +404,24 @@
     return ((ghs * 1e9 * 86400) / (difficulty * 4294967296)) * 3.125 * 1e8;
   }
 
+  // What the tuner's tuned levels say about a chosen heat level: its own measurement when the
+  // level was tuned, a straight line between the two tuned levels around it, else the nearest
+  // one's efficiency (said so). Power in, hashrate out; J/TH follows.
+  function levelAt(levels, watt) {
+    const ls = (levels || []).filter((l) => isNum(l.target_watt) && l.hashrate_ths > 0);
+    if (!isNum(watt) || watt <= 0 || ls.length === 0) return null;
+    const hit = ls.find((l) => Math.abs(l.target_watt - watt) < 1);
+    if (hit) return { ths: hit.hashrate_ths, jth: hit.efficiency_j_per_th, how: `tuned at ${FMT.watt(hit.target_watt)}` };
+    const lo = ls.filter((l) => l.target_watt < watt).pop(), hi = ls.find((l) => l.target_watt > watt);
+    if (lo && hi) {
+      const k = (watt - lo.target_watt) / (hi.target_watt - lo.target_watt);
+      const ths = lo.hashrate_ths + k * (hi.hashrate_ths - lo.hashrate_ths);
+      return { ths, jth: watt / ths, how: `between the tuned ${FMT.watt(lo.target_watt)} and ${FMT.watt(hi.target_watt)}` };
+    }
+    const near = lo || hi;
+    return { ths: watt / near.efficiency_j_per_th, jth: near.efficiency_j_per_th, how: `nearest tuned level ${FMT.watt(near.target_watt)}` };
+  }
+
   function HeaterScreen({ status, mode, refreshStatus }) {
     const home = usePoll(() => api("GET", "/api/home/status"), STATUS_POLL_MS);
     const night = usePoll(() => api("GET", "/api/home/night-mode"), 0);
@@ -430,6 +448,16 @@
     const satsValue = isNum(sats) && isNum(btcPrice) ? (sats / 1e8) * btcPrice : undefined;
     const thermo = h.thermostat || null;
     const nm = get(night.data, "night_mode") || {};
+    // At the chosen level: efficiency from the tuned levels (or the measurement now when no
+    // level is set), and the heat bought per unit of currency net of what the hashing earns.
+    const at = levelAt(h.tuned_levels, Number(levelValue)) ||
+      (!(Number(levelValue) > 0) && isNum(h.efficiency_j_per_th) ? { ths: h.hashrate_ghs_1m / 1000, jth: h.efficiency_j_per_th, how: "measured now" } : null);
+    const levelKwh = Number(levelValue) > 0 ? (Number(levelValue) / 1000) * 24 : heatKwh;
+    const levelSats = at ? satsPerDay(at.ths * 1000, get(block.data, "network_difficulty")) : undefined;
+    const levelEarned = isNum(levelSats) && isNum(btcPrice) ? (levelSats / 1e8) * btcPrice : undefined;
+    const levelCost = isNum(levelKwh) && isNum(price) ? levelKwh * price : undefined;
+    const netCost = isNum(levelCost) ? levelCost - (levelEarned || 0) : undefined;
+    const heatPerMoney = isNum(netCost) && netCost > 0 ? levelKwh / netCost : undefined;
 
     const sleepWake = (what) => run(async () => {
       await api("POST", `/api/action/${what}`, {});
@@ -478,6 +506,14 @@
             aria-label="Heat level in watts" onInput=${(e) => setLevel(Number(e.target.value))} />
           <output for="heat-level">${levelValue ? FMT.watt(levelValue) : "no limit"}</output>
           <button type="button" id="heat-apply" disabled=${act.busy} onClick=${applyLevel}>Apply</button>
+        </div>
+        <div class="tiles" id="level-economics" data-src="/api/home/status">
+          <${Tile} label="Efficiency at this level" sub=${at ? at.how : "no tuned level yet: turn the tuner on in Mining mode"}>
+            <span id="level-efficiency" data-jth=${at ? at.jth : ""}>${at ? FMT.jth(at.jth) : "–"}</span><//>
+          <${Tile} label=${`Heat per ${currency || "currency unit"}`} sub=${!isNum(price) ? "set a price in Settings"
+            : isNum(levelEarned) ? (netCost > 0 ? "net of the expected mining earnings" : "the mining earnings pay for the heat")
+            : "electricity only (mining earnings need the BTC price and Mining mode's network figures)"}>
+            <span id="heat-per-money" data-kwh=${isNum(heatPerMoney) ? heatPerMoney : ""}>${isNum(heatPerMoney) ? num(heatPerMoney, 2) + " kWh" : "–"}</span><//>
         </div>
         <h3>Thermostat</h3>
         <div class="row">

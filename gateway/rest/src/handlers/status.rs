@@ -122,7 +122,15 @@ async fn home_status(State(state): State<AppState>) -> ApiResult {
         .await
         .ok()
         .map(|power| crate::handlers::operations::thermostat_body(&state, &power, None, None));
-    ok(HomeStatusBody::new(&t, thermostat))
+    // The tuned levels, for the efficiency at a chosen heat level (Home mode cannot read
+    // /api/profiles); absent while the tuner is away, like the thermostat.
+    let mut tuner = state.peers.tuner.clone();
+    let profiles = tuner
+        .list_profiles(svcos_proto::tuner::v1::ListProfilesRequest {})
+        .await
+        .ok()
+        .map(|r| r.into_inner());
+    ok(HomeStatusBody::new(&t, thermostat, profiles.as_ref()))
 }
 
 async fn diagnostics_chain(State(state): State<AppState>) -> ApiResult {

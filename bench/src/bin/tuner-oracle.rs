@@ -90,7 +90,8 @@ impl Board {
                 continue;
             }
             let err = chip_physics(&self.spec, si, v_rel, edge, self.temp_c).error_rate;
-            out.chips.push((p.dynamic_watt, edge, 1.0 - err, p.leakage_watt));
+            out.chips
+                .push((p.dynamic_watt, edge, 1.0 - err, p.leakage_watt));
         }
         out
     }
@@ -246,7 +247,14 @@ impl Board {
 
     /// The best the board allows at `target`, with the hottest junction kept under `max_c`
     /// by a lower power where the target itself would be too hot.
-    fn oracle(&mut self, target: f64, fan_c: f64, max_c: Option<f64>, grid: f64, all: bool) -> Option<Found> {
+    fn oracle(
+        &mut self,
+        target: f64,
+        fan_c: f64,
+        max_c: Option<f64>,
+        grid: f64,
+        all: bool,
+    ) -> Option<Found> {
         let at = self.settle(target, fan_c, grid, all)?;
         let Some(max_c) = max_c else {
             return Some(at);

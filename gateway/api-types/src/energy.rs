@@ -769,8 +769,15 @@ mod tests {
         let v = serde_json::to_value(HomeStatusBody::new(&t, None, Some(&l))).unwrap();
         assert_eq!(v["efficiency_j_per_th"], 80.0);
         let levels = v["tuned_levels"].as_array().unwrap();
-        let targets: Vec<f64> = levels.iter().map(|x| x["target_watt"].as_f64().unwrap()).collect();
-        assert_eq!(targets, [600.0, 900.0], "power mode with a measurement only, by power");
+        let targets: Vec<f64> = levels
+            .iter()
+            .map(|x| x["target_watt"].as_f64().unwrap())
+            .collect();
+        assert_eq!(
+            targets,
+            [600.0, 900.0],
+            "power mode with a measurement only, by power"
+        );
         assert_eq!(levels[0]["efficiency_j_per_th"], 81.78);
     }
 

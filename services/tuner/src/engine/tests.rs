@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use svcos_common::config::Config;
 use svcos_common::time::{Clock, ManualClock};
 use svcos_proto::hwagent::v1::{
-    ChainTelemetry, ChipTelemetry, Hashrate, MiningState, PsuTelemetry, Telemetry,
+    ChainTelemetry, ChipTelemetry, FanTelemetry, Hashrate, MiningState, PsuTelemetry, Telemetry,
 };
 use tokio::sync::watch;
 use tonic::Status;
@@ -32,6 +32,8 @@ struct Board {
     nonces: Vec<Vec<f64>>,
     errors: Vec<Vec<f64>>,
     extra_heat_c: f64,
+    /// The fan loop's duty, percent (full until a test says otherwise).
+    fan_pwm: u32,
     hw_power_target_watt: f64,
     /// Boards switched off.
     off: Vec<bool>,
@@ -65,6 +67,7 @@ impl Board {
             nonces: vec![vec![0.0; CHIPS as usize]; CHAINS as usize],
             errors: vec![vec![0.0; CHIPS as usize]; CHAINS as usize],
             extra_heat_c: 0.0,
+            fan_pwm: 100,
             hw_power_target_watt: 0.0,
             off: vec![false; CHAINS as usize],
             bringup_s: vec![0; CHAINS as usize],
@@ -165,6 +168,11 @@ impl Board {
             power_watt: self.power(),
             power_target_watt: self.hw_power_target_watt,
             temp_max_c: self.temp(),
+            fans: vec![FanTelemetry {
+                pwm_percent: self.fan_pwm,
+                rpm: 60 * self.fan_pwm,
+                ..Default::default()
+            }],
             psu: Some(PsuTelemetry {
                 voltage_setpoint_v: self.voltage_mv / 1000.0,
                 ..Default::default()
@@ -835,9 +843,56 @@ async fn a_board_that_stays_hot_is_cut_once_per_thermal_response_not_once_per_sa
         hold(&mut board.lock().unwrap());
         rig.second().await;
     }
-    assert_eq!(rig.view().dps_reduction_watt, 20.0, "the next once it had time to show");
+    assert_eq!(
+        rig.view().dps_reduction_watt,
+        20.0,
+        "the next once it had time to show"
+    );
     // Hotter than at the last cut: no waiting.
     board.lock().unwrap().extra_heat_c += 3.0;
-    rig.until("a third cut at once", 5, |r| r.view().dps_reduction_watt == 30.0)
+    rig.until("a third cut at once", 5, |r| {
+        r.view().dps_reduction_watt == 30.0
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_power_step_comes_back_sooner_while_the_fans_have_room() {
+    let dir = tempfile::tempdir().unwrap();
+    let board = Arc::new(Mutex::new(Board::new()));
+    let mut c = config();
+    c.tuner.dps_step_watt = 10.0;
+    c.tuner.dps_min_power_watt = 20.0;
+    let rig = Rig::new(c, dir.path(), board.clone());
+    rig.until("tuned", 2000, |r| r.state() == TunerState::Tuned)
         .await;
+    let limit = rig.driver.shared.lock().limits().unwrap().max_temp_c;
+    let t = board.lock().unwrap().temp();
+    board.lock().unwrap().extra_heat_c = limit - t + 2.0;
+    rig.until("a cut", 30, |r| r.view().dps_reduction_watt > 0.0)
+        .await;
+    // Between the two release margins: fans flat out, so the heat is the power's to hold.
+    let settle = |b: &mut Board| b.extra_heat_c = limit - 5.0 - (b.temp() - b.extra_heat_c);
+    rig.until("tuned at the lowered target", 600, |r| {
+        settle(&mut r.board.lock().unwrap());
+        r.state() == TunerState::Tuned
+    })
+    .await;
+    let cut = rig.view().dps_reduction_watt;
+    for _ in 0..120 {
+        settle(&mut board.lock().unwrap());
+        rig.second().await;
+    }
+    assert_eq!(
+        rig.view().dps_reduction_watt,
+        cut,
+        "no room: the step stays"
+    );
+    // The fan loop holds the same temperature with room to spare: a step comes back.
+    board.lock().unwrap().fan_pwm = 50;
+    rig.until("a step back", 120, |r| {
+        settle(&mut r.board.lock().unwrap());
+        r.view().dps_reduction_watt < cut
+    })
+    .await;
 }

@@ -39,6 +39,10 @@ struct Args {
     /// Keep every hashboard on (the bound of a tuner that never switches one off).
     #[arg(long)]
     all_chains: bool,
+    /// One voltage for every hashboard that is on (the bound of a board whose chains share one
+    /// supply, as the sim's and the tuner's do), to weigh what per-board voltage would add.
+    #[arg(long)]
+    common_voltage: bool,
     /// The tuner's lowest chip frequency, MHz (0 = the tuner's default).
     #[arg(long, default_value_t = 0.0)]
     min_mhz: f64,
@@ -51,6 +55,7 @@ struct Board {
     spec: BoardSpec,
     chips: Vec<Vec<Silicon>>,
     lim: Limits,
+    common_voltage: bool,
     /// Junction temperature the physics is evaluated at, C (moved by [`Board::settle`]).
     temp_c: f64,
 }
@@ -200,7 +205,7 @@ impl Board {
                 consider(vs, &mut best);
             }
         }
-        for _ in 0..3 {
+        for _ in 0..if self.common_voltage { 0 } else { 3 } {
             let Some(vs) = best.as_ref().map(|b| b.1.clone()) else {
                 break;
             };
@@ -321,6 +326,7 @@ fn main() {
         spec,
         chips,
         lim,
+        common_voltage: args.common_voltage,
         temp_c: fan_c,
     };
     // Stock at the temperature it runs at: the board's figures at stock settings, hotter than

@@ -396,10 +396,16 @@ impl Engine {
         }
         self.settings.operator_target_watt = watt;
         if watt > 0.0 {
+            // A cut made for heat is a power the board could not hold cool: it stays the
+            // ceiling of a higher target (planning above it would only run hot and be cut
+            // again), and a lower target is under it. Steps come back when the chips cool.
+            let held = self.settings.power_target_watt - self.dps_reduction;
+            self.dps_reduction = if self.dps_reduction > 0.0 {
+                (watt - held).max(0.0)
+            } else {
+                0.0
+            };
             self.settings.power_target_watt = watt;
-            // A cut made for heat at another target says nothing about this one; if the chips
-            // run hot here too, the cut comes back within a window.
-            self.dps_reduction = 0.0;
             self.replan = true;
         }
         self.store.save_settings(&self.settings)?;
@@ -1054,7 +1060,14 @@ impl Engine {
                 Vec::new()
             }
             TunerState::Backoff => {
-                if m.measured.temp_max_c < lim.max_temp_c - BACKOFF_HYSTERESIS_C {
+                // A target lowered for heat is re-planned once a window stayed under the
+                // limit: at the same power a lower voltage runs no hotter, and waiting for the
+                // hysteresis would leave the backoff's frequencies in force at the full
+                // voltage wherever the lowered power settles just under the limit.
+                let lowered = self.dps_reduction > 0.0 && target.0 == Mode::Power;
+                if m.measured.temp_max_c < lim.max_temp_c - BACKOFF_HYSTERESIS_C
+                    || (lowered && m.measured.temp_max_c <= lim.max_temp_c)
+                {
                     // A target lowered by dynamic power scaling is a target like any other:
                     // its saved profile, or a search planned from the nearest one (voltage
                     // with it), not the frequencies the backoff left at the old voltage.

@@ -896,3 +896,33 @@ async fn a_power_step_comes_back_sooner_while_the_fans_have_room() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_power_cut_for_heat_is_the_ceiling_of_a_higher_target_not_of_a_lower_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let board = Arc::new(Mutex::new(Board::new()));
+    let mut c = config();
+    c.tuner.dps_step_watt = 10.0;
+    c.tuner.dps_min_power_watt = 20.0;
+    let rig = Rig::new(c, dir.path(), board.clone());
+    rig.until("tuned", 2000, |r| r.state() == TunerState::Tuned)
+        .await;
+    let limit = rig.driver.shared.lock().limits().unwrap().max_temp_c;
+    let t = board.lock().unwrap().temp();
+    board.lock().unwrap().extra_heat_c = limit - t + 2.0;
+    rig.until("a cut", 30, |r| r.view().dps_reduction_watt > 0.0)
+        .await;
+    let held = rig.view().power_target_watt;
+    assert!(held < 120.0);
+    // Higher: the board could not hold 120 W cool, so 140 W plans at the same ceiling.
+    assert!(rig.driver.shared.lock().operator_target(140.0).unwrap());
+    rig.second().await;
+    let v = rig.view();
+    assert_eq!(v.configured_power_target_watt, 140.0);
+    assert_eq!(v.power_target_watt, held, "{v:?}");
+    // Lower than the ceiling: the cut is moot.
+    assert!(rig.driver.shared.lock().operator_target(80.0).unwrap());
+    rig.second().await;
+    let v = rig.view();
+    assert_eq!((v.power_target_watt, v.dps_reduction_watt), (80.0, 0.0));
+}

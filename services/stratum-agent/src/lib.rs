@@ -52,6 +52,7 @@ pub mod grpc;
 pub mod jobs;
 pub mod persist;
 pub mod policy;
+pub mod pooledit;
 pub mod pooltest;
 pub mod sharequeue;
 pub mod state;
@@ -123,6 +124,7 @@ pub async fn run(
         tls,
         config.stratum.version_rolling,
         config.stratum.sv2_enabled,
+        svcos_common::ipc::channel(&ctx.layout, ServiceName::Gateway),
     );
     let (_reporter, health) = svcos_common::ipc::health().await;
     let router = svcos_common::ipc::server()

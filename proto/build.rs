@@ -13,6 +13,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "svcos/tuner/v1/power.proto",
         "svcos/tuner/v1/history.proto",
         "svcos/testpool/v1/testpool.proto",
+        "svcos/config/v1/config.proto",
     ];
     for f in &files {
         println!("cargo:rerun-if-changed={f}");

@@ -23,6 +23,7 @@ package!(auth, "svcos.auth.v1");
 package!(supervisor, "svcos.supervisor.v1");
 package!(tuner, "svcos.tuner.v1");
 package!(testpool, "svcos.testpool.v1");
+package!(config, "svcos.config.v1");
 
 /// Every package above as an encoded `FileDescriptorSet` (without source info), for gRPC server
 /// reflection.

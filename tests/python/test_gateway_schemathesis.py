@@ -28,6 +28,7 @@ CODES = {
     "config_validation",
     "pool_validation",
     "pool_config_write_failed",
+    "config_conflict",
     "error_body_unavailable",
     "legacy_error",
     "unclassified_error",

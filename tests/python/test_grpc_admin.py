@@ -25,7 +25,7 @@ EXPECTED = {
     "tuner": {"svcos.tuner.v1.TunerService"},
     "supervisor": {"svcos.supervisor.v1.SupervisorService", "svcos.supervisor.v1.UpdateService"},
     "legacy-tcp": set(),
-    "gateway": set(),
+    "gateway": {"svcos.config.v1.ConfigService"},
     "proxy": set(),
 }
 

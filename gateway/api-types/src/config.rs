@@ -67,6 +67,8 @@ pub struct ConfigWriteBody {
     pub schema: &'static str,
     /// Always true: a write that could not be saved answers an error instead.
     pub saved: bool,
+    /// The generation of the saved config (send it as `If-Match` with the next write).
+    pub generation: u64,
     /// Leaf keys whose values changed (`thermal.target_temp_c`, `pools[0].url`).
     pub changed: Vec<String>,
     /// Changed keys their owner picked up without a restart.
@@ -91,6 +93,9 @@ pub struct ConfigBody {
     pub config: Value,
     /// The mask (`********`); sending it back keeps the stored secret.
     pub secret_mask: &'static str,
+    /// The config's generation: it counts writes. `POST /api/config` with `If-Match: <generation>`
+    /// is refused with 409 `config_conflict` when another write came first.
+    pub generation: u64,
 }
 
 /// One file of a backup.
@@ -520,6 +525,7 @@ mod tests {
         let mut w = ConfigWriteBody {
             schema: "svcos.api.config.write.v1",
             saved: true,
+            generation: 1,
             changed: vec!["system.hostname".into()],
             applied_live: vec![],
             restart_required: vec![],

@@ -1,6 +1,7 @@
-//! The config write path under every route group that writes config ([`apply`],
-//! [`patch_config`]: validate, atomic save, swap, owner reload, restart report) and its HTTP
-//! errors. What a change means (patch parsing naming the field, changed keys, their owners and
+//! The config's one writer: the write path under every route group that writes config, and under
+//! `svcos.config.v1.ConfigService` for the other processes ([`apply`], [`patch_apply`]:
+//! compare-and-set on the generation, validate, atomic save, swap, owner reload, restart report)
+//! and its HTTP errors. What a change means (patch parsing naming the field, changed keys, their owners and
 //! restarts, secret masking, the pool-list parser) belongs to the config types
 //! (`svcos_common::config::{change, secrets}`), re-exported here for the route groups.
 
@@ -14,6 +15,7 @@ pub use svcos_common::config::secrets::{
     mask_secrets, mask_url_member, masked, restore_secrets, stored_secret, unmask_pools,
     unmask_secrets,
 };
+use svcos_common::config::store::{self, WriteError};
 use svcos_common::config::{Config, ConfigError};
 use svcos_proto::hwagent::v1::ReloadConfigRequest as HwReload;
 use svcos_proto::stratum::v1::ReloadConfigRequest as StratumReload;
@@ -33,8 +35,41 @@ pub const PREVIOUS_FILE: &str = "config.previous.toml";
 pub enum ApplyError {
     /// The new config breaks a rule (names the field).
     Invalid(ConfigError),
+    /// The write was computed from an older generation than the one in force; nothing changed.
+    Stale {
+        /// The generation the write was computed from.
+        expected: u64,
+        /// The generation in force.
+        current: u64,
+    },
     /// The config was valid but could not be written.
     Write(ConfigError),
+}
+
+impl From<WriteError> for ApplyError {
+    fn from(e: WriteError) -> Self {
+        match e {
+            WriteError::Stale { expected, current } => ApplyError::Stale { expected, current },
+            WriteError::Invalid(e) => ApplyError::Invalid(e),
+        }
+    }
+}
+
+/// 409 `config_conflict`: another write came first.
+pub fn conflict_error(expected: u64, current: u64) -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::CONFLICT,
+        format!("the config changed since generation {expected}"),
+    )
+    .code(ErrorCode::ConfigConflict)
+    .detail(format!(
+        "the config is at generation {current}; nothing was changed"
+    ))
+    .suggestion(
+        "GET /api/config, apply the change to what it returns, resend with If-Match: <generation>",
+    )
+    .with("field", "generation")
+    .with("generation", current)
 }
 
 /// 400 `config_validation` naming the field.
@@ -62,6 +97,7 @@ impl ApplyError {
     pub fn into_api(self, invalid: ErrorCode, write: Option<ErrorCode>) -> ApiError {
         match self {
             ApplyError::Invalid(e) => validation_error(invalid, &e),
+            ApplyError::Stale { expected, current } => conflict_error(expected, current),
             ApplyError::Write(e) => {
                 tracing::error!(error = %e, "config write failed");
                 ApiError::internal("the configuration could not be saved")
@@ -73,9 +109,15 @@ impl ApplyError {
     }
 }
 
-/// Validate, save atomically, swap, reload owners; returns the write report.
-pub async fn apply(state: &AppState, new: Config) -> Result<ConfigWriteBody, ApplyError> {
-    apply_with(state, new, Previous::Leave).await
+/// Compare-and-set: `new` was computed from the config at generation `base`
+/// ([`crate::state::Inner::config_at`]); validate, save atomically, swap, reload owners; returns
+/// the write report.
+pub async fn apply(
+    state: &AppState,
+    base: u64,
+    new: Config,
+) -> Result<ConfigWriteBody, ApplyError> {
+    apply_with(state, base, new, Previous::Leave).await
 }
 
 /// What a write does with the kept previous config (the one-step undo of import and restore).
@@ -99,12 +141,13 @@ pub fn previous_path(state: &AppState) -> std::path::PathBuf {
 /// [`apply`], keeping or consuming the undo slot under the same write lock.
 pub async fn apply_with(
     state: &AppState,
+    base: u64,
     new: Config,
     previous: Previous,
 ) -> Result<ConfigWriteBody, ApplyError> {
     let _write = state.config_write.lock().await;
-    new.validate().map_err(ApplyError::Invalid)?;
-    let old = state.config();
+    let (old, current) = state.config_at();
+    let generation = store::check_write(current, base, &new)?;
     if previous == Previous::Keep {
         // Written before the new config: a crash in between leaves the old config in force and
         // an undo that changes nothing, never a lost config.
@@ -120,7 +163,13 @@ pub async fn apply_with(
         ConfigError::Invalid { .. } => ApplyError::Invalid(e),
         other => ApplyError::Write(other),
     })?;
-    state.set_config(new.clone());
+    if let Err(e) =
+        store::save_generation(&crate::state::generation_path(&state.layout), generation)
+    {
+        // The config is saved; only a restart could then hand this number out again.
+        tracing::warn!(error = %e, "cannot record the config generation");
+    }
+    state.set_config(new.clone(), generation);
     if previous == Previous::Consume {
         let _ = std::fs::remove_file(previous_path(state));
     }
@@ -155,6 +204,7 @@ pub async fn apply_with(
     Ok(ConfigWriteBody {
         schema: "svcos.api.config.write.v1",
         saved: true,
+        generation,
         changed: effects.changed,
         applied_live: effects.applied_live,
         restart_required: effects
@@ -179,16 +229,44 @@ pub fn reload_result(service: &'static str, r: Result<(), tonic::Status>) -> Rel
     }
 }
 
-/// Merge a JSON patch over the current config, validate and apply it (400
-/// `config_validation` naming the field on a bad value).
+/// How often a patch that names no generation is merged again over a config another write
+/// changed meanwhile. A patch means the same over any generation, so a retry is safe; the bound
+/// only keeps a caller from waiting behind a stream of writes.
+const PATCH_RETRIES: usize = 3;
+
+/// Merge a JSON patch over the config and apply it. With `expected`, the patch was computed from
+/// that generation and is refused ([`ApplyError::Stale`]) when another write came first; without,
+/// it is merged over whatever is current (and merged again if a write slips in between).
+pub async fn patch_apply(
+    state: &AppState,
+    expected: Option<u64>,
+    patch: &Value,
+) -> Result<ConfigWriteBody, ApplyError> {
+    let mut attempt = 0;
+    loop {
+        let (old, current) = state.config_at();
+        if let Some(expected) = expected
+            && expected != current
+        {
+            return Err(ApplyError::Stale { expected, current });
+        }
+        let mut merged = serde_json::to_value(&*old).unwrap_or(Value::Null);
+        merge(&mut merged, patch);
+        let mut new = config_from_json(&merged, patch).map_err(ApplyError::Invalid)?;
+        restore_secrets(&mut new, &old);
+        match apply(state, current, new).await {
+            Err(ApplyError::Stale { .. }) if expected.is_none() && attempt < PATCH_RETRIES => {
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// [`patch_apply`] without a generation, its errors as the envelope (400 `config_validation`
+/// naming the field on a bad value).
 pub async fn patch_write(state: &AppState, patch: Value) -> Result<ConfigWriteBody, ApiError> {
-    let old = state.config();
-    let mut merged = serde_json::to_value(&*old).unwrap_or(Value::Null);
-    merge(&mut merged, &patch);
-    let mut new = config_from_json(&merged, &patch)
-        .map_err(|e| validation_error(ErrorCode::ConfigValidation, &e))?;
-    unmask_pools(&mut new.pools, &old);
-    apply(state, new)
+    patch_apply(state, None, &patch)
         .await
         .map_err(|e| e.into_api(ErrorCode::ConfigValidation, None))
 }

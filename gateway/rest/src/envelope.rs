@@ -25,6 +25,8 @@ pub enum ErrorCode {
     PoolValidation,
     /// Pool configuration was valid but could not be persisted.
     PoolConfigWriteFailed,
+    /// The write was computed from an older config generation; nothing changed.
+    ConfigConflict,
     /// The underlying error body could not be read to normalise it.
     ErrorBodyUnavailable,
     /// An older-format error was wrapped into the envelope.
@@ -35,10 +37,11 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for the OpenAPI enum.
-    pub const ALL: [ErrorCode; 6] = [
+    pub const ALL: [ErrorCode; 7] = [
         ErrorCode::ConfigValidation,
         ErrorCode::PoolValidation,
         ErrorCode::PoolConfigWriteFailed,
+        ErrorCode::ConfigConflict,
         ErrorCode::ErrorBodyUnavailable,
         ErrorCode::LegacyError,
         ErrorCode::UnclassifiedError,
@@ -50,6 +53,7 @@ impl ErrorCode {
             ErrorCode::ConfigValidation => "config_validation",
             ErrorCode::PoolValidation => "pool_validation",
             ErrorCode::PoolConfigWriteFailed => "pool_config_write_failed",
+            ErrorCode::ConfigConflict => "config_conflict",
             ErrorCode::ErrorBodyUnavailable => "error_body_unavailable",
             ErrorCode::LegacyError => "legacy_error",
             ErrorCode::UnclassifiedError => "unclassified_error",

@@ -169,7 +169,9 @@ pub struct StatusCache {
 pub struct Inner {
     /// Paths of this instance.
     pub layout: Layout,
-    config: RwLock<Arc<Config>>,
+    /// The config in force and its generation ([`svcos_common::config::store`]), read together.
+    config: RwLock<(Arc<Config>, u64)>,
+    /// The same generation, for the status cache's cheap check.
     config_gen: std::sync::atomic::AtomicU64,
     /// Serialises read-modify-write of the config file.
     pub config_write: tokio::sync::Mutex<()>,
@@ -201,6 +203,13 @@ pub struct Inner {
 
 /// One route group's own runtime state (see [`Inner::group_state`]).
 type GroupState = Arc<dyn std::any::Any + Send + Sync>;
+
+/// Where the gateway records the last config generation it handed out.
+pub fn generation_path(layout: &Layout) -> std::path::PathBuf {
+    layout
+        .service_state_dir(svcos_common::ServiceName::Gateway)
+        .join("config-generation")
+}
 
 /// The state every handler gets.
 pub type AppState = Arc<Inner>;
@@ -235,12 +244,24 @@ impl Inner {
         );
         let proxy_key =
             svcos_common::proxykey::ProxyKeyCheck::new(&svcos_common::proxykey::key_path(&layout));
+        let generation_file = generation_path(&layout);
+        let generation = svcos_common::config::store::start_generation(&generation_file);
+        if let Err(e) = generation_file
+            .parent()
+            .map_or(Ok(()), |d| svcos_common::fsutil::ensure_dir(d, 0o700))
+            .and_then(|()| {
+                svcos_common::config::store::save_generation(&generation_file, generation)
+            })
+        {
+            // Writes still work; only a restart could then hand out a number again.
+            tracing::warn!(error = %e, "cannot record the config generation");
+        }
         Arc::new(Inner {
             proxy_key,
             recovered: Mutex::new((i64::MIN, Vec::new())),
             layout,
-            config: RwLock::new(Arc::new(config)),
-            config_gen: std::sync::atomic::AtomicU64::new(1),
+            config: RwLock::new((Arc::new(config), generation)),
+            config_gen: std::sync::atomic::AtomicU64::new(generation),
             config_write: tokio::sync::Mutex::new(()),
             started_ms: clock.now_ms(),
             clock,
@@ -318,15 +339,20 @@ impl Inner {
 
     /// The current config.
     pub fn config(&self) -> Arc<Config> {
+        self.config.read().expect("config lock").0.clone()
+    }
+
+    /// The current config and its generation, the base of a compare-and-set write.
+    pub fn config_at(&self) -> (Arc<Config>, u64) {
         self.config.read().expect("config lock").clone()
     }
 
-    /// Replace the in-memory config (after it was saved).
-    pub fn set_config(&self, config: Config) {
+    /// Replace the in-memory config (after it was saved as `generation`).
+    pub fn set_config(&self, config: Config, generation: u64) {
         self.integrations.apply(&config);
-        *self.config.write().expect("config lock") = Arc::new(config);
+        *self.config.write().expect("config lock") = (Arc::new(config), generation);
         self.config_gen
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            .store(generation, std::sync::atomic::Ordering::Release);
     }
 
     /// The latest telemetry, if hw-agent is up (power calibrated by hw-agent).

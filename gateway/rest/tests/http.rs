@@ -1007,3 +1007,123 @@ async fn metrics_pass_promtool_check() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[tokio::test]
+async fn the_config_writer_is_compare_and_set_over_grpc_and_rest() {
+    use svcos_proto::config::v1 as cfg;
+    use svcos_proto::config::v1::config_service_client::ConfigServiceClient;
+
+    let mut options = Options::default();
+    options.config.pools = vec![svcos_common::config::PoolConfig {
+        url: "stratum+tcp://pool.example:3333".into(),
+        user: "worker".into(),
+        ..Default::default()
+    }];
+    let h = Harness::start(options).await;
+    let mut writer = ConfigServiceClient::new(svcos_common::ipc::channel(
+        &h.layout,
+        svcos_common::ServiceName::Gateway,
+    ));
+    let current = writer
+        .get_config(cfg::GetConfigRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let rest = h.get("/api/config", Some(GOOD)).await.json();
+    assert_eq!(rest["generation"], current.generation, "one generation");
+
+    // A pool added from the current generation (as stratum-agent's AddPool sends it): saved,
+    // shown by REST at once, and pushed to stratum-agent.
+    let reloads = h.stratum.calls.get("reload_config");
+    let pools = json!({"pools": [
+        {"url": "stratum+tcp://pool.example:3333", "user": "worker"},
+        {"url": "stratum+tcp://127.0.0.1:3334", "user": "w2"},
+    ]});
+    let done = writer
+        .patch_config(cfg::PatchConfigRequest {
+            generation: current.generation,
+            patch_json: pools.to_string(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(done.generation, current.generation + 1);
+    assert_eq!(Config::load(&h.layout.config_path).unwrap().pools.len(), 2);
+    assert_eq!(h.stratum.calls.get("reload_config"), reloads + 1);
+    let listed = h.get("/api/pools", Some(GOOD)).await.json();
+    assert_eq!(listed["pools"][1]["url"], "stratum+tcp://127.0.0.1:3334");
+
+    // The old generation again: another write came first. Refused, nothing changed.
+    let saved = std::fs::read(&h.layout.config_path).unwrap();
+    let stale = writer
+        .patch_config(cfg::PatchConfigRequest {
+            generation: current.generation,
+            patch_json: json!({"thermal": {"target_temp_c": 71}}).to_string(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(stale.code(), tonic::Code::Aborted, "{stale:?}");
+    assert!(
+        stale.message().contains("generation"),
+        "{}",
+        stale.message()
+    );
+    // A bad value names its field, in the message and the `field` metadata.
+    let bad = writer
+        .patch_config(cfg::PatchConfigRequest {
+            generation: done.generation,
+            patch_json: json!({"thermal": {"target_temp_c": 500}}).to_string(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), tonic::Code::InvalidArgument);
+    assert_eq!(
+        bad.metadata().get("field").unwrap(),
+        "thermal.target_temp_c"
+    );
+    assert_eq!(std::fs::read(&h.layout.config_path).unwrap(), saved);
+
+    // REST: If-Match with a stale generation is a 409 naming `generation`; the current one
+    // applies and the answer carries the next.
+    let body = json!({"thermal": {"target_temp_c": 72}}).to_string();
+    let auth = format!("Bearer {GOOD}");
+    let stale_tag = format!("\"{}\"", current.generation);
+    let current_tag = done.generation.to_string();
+    let r = h
+        .request_with(
+            "POST",
+            "/api/config",
+            &[
+                ("authorization", auth.as_str()),
+                ("content-type", "application/json"),
+                ("if-match", stale_tag.as_str()),
+            ],
+            body.clone(),
+        )
+        .await;
+    assert_eq!(r.status, 409);
+    let v = r.envelope();
+    assert_eq!(
+        (&v["code"], &v["field"], &v["generation"]),
+        (
+            &json!("config_conflict"),
+            &json!("generation"),
+            &json!(done.generation)
+        )
+    );
+    assert_eq!(std::fs::read(&h.layout.config_path).unwrap(), saved);
+    let r = h
+        .request_with(
+            "POST",
+            "/api/config",
+            &[
+                ("authorization", auth.as_str()),
+                ("content-type", "application/json"),
+                ("if-match", current_tag.as_str()),
+            ],
+            body,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["generation"], done.generation + 1);
+}

@@ -76,7 +76,8 @@ impl ServiceName {
                 "svcos.supervisor.v1.SupervisorService",
                 "svcos.supervisor.v1.UpdateService",
             ],
-            ServiceName::LegacyTcp | ServiceName::Gateway | ServiceName::Proxy => &[],
+            ServiceName::Gateway => &["svcos.config.v1.ConfigService"],
+            ServiceName::LegacyTcp | ServiceName::Proxy => &[],
         }
     }
 

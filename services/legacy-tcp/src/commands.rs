@@ -142,6 +142,9 @@ pub enum ActionOutcome {
     Unavailable(String),
     /// The peer said no; the message is its reason.
     Refused(String),
+    /// The peer said no because of the state it is in (gRPC FAILED_PRECONDITION: for
+    /// `removepool`, the pool is the last one).
+    Precondition(String),
 }
 
 /// Decide what to do with a request from a client that is (or is not) on the `W:` list.
@@ -989,13 +992,10 @@ fn privileged_command(name: &str, param: Option<&str>, view: &View<'_>) -> Resul
             let p = view.pools.ok_or_else(|| stratum_down(code::REMPOOL))?;
             let pool = pool_id(param, p)?;
             let (i, url) = (pool.index, pool.url.clone());
-            if p.pools.len() <= 1 {
-                return Err(Reply::status(Status::error(
-                    code::REMLASTP,
-                    format!("Cannot remove last pool {i}:'{url}'"),
-                )));
-            }
-            if pool.active {
+            // The last-pool rule is stratum-agent's (the pool owner): its RemovePool answers
+            // FAILED_PRECONDITION, which `action_reply` turns into cgminer's REMLASTP. cgminer
+            // checks "last" before "active", so a lone pool goes to the owner for its verdict.
+            if pool.active && p.pools.len() > 1 {
                 return Err(Reply::status(Status::error(
                     code::ACTPOOL,
                     format!("Cannot remove active pool {i}:'{url}'"),
@@ -1170,6 +1170,12 @@ pub fn action_reply(action: &Action, outcome: &ActionOutcome) -> Reply {
         Action::SetFrequency { .. } | Action::SetChainEnabled { .. } => "hw-agent",
         _ => "stratum-agent",
     };
+    if let (ActionOutcome::Precondition(_), Action::RemovePool { index, url }) = (outcome, action) {
+        return Reply::status(Status::error(
+            code::REMLASTP,
+            format!("Cannot remove last pool {index}:'{url}'"),
+        ));
+    }
     match outcome {
         ActionOutcome::Ok(new_index) => {
             let msg = match (action, new_index) {
@@ -1188,7 +1194,7 @@ pub fn action_reply(action: &Action, outcome: &ActionOutcome) -> Reply {
             ok_code,
             format!("{peer} unavailable (restarting): change not made ({why})"),
         )),
-        ActionOutcome::Refused(why) => {
+        ActionOutcome::Refused(why) | ActionOutcome::Precondition(why) => {
             Reply::status(Status::error(ok_code, format!("{peer} refused: {why}")))
         }
     }
@@ -1581,6 +1587,24 @@ mod tests {
         assert_eq!(no.status.severity, Severity::Error);
         assert!(no.status.msg.contains("no such pool"));
         let _ = Format::Json;
+        // stratum-agent's last-pool refusal is cgminer's REMLASTP, worded as cgminer does.
+        let remove = Action::RemovePool {
+            index: 0,
+            url: "u".into(),
+        };
+        let last = action_reply(&remove, &ActionOutcome::Precondition("last".into()));
+        assert_eq!(
+            (
+                last.status.severity,
+                last.status.code,
+                last.status.msg.as_str()
+            ),
+            (
+                Severity::Error,
+                code::REMLASTP,
+                "Cannot remove last pool 0:'u'"
+            )
+        );
     }
 
     #[test]

@@ -369,6 +369,9 @@ impl Server {
             Err(status) if is_unavailable(&status) => {
                 ActionOutcome::Unavailable(status.message().to_string())
             }
+            Err(status) if status.code() == tonic::Code::FailedPrecondition => {
+                ActionOutcome::Precondition(status.message().to_string())
+            }
             Err(status) => ActionOutcome::Refused(status.message().to_string()),
         }
     }

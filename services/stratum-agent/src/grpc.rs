@@ -1,20 +1,30 @@
 //! The gRPC face of stratum-agent: handlers turn requests into agent commands or read its
 //! published views, and [`AgentError`] maps to a status in one place.
+//!
+//! Pool-list changes (switch, enable, add, remove, order) are config changes: a handler reads
+//! the list and its generation from the config writer (the gateway's ConfigService), applies
+//! the rule in [`crate::pooledit`], and writes the result back as a compare-and-set, retrying
+//! when another write came first. The writer saves `config.toml` and pushes the change back here
+//! as a `ReloadConfig`, so cgminer, REST and the file always show the same list.
 
 use std::pin::Pin;
 use std::time::Duration;
 
 use futures::Stream;
-use svcos_common::config::PoolConfig;
+use svcos_common::config::{Config, PoolConfig};
 use svcos_common::status::ToStatus;
+use svcos_proto::config::v1 as cfgpb;
+use svcos_proto::config::v1::config_service_client::ConfigServiceClient;
 use svcos_proto::stratum::v1 as pb;
 use svcos_proto::stratum::v1::stratum_service_server::StratumService;
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::WatchStream;
-use tonic::{Request, Response, Status};
+use tonic::transport::Channel;
+use tonic::{Code, Request, Response, Status};
 
 use crate::agent::{AgentError, Command, Views};
+use crate::pooledit::{self, PoolEdit};
 use crate::pooltest;
 use crate::transport::Tls;
 
@@ -25,10 +35,16 @@ impl ToStatus for AgentError {
             AgentError::Invalid(_) | AgentError::BadOrder | AgentError::MalformedShare(_) => {
                 Status::invalid_argument(self.to_string())
             }
-            AgentError::ConfigWrite(e) => {
-                tracing::error!(error = %e, "pool configuration not persisted");
-                Status::internal(self.to_string())
+            // The pool owner's rule: the miner keeps somewhere to send work.
+            AgentError::LastPool(_) => Status::failed_precondition(self.to_string()),
+            AgentError::Writer(s) if svcos_common::status::is_unavailable(s) => {
+                Status::unavailable(
+                    "the config writer (gateway) is not reachable right now; nothing changed",
+                )
             }
+            // The writer's verdict (a refused field, a write that kept losing the race) as it
+            // gave it.
+            AgentError::Writer(s) => Status::new(s.code(), s.message()),
             AgentError::Gone => Status::unavailable(self.to_string()),
         }
     }
@@ -42,16 +58,23 @@ pub struct StratumApi {
     tls: Tls,
     version_rolling: bool,
     sv2_enabled: bool,
+    /// The config writer (the gateway's ConfigService).
+    writer: Channel,
 }
 
+/// Most tries of one pool edit while other writes keep coming first.
+const EDIT_ATTEMPTS: usize = 3;
+
 impl StratumApi {
-    /// A service over an agent's command channel and views.
+    /// A service over an agent's command channel and views, writing pool changes through
+    /// `writer`.
     pub fn new(
         commands: mpsc::Sender<Command>,
         views: Views,
         tls: Tls,
         version_rolling: bool,
         sv2_enabled: bool,
+        writer: Channel,
     ) -> Self {
         StratumApi {
             commands,
@@ -59,7 +82,42 @@ impl StratumApi {
             tls,
             version_rolling,
             sv2_enabled,
+            writer,
         }
+    }
+
+    /// Apply one pool-list edit through the config writer (compare-and-set on the generation
+    /// read with the list); the index the edit concerns.
+    async fn edit_pools(&self, edit: PoolEdit) -> Result<u32, Status> {
+        let mut writer = ConfigServiceClient::new(self.writer.clone());
+        let writer_error = |s: Status| AgentError::Writer(s).to_status();
+        let mut attempt = 1;
+        let index = loop {
+            let current = writer
+                .get_config(cfgpb::GetConfigRequest {})
+                .await
+                .map_err(writer_error)?
+                .into_inner();
+            // Only the pool list is ours to read: another section's value is not our concern.
+            let pools = configured_pools(&current.config_toml)?;
+            let (pools, index) = pooledit::apply(&pools, &edit).map_err(|e| e.to_status())?;
+            let patch = serde_json::json!({ "pools": pools }).to_string();
+            match writer
+                .patch_config(cfgpb::PatchConfigRequest {
+                    generation: current.generation,
+                    patch_json: patch,
+                })
+                .await
+            {
+                Ok(_) => break index,
+                Err(s) if s.code() == Code::Aborted && attempt < EDIT_ATTEMPTS => attempt += 1,
+                Err(s) => return Err(writer_error(s)),
+            }
+        };
+        // The writer pushed the change here already; reloading again makes the answer true even
+        // when that push failed (a reload is idempotent).
+        self.ask(Command::ReloadConfig).await?;
+        Ok(index)
     }
 
     /// Hand one share to the agent (both submit RPCs come here).
@@ -91,6 +149,17 @@ impl StratumApi {
         rx.await
             .map_err(|_| AgentError::Gone.to_status())?
             .map_err(|e| e.to_status())
+    }
+}
+
+/// The `[[pools]]` of the writer's config text, without judging the other sections.
+fn configured_pools(config_toml: &str) -> Result<Vec<PoolConfig>, Status> {
+    let doc = Config::toml_document(config_toml, std::path::Path::new("the writer's config"))
+        .map_err(|e| Status::internal(format!("the config writer's answer: {e}")))?;
+    match doc.get("pools") {
+        None => Ok(Vec::new()),
+        Some(pools) => serde_json::from_value(pools.clone())
+            .map_err(|e| Status::internal(format!("the config writer's pools: {e}"))),
     }
 }
 
@@ -198,6 +267,7 @@ impl StratumService for StratumApi {
         r: Request<pb::SwitchPoolRequest>,
     ) -> Result<Response<pb::SwitchPoolResponse>, Status> {
         let index = r.into_inner().index;
+        self.edit_pools(PoolEdit::Switch(index)).await?;
         self.ask(|tx| Command::SwitchPool(index, tx)).await?;
         Ok(Response::new(pb::SwitchPoolResponse {}))
     }
@@ -207,7 +277,7 @@ impl StratumService for StratumApi {
         r: Request<pb::SetPoolEnabledRequest>,
     ) -> Result<Response<pb::SetPoolEnabledResponse>, Status> {
         let r = r.into_inner();
-        self.ask(|tx| Command::SetPoolEnabled(r.index, r.enabled, tx))
+        self.edit_pools(PoolEdit::SetEnabled(r.index, r.enabled))
             .await?;
         Ok(Response::new(pb::SetPoolEnabledResponse {}))
     }
@@ -227,7 +297,7 @@ impl StratumService for StratumApi {
             },
             ..Default::default()
         };
-        let index = self.ask(|tx| Command::AddPool(cfg, tx)).await?;
+        let index = self.edit_pools(PoolEdit::Add(cfg)).await?;
         Ok(Response::new(pb::AddPoolResponse { index }))
     }
 
@@ -236,7 +306,7 @@ impl StratumService for StratumApi {
         r: Request<pb::RemovePoolRequest>,
     ) -> Result<Response<pb::RemovePoolResponse>, Status> {
         let index = r.into_inner().index;
-        self.ask(|tx| Command::RemovePool(index, tx)).await?;
+        self.edit_pools(PoolEdit::Remove(index)).await?;
         Ok(Response::new(pb::RemovePoolResponse {}))
     }
 
@@ -245,7 +315,7 @@ impl StratumService for StratumApi {
         r: Request<pb::SetPoolPriorityRequest>,
     ) -> Result<Response<pb::SetPoolPriorityResponse>, Status> {
         let order = r.into_inner().order;
-        self.ask(|tx| Command::SetPoolPriority(order, tx)).await?;
+        self.edit_pools(PoolEdit::Order(order)).await?;
         Ok(Response::new(pb::SetPoolPriorityResponse {}))
     }
 

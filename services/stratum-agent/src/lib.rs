@@ -5,6 +5,10 @@
 //! * [`agent`]: the pool manager task (failover, failback with hysteresis, epochs, share queue,
 //!   counters, donation windows). It owns all mutable state; gRPC handlers ([`grpc`]) send it
 //!   commands and read the snapshots it publishes.
+//! * [`pooledit`]: the pool list's rules (switch, enable, add, remove, order; never the last
+//!   pool). The list lives in `config.toml`, which only the gateway writes: pool commands read
+//!   it from the gateway's ConfigService, edit it, write it back as a compare-and-set, and the
+//!   agent picks the result up through `ReloadConfig`, like any other config change.
 //! * [`conn`]/[`transport`]: one task per pool connection over TCP or TLS (rustls).
 //! * [`state`]: counters, switch history and the current session survive restarts.
 //! * [`sharequeue`]: shares waiting for their session's connection, on disk before hw-agent is
@@ -52,6 +56,7 @@ pub mod grpc;
 pub mod jobs;
 pub mod persist;
 pub mod policy;
+pub mod pooledit;
 pub mod pooltest;
 pub mod sharequeue;
 pub mod state;
@@ -123,6 +128,7 @@ pub async fn run(
         tls,
         config.stratum.version_rolling,
         config.stratum.sv2_enabled,
+        svcos_common::ipc::channel(&ctx.layout, ServiceName::Gateway),
     );
     let (_reporter, health) = svcos_common::ipc::health().await;
     let router = svcos_common::ipc::server()

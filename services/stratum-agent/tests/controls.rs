@@ -1,5 +1,5 @@
-//! Runtime pool controls: every change takes effect, is saved into the config file (so it
-//! survives a restart), and bad input is refused with the right code.
+//! Runtime pool controls: every change takes effect, is saved into the config file through the
+//! config writer (so it survives a restart), and bad input is refused with the right code.
 
 mod common;
 
@@ -132,6 +132,33 @@ async fn pool_controls_apply_and_persist() {
     let config = Config::load(&config_path).unwrap();
     let mut agent = Agent::start(dir.path(), &config).await;
     assert_eq!(agent.pools().await.pools.len(), 2);
+    agent.stop().await;
+}
+
+#[tokio::test]
+async fn the_last_pool_cannot_be_removed() {
+    let pool = Pool::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = Agent::start(dir.path(), &config(vec![pool.pool_config("wa", 0)])).await;
+    let config_path = Layout::sim(dir.path()).config_path;
+    let before = std::fs::read(&config_path).unwrap();
+    let refused = agent
+        .client
+        .remove_pool(pb::RemovePoolRequest { index: 0 })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        refused.message().contains("last pool"),
+        "{}",
+        refused.message()
+    );
+    assert_eq!(
+        std::fs::read(&config_path).unwrap(),
+        before,
+        "nothing changed"
+    );
+    assert_eq!(agent.pools().await.pools.len(), 1);
     agent.stop().await;
 }
 

@@ -240,7 +240,8 @@ fuzz_target!(|data: &[u8]| {
         head.iter().map(|b| usize::from(*b)).sum::<usize>() % stack.writes.len()
     });
     let (method, path, support) = &stack.writes[pick];
-    stack.state.set_config(stack.base.clone());
+    let generation = stack.state.config_at().1;
+    stack.state.set_config(stack.base.clone(), generation);
     // A file on disk afterwards means this input saved it.
     let _ = std::fs::remove_file(&stack.state.layout.config_path);
     let mut req = Request::builder()

@@ -309,6 +309,9 @@ fn meaning(c: crate::envelope::ErrorCode) -> &'static str {
         ConfigValidation => "the submitted configuration failed validation; `field` names the key",
         PoolValidation => "pool URL, worker name or failover split is malformed; `field` names it",
         PoolConfigWriteFailed => "the pool configuration was valid but could not be persisted",
+        ConfigConflict => {
+            "another config write came first (the If-Match generation is stale); nothing changed"
+        }
         ErrorBodyUnavailable => "the underlying error body could not be read to normalise it",
         LegacyError => {
             "an older-format error (plain text or {error}) was wrapped into the envelope"

@@ -52,38 +52,60 @@ pub fn routes() -> Vec<Route<AppState>> {
 }
 
 async fn get_config(State(state): State<AppState>) -> ApiResult {
-    let config = state.config();
+    let (config, generation) = state.config_at();
     ok(ConfigBody {
         schema: "svcos.api.config.v1",
         config: masked(&config),
         secret_mask: SECRET_MASK,
+        generation,
     })
 }
 
-/// Merge a JSON patch over the current config and apply it.
-async fn patch_and_apply(state: &AppState, patch: Value, invalid: ErrorCode) -> ApiResult {
+/// Merge a JSON patch over the current config and apply it; with `expected`, only over that
+/// generation (compare-and-set).
+async fn patch_and_apply(
+    state: &AppState,
+    expected: Option<u64>,
+    patch: Value,
+    invalid: ErrorCode,
+) -> ApiResult {
     if !patch.is_object() {
         return Err(ApiError::bad_request("expected a JSON object").code(invalid));
     }
-    let old = state.config();
-    let mut merged = serde_json::to_value(&*old).unwrap_or(Value::Null);
-    merge(&mut merged, &patch);
-    let mut new = config_from_json(&merged, &patch).map_err(|e| validation_error(invalid, &e))?;
-    restore_secrets(&mut new, &old);
-    let report = apply(state, new)
+    let report = patch_apply(state, expected, &patch)
         .await
         .map_err(|e| e.into_api(invalid, None))?;
     ok(report)
 }
 
+/// The generation an `If-Match` header names (`7` or the entity-tag form `"7"`); `*` and no
+/// header mean "whatever is current".
+fn if_match(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
+    let Some(value) = headers.get(header::IF_MATCH) else {
+        return Ok(None);
+    };
+    let text = value.to_str().unwrap_or_default().trim();
+    if text == "*" {
+        return Ok(None);
+    }
+    let text = text.strip_prefix("W/").unwrap_or(text).trim_matches('"');
+    text.parse::<u64>().map(Some).map_err(|_| {
+        ApiError::bad_request("If-Match must be a config generation")
+            .code(ErrorCode::ConfigValidation)
+            .with("field", "If-Match")
+            .suggestion("send the `generation` member of GET /api/config, e.g. If-Match: \"12\"")
+    })
+}
+
 async fn post_config(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
+    let expected = if_match(&headers)?;
     let ConfigPatchRequest(patch) = parse_body(&headers, &body)?;
     // Accept both the GET shape ({"config": {...}}) and a bare partial config.
     let patch = match patch.get("config") {
         Some(inner) if patch.as_object().is_some_and(|o| o.len() == 1) => inner.clone(),
         _ => patch,
     };
-    patch_and_apply(&state, patch, ErrorCode::ConfigValidation).await
+    patch_and_apply(&state, expected, patch, ErrorCode::ConfigValidation).await
 }
 
 async fn export(State(state): State<AppState>) -> Response {
@@ -134,21 +156,29 @@ fn import_document(toml: Option<String>, config: Option<Value>) -> ApiResult<Val
     Ok(doc)
 }
 
-/// The config an import or restore would put in force (`config::change::import`'s rules).
-fn imported_config(state: &AppState, doc: &Value, mode: ImportMode) -> ApiResult<Config> {
-    svcos_common::config::change::import(&state.config(), doc, mode)
+/// The config an import or restore would put in force (`config::change::import`'s rules), and
+/// the generation it was computed from.
+fn imported_config(state: &AppState, doc: &Value, mode: ImportMode) -> ApiResult<(Config, u64)> {
+    let (current, base) = state.config_at();
+    svcos_common::config::change::import(&current, doc, mode)
+        .map(|new| (new, base))
         .map_err(|e| validation_error(ErrorCode::ConfigValidation, &e))
 }
 
 async fn import(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
     let b: ConfigImportRequest = parse_body(&headers, &body)?;
     let doc = import_document(b.toml, b.config)?;
-    let new = imported_config(&state, &doc, b.mode)?;
-    write_with_undo(&state, new, Previous::Keep).await
+    let (new, base) = imported_config(&state, &doc, b.mode)?;
+    write_with_undo(&state, base, new, Previous::Keep).await
 }
 
-async fn write_with_undo(state: &AppState, new: Config, previous: Previous) -> ApiResult {
-    let mut report: ConfigWriteBody = apply_with(state, new, previous)
+async fn write_with_undo(
+    state: &AppState,
+    base: u64,
+    new: Config,
+    previous: Previous,
+) -> ApiResult {
+    let mut report: ConfigWriteBody = apply_with(state, base, new, previous)
         .await
         .map_err(|e| e.into_api(ErrorCode::ConfigValidation, None))?;
     report.undo = Some(undo_info(state));
@@ -163,8 +193,8 @@ fn undo_info(state: &AppState) -> UndoInfo {
 async fn restore(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
     let b: ConfigRestoreRequest = parse_body(&headers, &body)?;
     let doc = import_document(b.toml, b.config)?;
-    let new = imported_config(&state, &doc, ImportMode::Replace)?;
-    write_with_undo(&state, new, Previous::Keep).await
+    let (new, base) = imported_config(&state, &doc, ImportMode::Replace)?;
+    write_with_undo(&state, base, new, Previous::Keep).await
 }
 
 /// Put back the config the last import or restore replaced, once.
@@ -189,9 +219,10 @@ async fn undo(State(state): State<AppState>) -> ApiResult {
     };
     // The kept copy passed the validator when it was in force; check again anyway (a newer
     // firmware may have tightened a rule), and refuse rather than apply something broken.
+    let base = state.config_at().1;
     let config = Config::from_toml_str(&previous, std::path::Path::new("previous config"))
         .map_err(|e| validation_error(ErrorCode::ConfigValidation, &e))?;
-    write_with_undo(&state, config, Previous::Consume).await
+    write_with_undo(&state, base, config, Previous::Consume).await
 }
 
 async fn backup_manifest(State(state): State<AppState>) -> ApiResult {
@@ -258,6 +289,7 @@ async fn post_donation(
     let DonationPatchRequest(patch) = parse_body(&headers, &body)?;
     patch_and_apply(
         &state,
+        None,
         json!({ "donation": patch }),
         ErrorCode::ConfigValidation,
     )
@@ -321,6 +353,7 @@ async fn set_hostname(State(state): State<AppState>, headers: HeaderMap, body: B
     let b: HostnameRequest = parse_body(&headers, &body)?;
     patch_and_apply(
         &state,
+        None,
         json!({"system": {"hostname": b.hostname}}),
         ErrorCode::ConfigValidation,
     )
@@ -337,6 +370,7 @@ async fn set_mode(State(state): State<AppState>, headers: HeaderMap, body: Bytes
     }
     patch_and_apply(
         &state,
+        None,
         json!({"system": {"mode": b.mode}}),
         ErrorCode::ConfigValidation,
     )

@@ -19,7 +19,7 @@ use svcos_integrations::webhook::Target;
 
 use super::{ApiResult, ok, parse_body};
 use crate::config_write::{
-    SECRET_MASK, apply, config_from_json, mask_secrets, merge, unmask_secrets, validation_error,
+    SECRET_MASK, config_from_json, mask_secrets, merge, patch_apply, validation_error,
 };
 use crate::envelope::{ApiError, ErrorCode};
 use crate::routing::Route;
@@ -57,13 +57,7 @@ fn section_body(body: Value, name: &str) -> ApiResult<serde_json::Map<String, Va
 
 /// Merge a patch over the current config, restore echoed secrets, validate, save, apply.
 async fn apply_patch(state: &AppState, patch: Value) -> ApiResult {
-    let old = state.config();
-    let mut merged = serde_json::to_value(&*old).unwrap_or(Value::Null);
-    merge(&mut merged, &patch);
-    let mut new = config_from_json(&merged, &patch)
-        .map_err(|e| validation_error(ErrorCode::ConfigValidation, &e))?;
-    unmask_secrets(&mut new, &old);
-    let report = apply(state, new)
+    let report = patch_apply(state, None, &patch)
         .await
         .map_err(|e| e.into_api(ErrorCode::ConfigValidation, None))?;
     ok(report)

@@ -74,11 +74,11 @@ async fn post_pools(State(state): State<AppState>, headers: HeaderMap, body: Byt
     let PoolListRequest(body) = parse_list_body(&headers, &body)?;
     let mut pools =
         parse_pool_list(&body).map_err(|e| validation_error(ErrorCode::PoolValidation, &e))?;
-    let old = state.config();
+    let (old, base) = state.config_at();
     unmask_pools(&mut pools, &old);
     let mut new = (*old).clone();
     new.pools = pools;
-    let report = apply(&state, new).await.map_err(|e| {
+    let report = apply(&state, base, new).await.map_err(|e| {
         e.into_api(
             ErrorCode::PoolValidation,
             Some(ErrorCode::PoolConfigWriteFailed),

@@ -820,6 +820,7 @@ impl Reply {
                     "config_validation",
                     "pool_validation",
                     "pool_config_write_failed",
+                    "config_conflict",
                     "error_body_unavailable",
                     "legacy_error",
                     "unclassified_error"

@@ -26,6 +26,7 @@ mod power;
 pub mod secrets;
 pub mod shared;
 mod sim;
+pub mod store;
 mod supervisor;
 mod system;
 mod thermal;

@@ -77,17 +77,12 @@ pub type Reply<T> = oneshot::Sender<Result<T, AgentError>>;
 pub enum Command {
     /// Take a share from hw-agent.
     Submit(SubmitShareRequest, Reply<ShareDisposition>),
-    /// Make a pool the first in priority and mine on it as soon as it is alive.
+    /// Mine on the pool at this index as soon as it is alive, without hysteresis. Its new
+    /// first place in priority is a config change, written through the config writer before
+    /// this command (see `grpc.rs`).
     SwitchPool(u32, Reply<()>),
-    /// Enable or disable a pool (persisted).
-    SetPoolEnabled(u32, bool, Reply<()>),
-    /// Append a pool (persisted). Replies with its index.
-    AddPool(PoolConfig, Reply<u32>),
-    /// Remove a pool (persisted).
-    RemovePool(u32, Reply<()>),
-    /// New priority order: the pool indexes, best first (persisted).
-    SetPoolPriority(Vec<u32>, Reply<()>),
-    /// Re-read pools and [stratum] from the config file (donation needs a restart).
+    /// Re-read pools and [stratum] from the config file (donation needs a restart). Every pool
+    /// change (add, remove, enable, order) reaches the agent this way.
     ReloadConfig(Reply<()>),
 }
 
@@ -100,9 +95,12 @@ pub enum AgentError {
     /// The pool (or the reloaded config) is invalid.
     #[error("{0}")]
     Invalid(ConfigError),
-    /// The config could not be written.
-    #[error("{0}")]
-    ConfigWrite(ConfigError),
+    /// Removing this pool would leave none.
+    #[error("cannot remove the last pool (index {0})")]
+    LastPool(u32),
+    /// The config writer (the gateway) refused or failed the write, or is not reachable.
+    #[error("{}", .0.message())]
+    Writer(tonic::Status),
     /// The priority order is not a permutation of the pool indexes.
     #[error("priority order must list every pool index exactly once")]
     BadOrder,

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod writer;
+
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -80,6 +82,8 @@ pub struct Agent {
     pub shutdown: Shutdown,
     pub task: tokio::task::JoinHandle<anyhow::Result<()>>,
     pub client: StratumServiceClient<Channel>,
+    /// The config writer pool changes go through, and what stops it.
+    writer: (Shutdown, tokio::task::JoinHandle<()>),
 }
 
 impl Agent {
@@ -90,6 +94,8 @@ impl Agent {
         let layout = Layout::sim(dir);
         config.save(&layout.config_path).unwrap();
         let config = Config::load(&layout.config_path).unwrap();
+        let writer_stop = Shutdown::new();
+        let writer = writer::Writer::start(dir, config.clone(), writer_stop.clone());
         let socket = layout.socket(ServiceName::StratumAgent);
         let listener = svcos_common::ipc::bind(&socket).unwrap();
         let shutdown = Shutdown::new();
@@ -108,6 +114,7 @@ impl Agent {
             shutdown,
             task,
             client,
+            writer: (writer_stop, writer),
         }
     }
 
@@ -115,6 +122,8 @@ impl Agent {
     pub async fn stop(self) {
         self.shutdown.trigger();
         self.task.await.unwrap().unwrap();
+        self.writer.0.trigger();
+        let _ = self.writer.1.await;
     }
 
     pub async fn pools(&mut self) -> pb::GetPoolsResponse {

@@ -179,13 +179,14 @@ async fn post_shared(State(state): State<AppState>, headers: HeaderMap, body: By
             .code(ErrorCode::ConfigValidation)
             .suggestion(format!("send any of: {}", allowed.join(", "))));
     }
-    let new = apply_shared(&state.config(), &m).map_err(|e| match e {
+    let (current, base) = state.config_at();
+    let new = apply_shared(&current, &m).map_err(|e| match e {
         SharedError::Config(e) => validation_error(ErrorCode::ConfigValidation, &e),
         // The same parser and rules as POST /api/pools.
         SharedError::Pools(e) => validation_error(ErrorCode::PoolValidation, &e),
     })?;
     // One write for the whole subset: either everything applies or nothing does.
-    let report = apply(&state, new).await.map_err(|e| {
+    let report = apply(&state, base, new).await.map_err(|e| {
         e.into_api(
             ErrorCode::ConfigValidation,
             Some(ErrorCode::PoolConfigWriteFailed),

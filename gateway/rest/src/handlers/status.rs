@@ -122,14 +122,10 @@ async fn home_status(State(state): State<AppState>) -> ApiResult {
         .await
         .ok()
         .map(|power| crate::handlers::operations::thermostat_body(&state, &power, None, None));
-    // The tuned levels, for the efficiency at a chosen heat level (Home mode cannot read
-    // /api/profiles); absent while the tuner is away, like the thermostat.
+    // Tuned levels for the heater's efficiency at a level (Home mode cannot read /api/profiles).
     let mut tuner = state.peers.tuner.clone();
-    let profiles = tuner
-        .list_profiles(svcos_proto::tuner::v1::ListProfilesRequest {})
-        .await
-        .ok()
-        .map(|r| r.into_inner());
+    let req = svcos_proto::tuner::v1::ListProfilesRequest {};
+    let profiles = tuner.list_profiles(req).await.ok().map(|r| r.into_inner());
     ok(HomeStatusBody::new(&t, thermostat, profiles.as_ref()))
 }
 

@@ -59,6 +59,44 @@ def smaps_rollup(pid: int) -> tuple[int, int]:
     return pss, rss
 
 
+def first_load_vaddr(path: Path) -> int:
+    """p_vaddr of a 32-bit ELF's first PT_LOAD segment (where the kernel would map it)."""
+    data = path.read_bytes()[:4096]
+    phoff = int.from_bytes(data[28:32], "little")
+    phentsize = int.from_bytes(data[42:44], "little")
+    phnum = int.from_bytes(data[44:46], "little")
+    for k in range(phnum):
+        ph = data[phoff + k * phentsize: phoff + (k + 1) * phentsize]
+        if int.from_bytes(ph[0:4], "little") == 1:  # PT_LOAD
+            return int.from_bytes(ph[8:12], "little")
+    raise AssertionError(f"{path}: no PT_LOAD segment")
+
+
+def guest_pss(pid: int, binary: Path, load_vaddr: int) -> int:
+    """PSS in KiB of what the ARM program itself maps, without the emulator's own memory.
+
+    qemu-user gives a 32-bit guest a 4 GiB window of the host's address space at `guest_base`
+    and maps every guest mapping inside it; the guest binary's first segment sits at
+    guest_base + its p_vaddr. The window's PSS is what the process would map on an ARM kernel
+    (same 4 KiB pages), except that the code is touched by the translator, not executed.
+    """
+    entries = []
+    current = None
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and not head[0].endswith(":"):
+            start, end = (int(x, 16) for x in head[0].split("-"))
+            current = [start, end, head[-1] if len(head) >= 6 else "", int(head[2], 16), 0]
+            entries.append(current)
+        elif line.startswith("Pss:") and current is not None:
+            current[4] = int(head[1])
+    target = str(binary.resolve())
+    starts = [e[0] for e in entries if e[2] == target and e[3] == 0]
+    assert starts, f"{binary} is not mapped in pid {pid}"
+    base = min(starts) - (load_vaddr & ~0xFFF)
+    return sum(e[4] for e in entries if base <= e[0] < base + (1 << 32))
+
+
 def parent_of(pid: int) -> int:
     # The field after the parenthesised command name; the name itself may hold spaces.
     stat = Path(f"/proc/{pid}/stat").read_text()
@@ -124,19 +162,26 @@ def main() -> int:
         rows = [("supervisor", supervisor)] + [
             (name, int(svc["pid"])) for name, svc in sorted(services.items()) if svc.get("pid")
         ]
-        firmware_pss = firmware_rss = sim_pss = 0
+        # The guest's own share is separable only for a 32-bit guest (its 4 GiB window).
+        load_vaddr = first_load_vaddr(binary) if machine == "ARM" else None
+        firmware_pss = firmware_rss = firmware_guest = sim_pss = 0
         for name, pid in rows:
             pss, rss = smaps_rollup(pid)
-            only_sim = name in ("hw-sim", "test-pool", "pool")
-            print(f"   {name:<14} pid {pid:>7}  PSS {pss:>7} KiB  RSS {rss:>7} KiB"
-                  f"{'  (sim only)' if only_sim else ''}")
+            guest = guest_pss(pid, binary, load_vaddr) if load_vaddr is not None else 0
+            only_sim = name in ("hw-sim", "test-pool")
+            print(f"   {name:<14} pid {pid:>7}  PSS {pss:>7} KiB  RSS {rss:>7} KiB  "
+                  f"guest PSS {guest:>6} KiB{'  (sim only)' if only_sim else ''}")
             if only_sim:
                 sim_pss += pss
             else:
                 firmware_pss += pss
                 firmware_rss += rss
-        step(f"firmware PSS {firmware_pss} KiB ({firmware_pss / 1024:.1f} MiB), RSS sum "
-             f"{firmware_rss} KiB; sim-only PSS {sim_pss} KiB (under qemu-user: indication only)")
+                firmware_guest += guest
+        step(f"supervisor + {len(rows) - 3} services: PSS {firmware_pss} KiB, RSS sum "
+             f"{firmware_rss} KiB, emulator included; the ARM programs' own PSS "
+             f"{firmware_guest} KiB ({firmware_guest / 1024:.1f} MiB)"
+             f"{'' if load_vaddr is not None else ' (not separable for a 64-bit guest)'}; "
+             f"sim-only processes PSS {sim_pss} KiB. Under qemu-user: an indication only")
         ok = True
     finally:
         stop_sim(sim)

@@ -35,9 +35,9 @@ usage() {
 TARGET=$1
 case "$TARGET" in
     armv7-unknown-linux-gnueabihf | thumbv7neon-unknown-linux-gnueabihf)
-        GNU=arm-linux-gnueabihf QEMU=arm ;;
+        GNU=arm-linux-gnueabihf QEMU=arm DEBARCH=armhf ;;
     aarch64-unknown-linux-gnu)
-        GNU=aarch64-linux-gnu QEMU=aarch64 ;;
+        GNU=aarch64-linux-gnu QEMU=aarch64 DEBARCH=arm64 ;;
     *) usage ;;
 esac
 TRIPLE_ENV=$(echo "$TARGET" | tr 'a-z-' 'A-Z_')
@@ -51,6 +51,9 @@ START=$SECONDS
 phase "tools"
 missing=()
 command -v "$GNU-gcc" >/dev/null || missing+=("gcc-$GNU")
+# The target's C headers and libraries: only a Recommends of the cross gcc, and the C parts
+# (bundled SQLite, secp256k1) need them.
+[ -f "/usr/$GNU/include/stdio.h" ] || missing+=("libc6-dev-$DEBARCH-cross")
 command -v "qemu-$QEMU" >/dev/null || missing+=(qemu-user)
 [ -f "/usr/lib/binfmt.d/qemu-$QEMU.conf" ] || missing+=(qemu-user-binfmt)
 if [ ${#missing[@]} -gt 0 ]; then

@@ -169,18 +169,19 @@ def main() -> int:
             pss, rss = smaps_rollup(pid)
             guest = guest_pss(pid, binary, load_vaddr) if load_vaddr is not None else 0
             only_sim = name in ("hw-sim", "test-pool")
+            shown = f"{guest:>6} KiB" if load_vaddr is not None else "     n/a"
             print(f"   {name:<14} pid {pid:>7}  PSS {pss:>7} KiB  RSS {rss:>7} KiB  "
-                  f"guest PSS {guest:>6} KiB{'  (sim only)' if only_sim else ''}")
+                  f"guest PSS {shown}{'  (sim only)' if only_sim else ''}")
             if only_sim:
                 sim_pss += pss
             else:
                 firmware_pss += pss
                 firmware_rss += rss
                 firmware_guest += guest
+        own = (f"{firmware_guest} KiB ({firmware_guest / 1024:.1f} MiB)" if load_vaddr is not None
+               else "not separable for a 64-bit guest")
         step(f"supervisor + {len(rows) - 3} services: PSS {firmware_pss} KiB, RSS sum "
-             f"{firmware_rss} KiB, emulator included; the ARM programs' own PSS "
-             f"{firmware_guest} KiB ({firmware_guest / 1024:.1f} MiB)"
-             f"{'' if load_vaddr is not None else ' (not separable for a 64-bit guest)'}; "
+             f"{firmware_rss} KiB, emulator included; the ARM programs' own PSS {own}; "
              f"sim-only processes PSS {sim_pss} KiB. Under qemu-user: an indication only")
         ok = True
     finally:

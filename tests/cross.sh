@@ -68,7 +68,7 @@ rustup component list --toolchain nightly --installed | grep -q '^rust-src' ||
     rustup component add rust-src --toolchain nightly
 python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check 'pytest>=8'
 
-# The cross gcc links, and compiles C (the sim build's bundled SQLite, ring if ever present).
+# The cross gcc links, and compiles the C parts (the sim build's bundled SQLite, ring, secp256k1).
 export "CARGO_TARGET_${TRIPLE_ENV}_LINKER=$GNU-gcc"
 export "CC_${TRIPLE_CC}=$GNU-gcc" "AR_${TRIPLE_CC}=$GNU-ar"
 CARGO=(cargo +nightly build --release --locked -Zbuild-std=std,panic_abort --target "$TARGET")

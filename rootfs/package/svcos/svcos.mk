@@ -23,6 +23,27 @@ SVCOS_DEPENDENCIES = host-pkgconf sqlite tzdata
 SVCOS_CARGO_BUILD_OPTS = -p svcos --no-default-features --bin svcos
 SVCOS_CARGO_INSTALL_OPTS = --no-default-features --bin svcos
 
+# The same compiler flags as every other build of the workspace (tests/cross.sh's image build
+# uses exactly these). Cargo does not add a target's rustflags to `build.rustflags`, it uses them
+# instead, and on ARM Buildroot's cargo infrastructure sets CARGO_TARGET_<triple>_RUSTFLAGS (its
+# compiler-builtins workaround, --allow-multiple-definition): the workspace's
+# `-C symbol-mangling-version=v0` (.cargo/config.toml) would be dropped, and with it the
+# hot-text layout whose patterns match v0 names (services/svcos/build.rs). So both are restated
+# here; this assignment comes after the infrastructure's on cargo's command line and wins.
+# Buildroot links against its prebuilt standard library for the target (host-rust-bin ships it
+# for armv7-unknown-linux-gnueabihf, the Rust target of a Cortex-A9 with BR2_ARM_EABIHF and
+# glibc); tests/cross.sh builds std from source only because no prebuilt ARM std can be
+# downloaded where it runs.
+SVCOS_RUSTFLAGS = -Csymbol-mangling-version=v0
+ifeq ($(NORMALIZED_ARCH),arm)
+SVCOS_RUSTFLAGS += -Clink-arg=-Wl,--allow-multiple-definition
+endif
+# PKG_CONFIG_ALLOW_CROSS: libsqlite3-sys asks pkg-config (Buildroot's sysroot-aware pkgconf) for
+# the target's libsqlite3 instead of falling back to a bare -lsqlite3.
+SVCOS_CARGO_ENV = \
+	CARGO_TARGET_$(call UPPERCASE,$(RUSTC_TARGET_NAME))_RUSTFLAGS="$(SVCOS_RUSTFLAGS)" \
+	PKG_CONFIG_ALLOW_CROSS=1
+
 # The same users as systemd/svcos.sysusers, created at image build time (makeusers(5) syntax):
 # one user per service, primary group svcos; only hw-agent reaches the UART/I2C/GPIO devices.
 define SVCOS_USERS

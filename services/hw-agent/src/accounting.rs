@@ -197,6 +197,29 @@ impl ChainAccounting {
 mod tests {
     use super::*;
 
+    /// The control board is 32-bit: monotonic milliseconds pass 2^32 after 49.7 days of uptime
+    /// and counts can pass 4 G; neither may wrap (both are u64, not usize).
+    #[test]
+    fn rates_and_counts_carry_on_past_two_to_the_32() {
+        let start = u64::from(u32::MAX) - 2_000;
+        let mut acct = ChainAccounting::new(2, start);
+        acct.nonces = u64::from(u32::MAX);
+        acct.chips[1].nonces = u64::from(u32::MAX);
+        // 10 nonces a second for 10 s across the 2^32 ms boundary, one hash-unit each.
+        for t in (start..start + 10_000).step_by(100) {
+            acct.record_nonce(Some(1), t, 1.0);
+        }
+        assert_eq!(acct.nonces, u64::from(u32::MAX) + 100);
+        assert_eq!(acct.chips[1].nonces, u64::from(u32::MAX) + 100);
+        let now = start + 10_000;
+        let r = acct.rates(now);
+        assert!((r.hs_5s - 10.0).abs() < 0.5, "{r:?}");
+        assert!((r.hs_1m - 10.0).abs() < 0.5, "{r:?}");
+        assert!((acct.chip_rate_1m(1, now) - 10.0).abs() < 0.5);
+        assert!(!acct.chip_silent(1, now, 1_000));
+        assert!(acct.chip_silent(0, now, 1_000));
+    }
+
     #[test]
     fn window_rate_over_full_span() {
         let mut w = Window::new(5_000, 5, 0);

@@ -1365,6 +1365,20 @@ mod tests {
         assert_eq!(acs.matches(' ').count(), 8);
     }
 
+    /// The control board is 32-bit (armv7): counts past 2^32 (a long-running miner's accepted
+    /// shares, a best share's difficulty) must come out whole, not wrapped at 4 G.
+    #[test]
+    fn counts_past_four_billion_come_out_whole() {
+        let big = u64::from(u32::MAX) + 7;
+        let t = telemetry();
+        let mut p = pools();
+        p.accepted = big;
+        p.best_share = 2f64.powi(40);
+        let s = single(run("summary", false, Some(&t), Some(&p)));
+        assert_eq!(field(&s, 0, "Accepted"), &Value::UInt(big));
+        assert_eq!(field(&s, 0, "Best Share"), &Value::UInt(1 << 40));
+    }
+
     #[test]
     fn summary_and_pools_use_cgminer_names() {
         let (t, p) = (telemetry(), pools());

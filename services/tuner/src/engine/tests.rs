@@ -814,17 +814,27 @@ async fn from_a_high_tuned_point_a_low_target_lowers_the_voltage_and_switches_a_
     assert!((p - low).abs() <= low * 0.05, "{p} W for {low} W");
 }
 
+/// A rig tuned at its 120 W target with 10 W dynamic-power steps (cuts counted one by one), and
+/// the tuner's temperature limit.
+async fn tuned_with_small_power_steps(
+    dir: &std::path::Path,
+    board: &Arc<Mutex<Board>>,
+) -> (Rig, f64) {
+    let mut c = config();
+    c.tuner.dps_step_watt = 10.0;
+    c.tuner.dps_min_power_watt = 20.0;
+    let rig = Rig::new(c, dir, board.clone());
+    rig.until("tuned", 2000, |r| r.state() == TunerState::Tuned)
+        .await;
+    let limit = rig.driver.shared.lock().limits().unwrap().max_temp_c;
+    (rig, limit)
+}
+
 #[tokio::test]
 async fn a_board_that_stays_hot_is_cut_once_per_thermal_response_not_once_per_sample() {
     let dir = tempfile::tempdir().unwrap();
     let board = Arc::new(Mutex::new(Board::new()));
-    let mut c = config();
-    c.tuner.dps_step_watt = 10.0;
-    c.tuner.dps_min_power_watt = 20.0;
-    let rig = Rig::new(c, dir.path(), board.clone());
-    rig.until("tuned", 2000, |r| r.state() == TunerState::Tuned)
-        .await;
-    let limit = rig.driver.shared.lock().limits().unwrap().max_temp_c;
+    let (rig, limit) = tuned_with_small_power_steps(dir.path(), &board).await;
     // A heatsink slower than the cuts: the hottest reading holds just over the limit whatever
     // the power does.
     let hold = |b: &mut Board| b.extra_heat_c = limit + 0.5 - (b.temp() - b.extra_heat_c);
@@ -860,13 +870,7 @@ async fn a_board_that_stays_hot_is_cut_once_per_thermal_response_not_once_per_sa
 async fn a_power_step_comes_back_sooner_while_the_fans_have_room() {
     let dir = tempfile::tempdir().unwrap();
     let board = Arc::new(Mutex::new(Board::new()));
-    let mut c = config();
-    c.tuner.dps_step_watt = 10.0;
-    c.tuner.dps_min_power_watt = 20.0;
-    let rig = Rig::new(c, dir.path(), board.clone());
-    rig.until("tuned", 2000, |r| r.state() == TunerState::Tuned)
-        .await;
-    let limit = rig.driver.shared.lock().limits().unwrap().max_temp_c;
+    let (rig, limit) = tuned_with_small_power_steps(dir.path(), &board).await;
     let t = board.lock().unwrap().temp();
     board.lock().unwrap().extra_heat_c = limit - t + 2.0;
     rig.until("a cut", 30, |r| r.view().dps_reduction_watt > 0.0)
@@ -901,13 +905,7 @@ async fn a_power_step_comes_back_sooner_while_the_fans_have_room() {
 async fn a_power_cut_for_heat_is_the_ceiling_of_a_higher_target_not_of_a_lower_one() {
     let dir = tempfile::tempdir().unwrap();
     let board = Arc::new(Mutex::new(Board::new()));
-    let mut c = config();
-    c.tuner.dps_step_watt = 10.0;
-    c.tuner.dps_min_power_watt = 20.0;
-    let rig = Rig::new(c, dir.path(), board.clone());
-    rig.until("tuned", 2000, |r| r.state() == TunerState::Tuned)
-        .await;
-    let limit = rig.driver.shared.lock().limits().unwrap().max_temp_c;
+    let (rig, limit) = tuned_with_small_power_steps(dir.path(), &board).await;
     let t = board.lock().unwrap().temp();
     board.lock().unwrap().extra_heat_c = limit - t + 2.0;
     rig.until("a cut", 30, |r| r.view().dps_reduction_watt > 0.0)

@@ -664,12 +664,7 @@ async fn pool_write_failure_is_pool_config_write_failed() {
 #[tokio::test]
 async fn config_writes_are_validated_atomic_and_report_restarts() {
     // Import refuses a config without a pool (mining would stop), so the round trip needs one.
-    let mut options = Options::default();
-    options.config.pools = vec![svcos_common::config::PoolConfig {
-        url: "stratum+tcp://127.0.0.1:3333".into(),
-        user: "worker".into(),
-        ..Default::default()
-    }];
+    let options = one_pool("stratum+tcp://127.0.0.1:3333");
     let h = Harness::start(options).await;
     let r = h
         .send_json(
@@ -1013,12 +1008,7 @@ async fn the_config_writer_is_compare_and_set_over_grpc_and_rest() {
     use svcos_proto::config::v1 as cfg;
     use svcos_proto::config::v1::config_service_client::ConfigServiceClient;
 
-    let mut options = Options::default();
-    options.config.pools = vec![svcos_common::config::PoolConfig {
-        url: "stratum+tcp://pool.example:3333".into(),
-        user: "worker".into(),
-        ..Default::default()
-    }];
+    let options = one_pool("stratum+tcp://pool.example:3333");
     let h = Harness::start(options).await;
     let mut writer = ConfigServiceClient::new(svcos_common::ipc::channel(
         &h.layout,
@@ -1126,4 +1116,15 @@ async fn the_config_writer_is_compare_and_set_over_grpc_and_rest() {
         .await;
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(r.json()["generation"], done.generation + 1);
+}
+
+/// Options for a stack with one pool (a config without any refuses imports and pool edits).
+fn one_pool(url: &str) -> Options {
+    let mut options = Options::default();
+    options.config.pools = vec![svcos_common::config::PoolConfig {
+        url: url.into(),
+        user: "worker".into(),
+        ..Default::default()
+    }];
+    options
 }

@@ -830,6 +830,14 @@ async fn tuned_with_small_power_steps(
     (rig, limit)
 }
 
+/// Run the board 2 C over the limit until dynamic power scaling makes its first cut.
+async fn heat_until_a_cut(rig: &Rig, board: &Arc<Mutex<Board>>, limit: f64) {
+    let t = board.lock().unwrap().temp();
+    board.lock().unwrap().extra_heat_c = limit - t + 2.0;
+    rig.until("a cut", 30, |r| r.view().dps_reduction_watt > 0.0)
+        .await;
+}
+
 #[tokio::test]
 async fn a_board_that_stays_hot_is_cut_once_per_thermal_response_not_once_per_sample() {
     let dir = tempfile::tempdir().unwrap();
@@ -871,10 +879,7 @@ async fn a_power_step_comes_back_sooner_while_the_fans_have_room() {
     let dir = tempfile::tempdir().unwrap();
     let board = Arc::new(Mutex::new(Board::new()));
     let (rig, limit) = tuned_with_small_power_steps(dir.path(), &board).await;
-    let t = board.lock().unwrap().temp();
-    board.lock().unwrap().extra_heat_c = limit - t + 2.0;
-    rig.until("a cut", 30, |r| r.view().dps_reduction_watt > 0.0)
-        .await;
+    heat_until_a_cut(&rig, &board, limit).await;
     // Between the two release margins: fans flat out, so the heat is the power's to hold.
     let settle = |b: &mut Board| b.extra_heat_c = limit - 5.0 - (b.temp() - b.extra_heat_c);
     rig.until("tuned at the lowered target", 600, |r| {
@@ -906,10 +911,7 @@ async fn a_power_cut_for_heat_is_the_ceiling_of_a_higher_target_not_of_a_lower_o
     let dir = tempfile::tempdir().unwrap();
     let board = Arc::new(Mutex::new(Board::new()));
     let (rig, limit) = tuned_with_small_power_steps(dir.path(), &board).await;
-    let t = board.lock().unwrap().temp();
-    board.lock().unwrap().extra_heat_c = limit - t + 2.0;
-    rig.until("a cut", 30, |r| r.view().dps_reduction_watt > 0.0)
-        .await;
+    heat_until_a_cut(&rig, &board, limit).await;
     let held = rig.view().power_target_watt;
     assert!(held < 120.0);
     // Higher: the board could not hold 120 W cool, so 140 W plans at the same ceiling.

@@ -287,23 +287,42 @@ struct Slot {
 #[derive(Debug)]
 pub struct WorkSlots {
     slots: Vec<Option<Slot>>,
+    /// How many of the newest frames keep their work. The ids are a byte, but chips abandon a
+    /// frame the moment the next one arrives, so only the last few can still answer; holding all
+    /// 256 kept each slot's job and duplicate list alive for 21 minutes at the 5 s frame interval
+    /// (hw-agent's heap grew ~95 KB/min until the ring wrapped). Counted in frames, not seconds,
+    /// because the thread that sends frames also reads the nonces: a stalled thread sends
+    /// nothing new either, so a late nonce still finds its work.
+    keep: usize,
 }
 
 impl WorkSlots {
-    /// A ring with `size` job ids.
-    pub fn new(size: usize) -> Self {
+    /// A ring with `size` job ids of which the newest `keep` hold their work.
+    pub fn new(size: usize, keep: usize) -> Self {
+        let size = size.max(1);
         WorkSlots {
-            slots: (0..size.max(1)).map(|_| None).collect(),
+            slots: (0..size).map(|_| None).collect(),
+            keep: keep.clamp(1, size),
         }
     }
 
-    /// Remember `work` under slot `index` (replacing what was there).
+    /// Remember `work` under slot `index` (replacing what was there) and let go of the frame
+    /// `keep` ids older, which no chip is still working on. Ids are taken in order, so that
+    /// slot is the oldest one still held.
     pub fn store(&mut self, index: usize, work: Work) {
         let n = self.slots.len();
         self.slots[index % n] = Some(Slot {
             work,
             seen: Vec::new(),
         });
+        if self.keep < n {
+            self.slots[(index % n + n - self.keep) % n] = None;
+        }
+    }
+
+    /// How many slots hold work (bounded by `keep`).
+    pub fn held(&self) -> usize {
+        self.slots.iter().filter(|s| s.is_some()).count()
     }
 
     /// Forget everything (after a re-attach the old ids mean nothing).
@@ -445,7 +464,7 @@ pub(crate) mod tests {
         let job = Arc::new(ActiveJob::from_template(&template("j", 1, true), 1, 0).unwrap());
         let w = Work::roll(&job, 0, 1, 0);
         let nonce = find_nonce(&w, 0x2000_0000, ticket);
-        let mut slots = WorkSlots::new(16);
+        let mut slots = WorkSlots::new(16, 16);
         assert_eq!(slots.check(3, nonce, 0, ticket, 1), NonceVerdict::Unknown);
         slots.store(3, w.clone());
         assert!(matches!(
@@ -468,5 +487,34 @@ pub(crate) mod tests {
             svcos_work::hash_from_midstate(&svcos_work::midstate(&bytes), &tail),
             w.hash(0x2000_0000, nonce)
         );
+    }
+
+    #[test]
+    fn slots_let_go_of_frames_no_chip_still_works_on() {
+        let ticket = TicketMask { zero_bits: 8 };
+        let job = Arc::new(ActiveJob::from_template(&template("j", 1, true), 1, 0).unwrap());
+        let mut slots = WorkSlots::new(256, 4);
+        let works: Vec<Work> = (0..600u64).map(|c| Work::roll(&job, 0, c, 0)).collect();
+        // Ids wrap at the ring's size, as the byte-wide frame ids do.
+        for (i, w) in works.iter().enumerate() {
+            slots.store(i % 256, w.clone());
+            assert!(slots.held() <= 4, "frame {i}: {} slots held", slots.held());
+        }
+        let last = 599 % 256;
+        for back in 0..4 {
+            let id = (last + 256 - back) % 256;
+            let w = &works[599 - back];
+            let nonce = find_nonce(w, 0x2000_0000, ticket);
+            assert!(
+                matches!(
+                    slots.check(id, nonce, 0, ticket, 1),
+                    NonceVerdict::Valid { .. }
+                ),
+                "frame {back} back still verifies"
+            );
+        }
+        let old = (last + 256 - 4) % 256;
+        let nonce = find_nonce(&works[595], 0x2000_0000, ticket);
+        assert_eq!(slots.check(old, nonce, 0, ticket, 1), NonceVerdict::Unknown);
     }
 }

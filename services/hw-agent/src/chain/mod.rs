@@ -64,6 +64,10 @@ const MAX_EMPTY_READS: u32 = 1000;
 const CHAIN_RT_PRIORITY: i32 = 10;
 /// Job ids are a byte; each frame takes the next.
 const JOB_IDS: usize = 256;
+/// Frames whose work stays held for late nonces: one answers for the newest, the rest cover
+/// nonces still in the UART when the next frame went out (at the 5 s frame interval, over two
+/// minutes of history; on a fast non-rolling chain, milliseconds, which is all it needs).
+const JOB_IDS_HELD: usize = 24;
 /// How long a debug/diagnostic register read waits for the chip's answer.
 const DEBUG_REGISTER_WAIT: Duration = Duration::from_millis(200);
 /// A failed bring-up is tried again after this, doubling up to [`BRING_UP_RETRY_CAP`]: a board
@@ -561,7 +565,7 @@ impl Worker {
             setup,
             port: None,
             decoder: ResponseDecoder::new(),
-            slots: WorkSlots::new(JOB_IDS),
+            slots: WorkSlots::new(JOB_IDS, JOB_IDS_HELD),
             acct,
             chips: Vec::new(),
             status: ChainStatus::Initializing,

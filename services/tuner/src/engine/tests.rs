@@ -926,3 +926,40 @@ async fn a_power_cut_for_heat_is_the_ceiling_of_a_higher_target_not_of_a_lower_o
     let v = rig.view();
     assert_eq!((v.power_target_watt, v.dps_reduction_watt), (80.0, 0.0));
 }
+
+#[tokio::test]
+async fn history_keeps_an_hour_in_a_ring_sized_once_and_reads_back_its_gauges() {
+    let dir = tempfile::tempdir().unwrap();
+    let board = Arc::new(Mutex::new(Board::new()));
+    let rig = Rig::new(config(), dir.path(), board.clone());
+    let capacity = rig.driver.shared.lock().history.capacity();
+    assert!(capacity >= HISTORY, "{capacity}");
+    assert!(std::mem::size_of::<PackedSample>() <= 56);
+    for _ in 0..HISTORY + 30 {
+        rig.second().await;
+    }
+    let (power, temp) = {
+        let b = board.lock().unwrap();
+        (b.power(), b.telemetry(0).temp_max_c)
+    };
+    let shared = rig.driver.shared.lock();
+    // An hour at 1 Hz, the oldest dropped, and never a reallocation past the first.
+    assert_eq!(shared.history.len(), HISTORY);
+    assert_eq!(shared.history.capacity(), capacity);
+    let last = shared.history(1);
+    assert_eq!(last.len(), 1);
+    let all = shared.history(0);
+    assert_eq!(all.len(), HISTORY);
+    assert!(all.windows(2).all(|w| w[1].at_ms - w[0].at_ms == 1000));
+    assert!(
+        (last[0].power_watt - power).abs() < 0.05,
+        "{} vs {power}",
+        last[0].power_watt
+    );
+    assert!(
+        (last[0].temp_max_c - temp).abs() < 0.01,
+        "{} vs {temp}",
+        last[0].temp_max_c
+    );
+    assert_eq!(last[0].state, shared.state());
+}

@@ -56,6 +56,8 @@ def main():
     ap.add_argument("--watts", default="600")
     ap.add_argument("--settle-max", type=float, default=600.0)
     ap.add_argument("--measure-s", type=float, default=90.0)
+    ap.add_argument("--trace", action="store_true",
+                    help="print the tuner's state, voltage and steps to stderr while it settles")
     a = ap.parse_args()
     oracle_bin = ROOT / "target" / "release" / "tuner-oracle"
 
@@ -89,6 +91,13 @@ def main():
                 while time.time() - t0 < a.settle_max:
                     time.sleep(5)
                     rs = run_state(api, token)
+                    if a.trace:
+                        m = rs.get("measured") or {}
+                        print(f"{time.time() - t0:6.0f} s {rs.get('state')} steps={rs.get('steps')} "
+                              f"V={rs.get('voltage_mv')} P={m.get('power_watt')} "
+                              f"TH/s={m.get('hashrate_ths')} T={m.get('temp_max_c')} "
+                              f"target={rs.get('power_target_watt')} | {rs.get('reason')}",
+                              file=sys.stderr, flush=True)
                     if rs.get("state") == "tuned" and time.time() - t0 > 15:
                         settled = time.time() - t0
                         break

@@ -89,12 +89,19 @@ use crate::service::{Api, Published};
 use crate::state::ReattachState;
 use crate::stratum::{JobStatus, ShareCounters};
 
-/// Ticket difficulty on real hardware: 256 keeps the UART far from saturation at S19 rates
-/// while still giving each chip a nonce every few seconds for dead-chip detection.
-pub const LINUX_TICKET_DIFFICULTY: f64 = 256.0;
-/// Nonces per second per chip the sim's ticket mask aims at (enough for 5 s windows and
-/// dead-chip detection at the sim's small real hash budget).
-const SIM_NONCES_PER_CHIP_S: f64 = 2.0;
+/// Most nonces per second per chip the ticket mask aims at on hardware (a power of two of
+/// difficulty gives between half this and this). The tuner judges each chip by its own yield
+/// and error share over a window: at the fixed difficulty of 256 used before, an S9's BM1387
+/// (74 GH/s) returned one nonce every 15 s, too few to tell a chip at its edge from a good one;
+/// at difficulty 4 it returns about 4 a second.
+const HW_NONCES_PER_CHIP_S: f64 = 8.0;
+/// Share of a chain's UART line rate that nonce responses may take on hardware (frames and
+/// register reads need the rest).
+const HW_NONCE_UART_SHARE: f64 = 0.1;
+/// Nonces per second per chip the sim's ticket mask aims at: what a real S9 gives at its
+/// hardware ticket (about 4), so the tuner's windows hold as many results per chip on the sim
+/// as on the board, from the sim's small real hash budget.
+const SIM_NONCES_PER_CHIP_S: f64 = 4.0;
 /// SCHED_FIFO priority of the runtime thread (chain threads run at 10).
 const RUNTIME_RT_PRIORITY: i32 = 5;
 /// Stack of hw-agent's own threads. They keep their buffers on the heap; the 2 MiB default
@@ -274,16 +281,25 @@ fn discover_linux(ctx: &ServiceContext, spec: &BoardSpec) -> anyhow::Result<Disc
     })
 }
 
-/// The ticket mask: on hardware a fixed difficulty; in the sim one that yields about
-/// [`SIM_NONCES_PER_CHIP_S`] per chip from the sim's real hash budget.
-fn ticket_for(spec: &BoardSpec, sim_real_hs: f64) -> TicketMask {
+/// The ticket mask: on hardware one that yields about [`HW_NONCES_PER_CHIP_S`] per chip at the
+/// board's frequency within [`HW_NONCE_UART_SHARE`] of the line rate; in the sim one that
+/// yields about [`SIM_NONCES_PER_CHIP_S`] per chip from the sim's real hash budget.
+fn ticket_for(spec: &BoardSpec, chip_model: ChipModel, sim_real_hs: f64) -> TicketMask {
     if sim_real_hs > 0.0 {
         let chips = f64::from((spec.chains * spec.chips_per_chain).max(1));
         let hashes_per_nonce = sim_real_hs / chips / SIM_NONCES_PER_CHIP_S;
-        TicketMask::for_difficulty(hashes_per_nonce / accounting::HASHES_PER_DIFF1)
-    } else {
-        TicketMask::for_difficulty(LINUX_TICKET_DIFFICULTY)
+        return TicketMask::for_difficulty(hashes_per_nonce / accounting::HASHES_PER_DIFF1);
     }
+    let chips = f64::from(spec.chips_per_chain.max(1));
+    // Ten bits per byte on the wire (start, eight data, stop).
+    let uart_nonces_s = f64::from(spec.baud) * HW_NONCE_UART_SHARE
+        / (svcos_bm13xx::RESPONSE_LEN as f64 * 10.0)
+        / chips;
+    let per_chip_s = HW_NONCES_PER_CHIP_S.min(uart_nonces_s).max(1e-3);
+    let chip_hs = chip_model.nominal_hashrate(spec.frequency_mhz.max(1.0));
+    // Rounded up to the next power of two, so the UART share is a ceiling, never exceeded.
+    let difficulty = (chip_hs / per_chip_s / accounting::HASHES_PER_DIFF1).max(1.0);
+    TicketMask::for_difficulty(2f64.powf(difficulty.log2().ceil()))
 }
 
 /// [`run`] with caller-owned latency probes (benchmarks and tests read them).
@@ -301,7 +317,7 @@ pub async fn run_with_probes(
     let spec = Arc::new(BoardSpec::from_config(&ctx.config.hardware));
     let found = discover(&ctx, &spec).await.context("board discovery")?;
     let chip_model = ChipModel::from_name(&spec.chip_model).unwrap_or(ChipModel::Bm1387);
-    let ticket = ticket_for(&spec, found.sim_real_hs);
+    let ticket = ticket_for(&spec, chip_model, found.sim_real_hs);
     let state_dir = ctx.layout.service_runtime_dir(ServiceName::HwAgent);
     let state_path = ReattachState::path_in(&state_dir);
     let saved = ReattachState::load(&state_path).filter(|s| s.model == spec.model);
@@ -738,6 +754,59 @@ async fn publish_telemetry(
             _ = tick.tick() => {}
             _ = state_changed.notified() => {}
             _ = shutdown.wait() => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use svcos_common::config::{Board, HardwareConfig};
+
+    fn nonces_per_chip_s(spec: &BoardSpec, model: ChipModel, ticket: TicketMask) -> f64 {
+        model.nominal_hashrate(spec.frequency_mhz) / ticket.hashes_per_nonce()
+    }
+
+    #[test]
+    fn the_hardware_ticket_gives_each_chip_a_few_nonces_a_second_within_the_uart_share() {
+        for board in [Board::S9, Board::S19, Board::Bitaxe] {
+            let mut hw = HardwareConfig {
+                board,
+                ..HardwareConfig::default()
+            };
+            let spec = BoardSpec::from_config(&hw);
+            let model = ChipModel::from_name(&spec.chip_model).unwrap();
+            let ticket = ticket_for(&spec, model, 0.0);
+            let rate = nonces_per_chip_s(&spec, model, ticket);
+            let uart = rate * f64::from(spec.chips_per_chain) * 110.0 / f64::from(spec.baud);
+            assert!(ticket.difficulty() >= 1.0, "{board:?}: {ticket:?}");
+            // At least half the aim (a power of two rounded up), unless difficulty 1 gives less.
+            assert!(
+                ticket.difficulty() == 1.0 || rate >= HW_NONCES_PER_CHIP_S / 2.0,
+                "{board:?}: {rate} nonces/s per chip"
+            );
+            assert!(rate <= HW_NONCES_PER_CHIP_S + 1e-9, "{board:?}: {rate}");
+            assert!(
+                uart <= HW_NONCE_UART_SHARE + 1e-9,
+                "{board:?}: {uart} of the line"
+            );
+            // A slow line gets a higher difficulty, never more than its share.
+            hw.baud = 115_200;
+            let slow = BoardSpec::from_config(&hw);
+            let t = ticket_for(&slow, model, 0.0);
+            let r = nonces_per_chip_s(&slow, model, t);
+            assert!(t.difficulty() >= ticket.difficulty());
+            assert!(
+                t.difficulty() == 1.0
+                    || r * f64::from(slow.chips_per_chain) * 110.0 / 115_200.0
+                        <= HW_NONCE_UART_SHARE + 1e-9,
+                "{board:?} at 115200: {r}"
+            );
+        }
+        // The S9 figure in the comment above.
+        let spec = BoardSpec::from_config(&HardwareConfig::default());
+        if spec.chip_model == "BM1387" && spec.baud >= 1_000_000 {
+            assert_eq!(ticket_for(&spec, ChipModel::Bm1387, 0.0).difficulty(), 4.0);
         }
     }
 }

@@ -992,13 +992,14 @@ impl Engine {
         let Some(p) = self.point.clone() else {
             return Vec::new();
         };
+        let mut cut = 0.0;
         if lim.dps_enabled {
             let floor = lim.dps_min_watt;
             // Cut from what the tuner holds now (the target less the cuts so far, as capped),
             // never from a figure above the configured target.
             let held = self.power_limit(now_ms);
             let room = (t.power_watt.min(held) - floor).max(0.0);
-            let cut = lim.dps_step_watt.min(room);
+            cut = lim.dps_step_watt.min(room);
             self.dps_reduction += cut;
             if self.settings.mode == Mode::Power {
                 // The lowered target is re-planned on a later tick; cut at once meanwhile.
@@ -1006,11 +1007,21 @@ impl Engine {
             }
         }
         let step = 2.0 * lim.mhz_step;
-        let k = p
+        let k_step = p
             .chains
             .iter()
             .map(|c| ((c.frequency_mhz - step) / c.frequency_mhz).max(0.0))
             .fold(1.0, f64::min);
+        // The frequencies shed the cut itself (the dynamic share of power follows frequency):
+        // a cut that only took two frequency steps left the heat in place, and the next cut
+        // came on top of a target the board never actually ran at (300 W of cuts for 44 W of
+        // power on the sim).
+        let k_cut = if cut > 0.0 && t.power_watt > 0.0 {
+            (1.0 - cut / (t.power_watt * (1.0 - crate::search::STATIC_SHARE))).max(0.1)
+        } else {
+            1.0
+        };
+        let k = k_step.min(k_cut);
         let q = crate::search::scale_frequencies(&p, k, lim);
         self.search = None;
         self.set_state(

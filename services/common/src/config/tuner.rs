@@ -35,8 +35,8 @@ pub struct TunerConfig {
     pub step_interval_ms: u64,
     /// Wait after a change before measuring, s (power and temperatures move). Default 5.
     pub settle_s: u64,
-    /// Measurement window per point, s (long enough for a few dozen nonces per chip at the
-    /// sim's and a real S9's share rate). Default 20.
+    /// Measurement window per point, s: about 40 results per chip at the 4 nonces per second
+    /// per chip hw-agent's ticket mask gives on an S9 and on the sim. Default 10.
     pub window_s: u64,
     /// A power target is met within this, percent. Default 3.
     pub power_tolerance_percent: f64,
@@ -90,7 +90,7 @@ impl Default for TunerConfig {
             step_interval_ms: 1000,
             history_flush_s: 300,
             settle_s: 5,
-            window_s: 20,
+            window_s: 10,
             power_tolerance_percent: 3.0,
             power_step_watt: 50.0,
             hashrate_step_ths: 0.5,

@@ -618,7 +618,10 @@ async fn the_operators_power_target_is_the_tuners_configured_target() {
 async fn a_saved_profile_records_its_figures_and_applying_it_stays_under_the_target() {
     let dir = tempfile::tempdir().unwrap();
     let board = Arc::new(Mutex::new(Board::new()));
-    let rig = Rig::new(config(), dir.path(), board.clone());
+    // A power step in proportion to this 120 W board (the default's 100 W is an S9's).
+    let mut c = config();
+    c.tuner.dps_step_watt = 10.0;
+    let rig = Rig::new(c, dir.path(), board.clone());
     rig.until("tuned", 2000, |r| r.state() == TunerState::Tuned)
         .await;
     // Saved while the tuner is off (no measurement window at this point): the telemetry's
@@ -962,4 +965,30 @@ async fn history_keeps_an_hour_in_a_ring_sized_once_and_reads_back_its_gauges() 
         last[0].temp_max_c
     );
     assert_eq!(last[0].state, shared.state());
+}
+
+#[tokio::test]
+async fn a_cut_for_heat_sheds_its_watts_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let board = Arc::new(Mutex::new(Board::new()));
+    let mut c = config();
+    c.tuner.dps_step_watt = 20.0;
+    c.tuner.dps_min_power_watt = 20.0;
+    let rig = Rig::new(c, dir.path(), board.clone());
+    rig.until("tuned", 2000, |r| r.state() == TunerState::Tuned)
+        .await;
+    let limit = rig.driver.shared.lock().limits().unwrap().max_temp_c;
+    let before = board.lock().unwrap().power();
+    heat_until_a_cut(&rig, &board, limit).await;
+    for _ in 0..3 {
+        rig.second().await;
+    }
+    let after = board.lock().unwrap().power();
+    assert_eq!(rig.view().dps_reduction_watt, 20.0);
+    // Two frequency steps alone shed under 10 W here.
+    assert!(
+        before - after >= 0.8 * 20.0,
+        "the board shed {:.1} W for a 20 W cut ({before:.1} -> {after:.1})",
+        before - after
+    );
 }

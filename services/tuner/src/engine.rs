@@ -224,6 +224,23 @@ struct Window {
     temp_max: f64,
 }
 
+/// Whether the fan loop could still take more heat: fans under automatic control, each at
+/// least [`FAN_ROOM_PERCENT`] under the ceiling that binds them. That ceiling is the lowest of
+/// `[thermal].fan_max_percent` and, when the noise profile is on, its fan ceiling (past it the
+/// noise profile lowers power instead). Fans held at a fixed duty (manual, or capped for night
+/// mode) have no room whatever their duty.
+fn fans_have_room(t: &Telemetry, config: &Config) -> bool {
+    let mut ceiling = config.thermal.fan_max_percent;
+    if config.governor.noise.enabled {
+        ceiling = ceiling.min(config.governor.noise.fan_max_percent);
+    }
+    t.fan_mode == svcos_proto::hwagent::v1::FanMode::Auto as i32
+        && !t.fans.is_empty()
+        && t.fans
+            .iter()
+            .all(|f| f.pwm_percent + FAN_ROOM_PERCENT <= ceiling)
+}
+
 /// A history sample as kept: the gauges in f32 (a tenth of a watt, a millivolt and a
 /// hundredth of a kelvin survive it), so the hour of samples takes 200 KB instead of 290 KB, and
 /// its ring is sized once, so the tuner's memory stays flat instead of doubling its way up over
@@ -1094,12 +1111,10 @@ impl Engine {
                     let (Outcome::Apply(q, _) | Outcome::Done(q, _, _)) = out;
                     return self.apply(q, now_ms);
                 }
-                let fans_have_room = self.latest.as_ref().is_some_and(|t| {
-                    !t.fans.is_empty()
-                        && t.fans.iter().all(|f| {
-                            f.pwm_percent + FAN_ROOM_PERCENT <= self.config.thermal.fan_max_percent
-                        })
-                });
+                let fans_have_room = self
+                    .latest
+                    .as_ref()
+                    .is_some_and(|t| fans_have_room(t, &self.config));
                 let margin = if fans_have_room {
                     DPS_RELEASE_MARGIN_FANS_C
                 } else {

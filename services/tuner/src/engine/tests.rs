@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use svcos_common::config::Config;
 use svcos_common::time::{Clock, ManualClock};
 use svcos_proto::hwagent::v1::{
-    ChainTelemetry, ChipTelemetry, FanTelemetry, Hashrate, MiningState, PsuTelemetry, Telemetry,
+    ChainTelemetry, ChipTelemetry, FanMode, FanTelemetry, Hashrate, MiningState, PsuTelemetry,
+    Telemetry,
 };
 use tokio::sync::watch;
 use tonic::Status;
@@ -34,6 +35,8 @@ struct Board {
     extra_heat_c: f64,
     /// The fan loop's duty, percent (full until a test says otherwise).
     fan_pwm: u32,
+    /// Fans held at a fixed duty (manual, or capped for night mode) rather than the fan loop's.
+    fan_manual: bool,
     hw_power_target_watt: f64,
     /// Boards switched off.
     off: Vec<bool>,
@@ -68,6 +71,7 @@ impl Board {
             errors: vec![vec![0.0; CHIPS as usize]; CHAINS as usize],
             extra_heat_c: 0.0,
             fan_pwm: 100,
+            fan_manual: false,
             hw_power_target_watt: 0.0,
             off: vec![false; CHAINS as usize],
             bringup_s: vec![0; CHAINS as usize],
@@ -168,6 +172,11 @@ impl Board {
             power_watt: self.power(),
             power_target_watt: self.hw_power_target_watt,
             temp_max_c: self.temp(),
+            fan_mode: if self.fan_manual {
+                FanMode::Manual
+            } else {
+                FanMode::Auto
+            } as i32,
             fans: vec![FanTelemetry {
                 pwm_percent: self.fan_pwm,
                 rpm: 60 * self.fan_pwm,
@@ -900,8 +909,20 @@ async fn a_power_step_comes_back_sooner_while_the_fans_have_room() {
         cut,
         "no room: the step stays"
     );
-    // The fan loop holds the same temperature with room to spare: a step comes back.
+    // Fans held at half duty (night mode's cap, or manual) cannot take more heat: no room.
     board.lock().unwrap().fan_pwm = 50;
+    board.lock().unwrap().fan_manual = true;
+    for _ in 0..120 {
+        settle(&mut board.lock().unwrap());
+        rig.second().await;
+    }
+    assert_eq!(
+        rig.view().dps_reduction_watt,
+        cut,
+        "fans at a fixed duty: the step stays"
+    );
+    // The fan loop holds the same temperature with room to spare: a step comes back.
+    board.lock().unwrap().fan_manual = false;
     rig.until("a step back", 120, |r| {
         settle(&mut r.board.lock().unwrap());
         r.view().dps_reduction_watt < cut
@@ -990,5 +1011,47 @@ async fn a_cut_for_heat_sheds_its_watts_at_once() {
         before - after >= 0.8 * 20.0,
         "the board shed {:.1} W for a 20 W cut ({before:.1} -> {after:.1})",
         before - after
+    );
+}
+
+#[test]
+fn fans_have_room_only_under_the_ceiling_that_binds_them() {
+    let t = |mode: FanMode, pwm: &[u32]| Telemetry {
+        fan_mode: mode as i32,
+        fans: pwm
+            .iter()
+            .map(|&p| FanTelemetry {
+                pwm_percent: p,
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let mut c = Config::default();
+    c.thermal.fan_max_percent = 100;
+    assert!(fans_have_room(&t(FanMode::Auto, &[60, 70]), &c));
+    assert!(
+        !fans_have_room(&t(FanMode::Auto, &[60, 90]), &c),
+        "one fan near the top"
+    );
+    assert!(
+        !fans_have_room(&t(FanMode::Manual, &[40]), &c),
+        "held at a duty"
+    );
+    assert!(
+        !fans_have_room(&t(FanMode::Auto, &[]), &c),
+        "no fans reported"
+    );
+    c.governor.noise.enabled = true;
+    c.governor.noise.fan_max_percent = 80;
+    assert!(
+        !fans_have_room(&t(FanMode::Auto, &[60, 70]), &c),
+        "the noise ceiling binds"
+    );
+    assert!(fans_have_room(&t(FanMode::Auto, &[60, 65]), &c));
+    c.thermal.fan_max_percent = 70;
+    assert!(
+        !fans_have_room(&t(FanMode::Auto, &[60]), &c),
+        "the thermal ceiling binds"
     );
 }

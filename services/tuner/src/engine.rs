@@ -243,8 +243,8 @@ fn fans_have_room(t: &Telemetry, config: &Config) -> bool {
 
 /// A history sample as kept: the gauges in f32 (a tenth of a watt, a millivolt and a
 /// hundredth of a kelvin survive it), so the hour of samples takes 200 KB instead of 290 KB, and
-/// its ring is sized once, so the tuner's memory stays flat instead of doubling its way up over
-/// the first hour.
+/// its ring is claimed at start, so the tuner's memory stays flat instead of growing over the
+/// first hour.
 #[derive(Debug, Clone, Copy)]
 struct PackedSample {
     at_ms: i64,
@@ -255,6 +255,14 @@ struct PackedSample {
 }
 
 impl PackedSample {
+    const EMPTY: PackedSample = PackedSample {
+        at_ms: 0,
+        nonces: 0,
+        hw_errors: 0,
+        gauges: [0.0; 6],
+        state: TunerState::Idle,
+    };
+
     fn of(s: &Sample) -> Self {
         PackedSample {
             at_ms: s.at_ms,
@@ -446,7 +454,7 @@ impl Engine {
             chains_mining: false,
             health_base: None,
             health_since_ms: now_ms,
-            history: VecDeque::with_capacity(HISTORY),
+            history: svcos_common::alloc::claimed_ring(HISTORY, PackedSample::EMPTY),
             latest: None,
             measured_at_ms: None,
             scaled_since_ms: None,

@@ -164,6 +164,7 @@ impl History {
         };
         let mem = Mem {
             fold: last.map(Fold::resume),
+            seconds: svcos_common::alloc::claimed_ring(SECOND_CAP, Point::default()),
             ..Default::default()
         };
         Ok(History {

@@ -27,7 +27,7 @@ case ${FUZZ_BUILD:-dev} in
   release) build=--release ;;
   *) echo "fuzz: FUZZ_BUILD is dev or release" >&2; exit 2 ;;
 esac
-crates=(services/bm13xx services/stratum-agent services/legacy-tcp gateway/rest)
+crates=(lib/bm13xx services/stratum-agent services/legacy-tcp gateway/rest)
 
 if ! rustup toolchain list | grep -q '^nightly'; then
   rustup toolchain install nightly --profile minimal

@@ -1,4 +1,4 @@
-"""Turn one measured run into services/svcos/hot-text.txt.
+"""Turn one measured run into svcos/hot-text.txt.
 
 Input: the linker map of a release `svcos` built with every function on a page of its own
 (`-align-all-functions=12`), that binary's path as the running processes map it, and their PIDs.

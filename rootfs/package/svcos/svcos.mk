@@ -10,13 +10,13 @@ SVCOS_SITE = $(BR2_EXTERNAL_SVCOS_PATH)/..
 SVCOS_SITE_METHOD = local
 SVCOS_LICENSE = GPL-3.0-or-later
 
-# The workspace's one executable lives in the `svcos` package under services/svcos; the cargo
+# The workspace's one executable lives in the `svcos` package under svcos; the cargo
 # infrastructure runs `cargo build --release`/`cargo install --path ./` there (with the
 # workspace's Cargo.lock, --locked, offline from the vendored sources) and installs the binary to
 # $(TARGET_DIR)/usr/bin/svcos. The image build is `cargo build --release -p svcos
 # --no-default-features`: without the default `sim` feature, so the simulated board, the test
 # pool and its Stratum V2 upstream stay out of the image (docs/PERFORMANCE.md, "Binary size").
-SVCOS_SUBDIR = services/svcos
+SVCOS_SUBDIR = svcos
 # Without default features the binary links the system libsqlite3 (the `bundled-sqlite` feature
 # is off): Buildroot's sqlite package, found through pkg-config.
 SVCOS_DEPENDENCIES = host-pkgconf sqlite tzdata
@@ -28,7 +28,7 @@ SVCOS_CARGO_INSTALL_OPTS = --no-default-features --bin svcos
 # instead, and on ARM Buildroot's cargo infrastructure sets CARGO_TARGET_<triple>_RUSTFLAGS (its
 # compiler-builtins workaround, --allow-multiple-definition): the workspace's
 # `-C symbol-mangling-version=v0` (.cargo/config.toml) would be dropped, and with it the
-# hot-text layout whose patterns match v0 names (services/svcos/build.rs). So both are restated
+# hot-text layout whose patterns match v0 names (svcos/build.rs). So both are restated
 # here; this assignment comes after the infrastructure's on cargo's command line and wins.
 # Buildroot links against its prebuilt standard library for the target (host-rust-bin ships it
 # for armv7-unknown-linux-gnueabihf, the Rust target of a Cortex-A9 with BR2_ARM_EABIHF and

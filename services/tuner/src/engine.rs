@@ -356,6 +356,8 @@ pub struct Engine {
     dps_reduction: f64,
     /// When the last thermal backoff acted and the hottest reading then (ms, C).
     last_thermal_backoff: (i64, f64),
+    /// The power a cut for heat last held, W, kept across targets until a release lifts it.
+    heat_ceiling_watt: Option<f64>,
     target_in_force: Option<(Mode, f64)>,
     replan: bool,
     restore_stock: bool,
@@ -446,6 +448,7 @@ impl Engine {
             last_measured: Measured::default(),
             dps_reduction: 0.0,
             last_thermal_backoff: (i64::MIN / 2, f64::INFINITY),
+            heat_ceiling_watt: None,
             target_in_force: None,
             replan: true,
             restore_stock: false,
@@ -480,12 +483,14 @@ impl Engine {
             // A cut made for heat is a power the board could not hold cool: it stays the
             // ceiling of a higher target (planning above it would only run hot and be cut
             // again), and a lower target is under it. Steps come back when the chips cool.
-            let held = self.settings.power_target_watt - self.dps_reduction;
-            self.dps_reduction = if self.dps_reduction > 0.0 {
-                (watt - held).max(0.0)
-            } else {
-                0.0
-            };
+            // The ceiling outlives a lower target in between (80 % after 100 %, then 100 %
+            // again): only a release, once the chips ran cool enough, lifts it.
+            if self.dps_reduction > 0.0 {
+                self.heat_ceiling_watt = Some(self.settings.power_target_watt - self.dps_reduction);
+            }
+            self.dps_reduction = self
+                .heat_ceiling_watt
+                .map_or(0.0, |ceiling| (watt - ceiling).max(0.0));
             self.settings.power_target_watt = watt;
             self.replan = true;
         }
@@ -1130,6 +1135,9 @@ impl Engine {
                 };
                 if self.dps_reduction > 0.0 && m.measured.temp_max_c < lim.max_temp_c - margin {
                     self.dps_reduction = (self.dps_reduction - lim.dps_step_watt).max(0.0);
+                    if self.dps_reduction <= 0.0 {
+                        self.heat_ceiling_watt = None;
+                    }
                     return Vec::new(); // the raised target re-plans on the next tick
                 }
                 if target.0 == Mode::Power

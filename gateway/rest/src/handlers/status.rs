@@ -87,7 +87,7 @@ async fn chips_health(State(state): State<AppState>) -> ApiResult {
     ok(ChipsHealthBody::new(&full_telemetry(&state).await?))
 }
 
-/// The `/api/chips/health` body as JSON, for `services/svcos/tests/chip_health_agrees.rs`,
+/// The `/api/chips/health` body as JSON, for `svcos/tests/chip_health_agrees.rs`,
 /// which checks that REST, diagnostics and the tuner judge every chip alike.
 pub fn chips_health_view(t: &Telemetry) -> Value {
     serde_json::to_value(ChipsHealthBody::new(t)).expect("a body of plain members serialises")

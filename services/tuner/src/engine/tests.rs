@@ -949,6 +949,13 @@ async fn a_power_cut_for_heat_is_the_ceiling_of_a_higher_target_not_of_a_lower_o
     rig.second().await;
     let v = rig.view();
     assert_eq!((v.power_target_watt, v.dps_reduction_watt), (80.0, 0.0));
+    // ... but remembered: back above it, the target starts at the ceiling again (its saved
+    // profile, if any) instead of running hot until a new cut.
+    assert!(rig.driver.shared.lock().operator_target(150.0).unwrap());
+    rig.second().await;
+    let v = rig.view();
+    assert_eq!(v.power_target_watt, held, "{v:?}");
+    assert_eq!(v.dps_reduction_watt, 150.0 - held);
 }
 
 #[tokio::test]

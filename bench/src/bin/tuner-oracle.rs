@@ -9,12 +9,16 @@
 //! can hold it and at the sim's full-airflow steady state where they cannot, the hottest
 //! junction never above the tuner's temperature limit (its dynamic power scaling enforces that,
 //! so a point hotter than it is not one the firmware may run); a chip counts at the highest
-//! frequency where at most 1 % of its nonces fail, and its good hashes only.
+//! frequency where at most 1 % of its nonces fail, and its good hashes only. Power is at the
+//! wall: the chips' DC through the sim's PSU efficiency curve (`psu_input_watt`).
 
 use clap::Parser;
 use svcos_common::config::Config;
 use svcos_hw_sim::BoardSpec;
-use svcos_hw_sim::state::{BoardState, Silicon, board_conductance, chip_physics, junction_c};
+use svcos_hw_sim::state::{
+    BoardState, Silicon, board_conductance, chip_physics, junction_c, psu_input_watt,
+    psu_output_watt,
+};
 use svcos_tuner::model::{BoardInfo, Limits};
 
 #[derive(Parser)]
@@ -250,9 +254,28 @@ impl Board {
         found
     }
 
-    /// The best the board allows at `target`, with the hottest junction kept under `max_c`
-    /// by a lower power where the target itself would be too hot.
+    /// The best the board allows at `target` W at the wall, with the hottest junction kept
+    /// under `max_c` by a lower power where the target itself would be too hot.
     fn oracle(
+        &mut self,
+        target: f64,
+        fan_c: f64,
+        max_c: Option<f64>,
+        grid: f64,
+        all: bool,
+    ) -> Option<Found> {
+        // Targets and answers are at the wall, as the firmware's are; the chips' budget is what
+        // the PSU delivers from it.
+        let target = psu_output_watt(&self.spec, target);
+        let found = self.oracle_dc(target, fan_c, max_c, grid, all)?;
+        Some(Found {
+            power: psu_input_watt(&self.spec, found.power),
+            ..found
+        })
+    }
+
+    /// [`Board::oracle`] with `target` and the answer in DC watts.
+    fn oracle_dc(
         &mut self,
         target: f64,
         fan_c: f64,
@@ -341,7 +364,7 @@ fn main() {
             board.temp_c = if args.no_thermal { fan_c } else { t };
             stock = board.stock_power();
         }
-        stock
+        psu_input_watt(&board.spec, stock)
     };
     let stock_ths =
         board.ths(board.lim.stock_mhz) * board.chips.iter().map(Vec::len).sum::<usize>() as f64;

@@ -31,6 +31,8 @@ pub mod pmbus {
     pub const READ_TEMPERATURE_1: u8 = 0x8D;
     /// Output power, W.
     pub const READ_POUT: u8 = 0x96;
+    /// Input power, W.
+    pub const READ_PIN: u8 = 0x97;
     /// Manufacturer (block).
     pub const MFR_ID: u8 = 0x99;
     /// Model (block).
@@ -174,6 +176,7 @@ fn psu_transfer(
         pmbus::READ_IOUT => word(psu.iout_amp() * 100.0),
         pmbus::READ_TEMPERATURE_1 => ((psu.temp_c * 10.0).round() as i16).to_le_bytes().to_vec(),
         pmbus::READ_POUT => word(psu.pout_watt),
+        pmbus::READ_PIN => word(psu.pin_watt),
         pmbus::MFR_ID => block("Bitmain"),
         pmbus::MFR_MODEL => block(&board.spec.psu_model),
         other => return Err(bad_register(other)),

@@ -28,6 +28,8 @@ pub struct BoardSpec {
     pub fan_max_rpm: u32,
     /// PSU model name.
     pub psu_model: String,
+    /// The PSU's rated DC output, W (its efficiency curve is read against it).
+    pub psu_rated_watt: f64,
     /// Seed of every random choice.
     pub seed: u64,
     /// Room temperature, C.
@@ -43,11 +45,14 @@ impl BoardSpec {
     pub fn from_config(config: &Config) -> BoardSpec {
         let hw = &config.hardware;
         let (_, _, chip, _, model) = hw.board.preset();
-        let (fans, fan_max_rpm, psu_model, chip_nominal_watt) = match hw.board {
-            // S9: ~1300 W at the wall for 189 chips; S19: ~3250 W for 228; Bitaxe: ~12 W.
-            Board::S9 => (2, 6000, "APW3++", 6.3),
-            Board::S19 => (4, 6000, "APW12", 14.0),
-            Board::Bitaxe => (1, 5500, "TPS546", 12.0),
+        // Chip power is DC, what the PSU delivers; the wall figures the makers publish include
+        // the PSU's loss (`state::psu_efficiency`). S9: 1 323 W at the wall with the APW3++
+        // (1 600 W) at 93 %, so about 1 230 W DC for 189 chips at their operating temperature;
+        // S19: ~3 250 W at the wall for 228 chips on the APW12 (3 600 W); Bitaxe: ~12 W.
+        let (fans, fan_max_rpm, psu_model, psu_rated_watt, chip_nominal_watt) = match hw.board {
+            Board::S9 => (2, 6000, "APW3++", 1600.0, 5.85),
+            Board::S19 => (4, 6000, "APW12", 3600.0, 13.0),
+            Board::Bitaxe => (1, 5500, "TPS546", 20.0, 11.0),
         };
         BoardSpec {
             model: model.to_string(),
@@ -66,6 +71,7 @@ impl BoardSpec {
             fans,
             fan_max_rpm,
             psu_model: psu_model.to_string(),
+            psu_rated_watt,
             seed: config.sim.seed,
             room_temp_c: config.sim.room_temp_c,
             cpu_budget_percent: config.sim.cpu_budget_percent,

@@ -23,6 +23,8 @@ pub const READ_IOUT: u8 = 0x8C;
 pub const READ_TEMPERATURE_1: u8 = 0x8D;
 /// PMBus READ_POUT, W.
 pub const READ_POUT: u8 = 0x96;
+/// PMBus READ_PIN, W.
+pub const READ_PIN: u8 = 0x97;
 /// PMBus MFR_MODEL (block read).
 pub const MFR_MODEL: u8 = 0x9A;
 
@@ -52,8 +54,11 @@ pub struct PsuReading {
     pub setpoint_v: f64,
     /// Output current, A.
     pub current_a: f64,
-    /// Output power, W.
+    /// Input power (what the owner pays for and a meter at the wall reads), W; the output
+    /// power where the PSU does not report its input.
     pub power_watt: f64,
+    /// Output power (what the hashboards draw), W.
+    pub output_watt: f64,
     /// PSU temperature, C.
     pub temp_c: f64,
     /// Fault text; empty when healthy.
@@ -105,12 +110,17 @@ impl Psu {
         let mut op = [0u8; 1];
         bus.transfer(self.address, &[OPERATION], &mut op)?;
         let status = self.word(bus, STATUS_WORD)?;
+        let output_watt = f64::from(self.word(bus, READ_POUT)?);
+        // Power targets, circuit limits and J/TH are about the wall; a PSU that does not
+        // answer READ_PIN (it is optional in PMBus) leaves the output reading, as before.
+        let input_watt = self.word(bus, READ_PIN).ok().map(f64::from);
         Ok(PsuReading {
             enabled: op[0] & 0x80 != 0,
             voltage_v: f64::from(self.word(bus, READ_VOUT)?) / 1000.0,
             setpoint_v: f64::from(self.word(bus, VOUT_COMMAND)?) / 1000.0,
             current_a: f64::from(self.word(bus, READ_IOUT)?) / 100.0,
-            power_watt: f64::from(self.word(bus, READ_POUT)?),
+            power_watt: input_watt.unwrap_or(output_watt),
+            output_watt,
             temp_c: f64::from(self.word(bus, READ_TEMPERATURE_1)? as i16) / 10.0,
             fault: status_fault(status, self.meant_on),
             status_word: status,
@@ -228,9 +238,14 @@ mod tests {
         assert!(r.enabled);
         assert_eq!(r.voltage_v, 8.8);
         assert_eq!(r.current_a, 153.4);
-        assert_eq!(r.power_watt, 1350.0);
+        // No READ_PIN: the output reading stands for the input.
+        assert_eq!((r.power_watt, r.output_watt), (1350.0, 1350.0));
         assert_eq!(r.temp_c, -5.2);
         assert!(r.fault.is_empty());
+        bus.regs
+            .insert((a, READ_PIN), 1460u16.to_le_bytes().to_vec());
+        let r = psu.read(&mut bus).unwrap();
+        assert_eq!((r.power_watt, r.output_watt), (1460.0, 1350.0));
         bus.regs.insert(
             (a, STATUS_WORD),
             ((1u16 << 4) | (1 << 6) | (1 << 11)).to_le_bytes().to_vec(),

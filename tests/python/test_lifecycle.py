@@ -9,10 +9,12 @@ on the data partition, and with a signed stock bundle in place the preflight pas
 state machine boots the stock slot and commits it.
 """
 
+import hashlib
 import json
 import os
 import shutil
 import socket
+import stat
 import struct
 import subprocess
 import tempfile
@@ -62,12 +64,17 @@ def status(sim, token, path=STATUS):
 
 
 def make_bundle(work: Path, name: str, payload: Path, version: str, key: Path, cert: Path,
-                compatible=COMPATIBLE) -> Path:
+                compatible=COMPATIBLE, link=False) -> Path:
+    """A signed bundle of `payload`; with `link`, its image is a symbolic link to `payload`
+    (`rauc bundle` signs the digest of the file it names, mksquashfs keeps the link)."""
     content = work / f"{name}.d"
     shutil.rmtree(content, ignore_errors=True)
     content.mkdir()
-    shutil.copy(payload, content / "svcos")
-    os.chmod(content / "svcos", 0o755)
+    if link:
+        (content / "svcos").symlink_to(payload)
+    else:
+        shutil.copy(payload, content / "svcos")
+        os.chmod(content / "svcos", 0o755)
     (content / "manifest.raucm").write_text(
         f"[update]\ncompatible={compatible}\nversion={version}\n\n"
         "[bundle]\nformat=plain\n\n[image.rootfs]\nfilename=svcos\n"
@@ -348,6 +355,72 @@ def test_a_slot_that_exits_at_once_is_rolled_back(life):
     assert slot_a["boot_status"] == "bad", s
     for name, svc in sim.services().items():
         assert "run" in str(svc["state"]).lower(), (name, svc)
+
+
+def slots_tree(sim) -> dict:
+    """Every entry under the sim's slots, links not followed: path -> (mode, sha256 of the content
+    or the link's target). The installer's staging directory is left out (a killed install may
+    have left one; the next install replaces it)."""
+    root = sim.dir / "slots"
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if Path(dirpath, d) != root / ".staging"]
+        for name in dirnames + filenames:
+            p = Path(dirpath, name)
+            st = p.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                body = os.readlink(p).encode()
+            elif stat.S_ISREG(st.st_mode):
+                body = p.read_bytes()
+            else:
+                body = b""
+            out[str(p.relative_to(root))] = (st.st_mode, hashlib.sha256(body).hexdigest())
+    return out
+
+
+def test_a_signed_bundle_cannot_smuggle_a_file_in_through_a_link(life):
+    """Issue 33: a correctly signed bundle whose image is a symbolic link to a file on the unit
+    (a 0600 file standing in for auth's password hash) made the installer copy that file into the
+    other slot. It is refused while the images are checked; no slot changes."""
+    sim, work = life["sim"], life["work"]
+    token = login(sim)
+    secret = work / "password-hash"
+    secret_body = b"$argon2id$v=19$m=65536,t=3,p=4$" + os.urandom(8192).hex().encode() + b"\n"
+    secret.write_bytes(secret_body)
+    os.chmod(secret, 0o600)
+    bundle = make_bundle(work, "smuggle", secret, "63.0.0", life["key"], life["cert"], link=True)
+    before = status(sim, token)
+    target = "A" if before["booted_slot"] == "B" else "B"
+    tree_before = slots_tree(sim)
+    got, body = upload(sim, token, bundle)
+    assert got == 400, body
+    assert body["refusal"] == "unsafe_image", body
+    assert "is a symbolic link" in body["error"] and "not followed" in body["error"], body
+    assert "do not link" in body["suggestion"], body
+    s = status(sim, token)
+    assert s["refusal"] == "unsafe_image" and s["last_error"] == body["error"], s
+    # Found by the slot manager after extracting: an install ran and failed, before it wrote.
+    assert s["phase"] == "failed", s
+    assert "Copying" not in s["progress"]["message"], s
+    assert s["booted_slot"] == before["booted_slot"], s
+    assert s["primary_slot"] == before["primary_slot"], s
+    assert s["running_version"] == before["running_version"], s
+    slot = next(x for x in s["slots"] if x["bootname"] == target)
+    slot_before = next(x for x in before["slots"] if x["bootname"] == target)
+    for k in ("version", "sha256", "boot_status", "installed_at"):
+        assert slot[k] == slot_before[k], (k, slot_before, slot)
+    # The other slot keeps its content and modes, byte for byte; so does everything else.
+    assert slots_tree(sim) == tree_before
+    assert not (sim.dir / "slots" / ".staging").exists()
+    # No copy of the secret anywhere under the slots, and no link to it left behind.
+    for dirpath, _, filenames in os.walk(sim.dir / "slots"):
+        for name in filenames:
+            p = Path(dirpath, name)
+            if p.is_symlink():
+                assert Path(os.readlink(p)) != secret, p
+            elif p.is_file():
+                assert p.read_bytes() != secret_body, p
+    assert stat.S_IMODE(secret.lstat().st_mode) == 0o600
 
 
 def slots_snapshot(sim) -> dict:

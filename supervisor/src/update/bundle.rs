@@ -6,7 +6,7 @@
 //! signature (DER) and its 64-bit size; the signer's certificate must chain to the keyring
 //! (`/etc/rauc/keyring.pem` on the image, `<dir>/rauc/keyring.pem` in the sim).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -76,6 +76,10 @@ pub enum BundleError {
     /// The manifest lacks something an install needs.
     #[error("bad manifest: {0}")]
     BadManifest(String),
+    /// An image is not a regular file of its own inside the bundle (a symbolic or hard link, a
+    /// device node, a FIFO, a socket, a directory). Signed or not, it is never followed.
+    #[error("unsafe image in the bundle: {0}")]
+    UnsafeImage(String),
     /// `rauc` could not be run, or failed for another reason.
     #[error("rauc failed: {0}")]
     Tool(String),
@@ -92,6 +96,7 @@ impl BundleError {
             BundleError::WrongModel { .. } => "wrong_model",
             BundleError::Downgrade { .. } => "downgrade",
             BundleError::BadManifest(_) => "bad_manifest",
+            BundleError::UnsafeImage(_) => "unsafe_image",
             BundleError::Tool(_) => "verifier_unavailable",
         }
     }
@@ -288,13 +293,16 @@ pub async fn extract(bundle: &Path, keyring: &Path, into: &Path) -> Result<(), B
 
 /// sha256 and size of a file, streamed.
 pub fn sha256_file(path: &Path) -> std::io::Result<(String, u64)> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path)?;
+    sha256_reader(std::fs::File::open(path)?)
+}
+
+/// sha256 and size of everything `r` yields.
+pub fn sha256_reader(mut r: impl std::io::Read) -> std::io::Result<(String, u64)> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
     let mut total = 0u64;
     loop {
-        let n = f.read(&mut buf)?;
+        let n = r.read(&mut buf)?;
         if n == 0 {
             break;
         }
@@ -304,27 +312,154 @@ pub fn sha256_file(path: &Path) -> std::io::Result<(String, u64)> {
     Ok((hex::encode(hasher.finalize()), total))
 }
 
-/// Check every extracted image against the signed manifest.
-pub fn check_images(manifest: &Manifest, dir: &Path) -> Result<Vec<(Image, PathBuf)>, BundleError> {
-    let mut out = Vec::new();
-    for img in &manifest.images {
-        if img.filename.contains('/') || img.filename.starts_with('.') {
+/// The most an installed image's permission bits may be: an image is an executable, never
+/// set-uid, set-gid or sticky, never writable by group or others, whatever its bundle says.
+pub const MAX_IMAGE_MODE: u32 = 0o755;
+
+/// An image that passed [`check_images`], held open: the installer copies from this very file,
+/// so nothing swapped into the staging directory after the check is read.
+#[derive(Debug)]
+pub struct CheckedImage {
+    /// What the manifest says of it.
+    pub image: Image,
+    /// The image, opened without following links; positioned at its start.
+    pub file: std::fs::File,
+    /// Its permission bits as the bundle declares them, masked by [`MAX_IMAGE_MODE`].
+    pub mode: u32,
+}
+
+/// A manifest image file name must name a file directly in the bundle: no directory part, no
+/// `.`/`..`, no hidden name, nothing a path join could take outside the staging directory.
+pub fn check_image_name(name: &str) -> Result<(), BundleError> {
+    if name.is_empty() || name.contains(['/', '\0']) || name.starts_with('.') {
+        return Err(BundleError::BadManifest(format!(
+            "image file name {name:?} is not a plain file name inside the bundle"
+        )));
+    }
+    Ok(())
+}
+
+/// What a non-regular file is, for refusals.
+fn kind_of(ft: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_symlink() {
+        "a symbolic link"
+    } else if ft.is_dir() {
+        "a directory"
+    } else if ft.is_block_device() {
+        "a block device node"
+    } else if ft.is_char_device() {
+        "a character device node"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Open image `name` of the extracted bundle in `dir`, refusing anything but a regular file
+/// with a single name. A signed bundle can still carry a link: `rauc bundle` hashes the file a
+/// symbolic link points at and mksquashfs stores the link itself, so following it would install
+/// (and expose) whatever file the signer named on this unit.
+pub fn open_image(dir: &Path, name: &str) -> Result<(std::fs::File, u32), BundleError> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+    check_image_name(name)?;
+    let unsafe_image = |what: String| BundleError::UnsafeImage(format!("image {name:?} {what}"));
+    let dir_meta = std::fs::symlink_metadata(dir)
+        .map_err(|e| BundleError::Tool(format!("staging directory {}: {e}", dir.display())))?;
+    if !dir_meta.is_dir() {
+        return Err(BundleError::Tool(format!(
+            "staging directory {} is {}",
+            dir.display(),
+            kind_of(dir_meta.file_type())
+        )));
+    }
+    let path = dir.join(name);
+    // `symlink_metadata`, not `metadata`: the entry itself, never what a link points at.
+    let meta = match std::fs::symlink_metadata(&path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(BundleError::BadManifest(format!(
-                "image file name {:?} leaves the bundle",
-                img.filename
+                "image {name:?} missing from bundle"
             )));
         }
-        let path = dir.join(&img.filename);
-        let (sha, size) = sha256_file(&path).map_err(|e| {
-            BundleError::BadManifest(format!("image {} missing from bundle: {e}", img.filename))
+        Err(e) => return Err(BundleError::Tool(format!("{}: {e}", path.display()))),
+    };
+    let ft = meta.file_type();
+    if ft.is_symlink() {
+        let to = std::fs::read_link(&path)
+            .map(|t| format!(" (to {:?})", t.display().to_string()))
+            .unwrap_or_default();
+        return Err(unsafe_image(format!(
+            "is a symbolic link{to}; images must be regular files inside the bundle, so it was \
+             not followed"
+        )));
+    }
+    if !ft.is_file() {
+        // Refused before opening: opening a FIFO blocks and opening a device can act on it.
+        return Err(unsafe_image(format!(
+            "is {}; images must be regular files",
+            kind_of(ft)
+        )));
+    }
+    if meta.nlink() > 1 {
+        return Err(unsafe_image(format!(
+            "is a hard link ({} names for one file); images must be files of their own",
+            meta.nlink()
+        )));
+    }
+    // O_NOFOLLOW: a link swapped in after the check above fails to open instead of being
+    // followed; O_NONBLOCK: a FIFO swapped in does not hang the install.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(&path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => unsafe_image(
+                "became a symbolic link while it was checked; it was not followed".into(),
+            ),
+            _ => BundleError::Tool(format!("{}: {e}", path.display())),
         })?;
+    let opened = file
+        .metadata()
+        .map_err(|e| BundleError::Tool(format!("{}: {e}", path.display())))?;
+    if !opened.is_file()
+        || opened.nlink() != 1
+        || opened.dev() != meta.dev()
+        || opened.ino() != meta.ino()
+    {
+        return Err(unsafe_image("changed while it was checked".into()));
+    }
+    Ok((file, opened.permissions().mode() & MAX_IMAGE_MODE))
+}
+
+/// Check every extracted image against the signed manifest: each must be a regular file of its
+/// own inside `dir` (see [`open_image`]) whose sha256 and size match.
+pub fn check_images(manifest: &Manifest, dir: &Path) -> Result<Vec<CheckedImage>, BundleError> {
+    use std::io::{Seek, SeekFrom};
+    // Every name first: a bad one refuses the bundle before any image is opened.
+    for img in &manifest.images {
+        check_image_name(&img.filename)?;
+    }
+    let mut out = Vec::new();
+    for img in &manifest.images {
+        let (mut file, mode) = open_image(dir, &img.filename)?;
+        let io = |e: std::io::Error| BundleError::Tool(format!("image {}: {e}", img.filename));
+        let (sha, size) = sha256_reader(&file).map_err(io)?;
         if sha != img.sha256 || (img.size != 0 && size != img.size) {
             return Err(BundleError::BadDigest(format!(
                 "image {} hashes to {sha} ({size} bytes), the manifest says {} ({} bytes)",
                 img.filename, img.sha256, img.size
             )));
         }
-        out.push((img.clone(), path));
+        file.seek(SeekFrom::Start(0)).map_err(io)?;
+        out.push(CheckedImage {
+            image: img.clone(),
+            file,
+            mode,
+        });
     }
     Ok(out)
 }
@@ -387,32 +522,149 @@ mod tests {
         }
     }
 
-    #[test]
-    fn image_digest_is_checked() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("svcos"), b"payload").unwrap();
-        let (sha, size) = sha256_file(&dir.path().join("svcos")).unwrap();
-        let mut m = Manifest {
+    /// A manifest with one rootfs image `name` promising the content of `content`.
+    fn manifest_for(name: &str, content: &Path) -> Manifest {
+        let (sha256, size) = sha256_file(content).unwrap();
+        Manifest {
             compatible: "c".into(),
             version: "1".into(),
             images: vec![Image {
                 slot_class: "rootfs".into(),
-                filename: "svcos".into(),
-                sha256: sha.clone(),
+                filename: name.into(),
+                sha256,
                 size,
             }],
-        };
-        assert_eq!(check_images(&m, dir.path()).unwrap().len(), 1);
+        }
+    }
+
+    fn refusal(m: &Manifest, dir: &Path) -> (&'static str, String) {
+        let e = check_images(m, dir).unwrap_err();
+        (e.code(), e.to_string())
+    }
+
+    #[test]
+    fn image_digest_is_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("svcos"), b"payload").unwrap();
+        let mut m = manifest_for("svcos", &dir.path().join("svcos"));
+        let checked = check_images(&m, dir.path()).unwrap();
+        assert_eq!(checked.len(), 1);
+        // The handle is rewound: the installer copies the whole image from it.
+        assert_eq!(
+            sha256_reader(&checked[0].file).unwrap().0,
+            checked[0].image.sha256
+        );
         m.images[0].sha256 = "00".repeat(32);
-        assert_eq!(
-            check_images(&m, dir.path()).unwrap_err().code(),
-            "bad_digest"
-        );
-        m.images[0].filename = "../etc".into();
-        assert_eq!(
-            check_images(&m, dir.path()).unwrap_err().code(),
-            "bad_manifest"
-        );
+        assert_eq!(refusal(&m, dir.path()).0, "bad_digest");
+    }
+
+    #[test]
+    fn image_names_stay_inside_the_bundle() {
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = dir.path().join("staging");
+        std::fs::create_dir(&bundle).unwrap();
+        std::fs::write(dir.path().join("outside"), b"secret").unwrap();
+        for name in [
+            "../outside",
+            "sub/svcos",
+            "/etc/passwd",
+            "..",
+            ".",
+            "",
+            ".hidden",
+            "a\0b",
+        ] {
+            let m = manifest_for(name, &dir.path().join("outside"));
+            let (code, msg) = refusal(&m, &bundle);
+            assert_eq!(code, "bad_manifest", "{name:?}: {msg}");
+            assert!(msg.contains("not a plain file name"), "{msg}");
+        }
+        let m = manifest_for("missing", &dir.path().join("outside"));
+        assert!(refusal(&m, &bundle).1.contains("missing from bundle"));
+    }
+
+    #[test]
+    fn a_symbolic_link_is_never_followed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = dir.path().join("staging");
+        std::fs::create_dir(&bundle).unwrap();
+        // What the finding copied: a 0600 secret outside the bundle, named by a signed link
+        // whose manifest digest is the secret's own (as `rauc bundle` computes it).
+        let secret = dir.path().join("password-hash");
+        std::fs::write(&secret, b"$argon2id$secret").unwrap();
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::os::unix::fs::symlink(&secret, bundle.join("svcos")).unwrap();
+        let m = manifest_for("svcos", &secret);
+        let (code, msg) = refusal(&m, &bundle);
+        assert_eq!(code, "unsafe_image", "{msg}");
+        assert!(msg.contains("is a symbolic link"), "{msg}");
+        assert!(msg.contains("password-hash"), "{msg}");
+        // A link to a file inside the bundle is refused too: only what the name holds counts.
+        std::fs::write(bundle.join("real"), b"$argon2id$secret").unwrap();
+        std::fs::remove_file(bundle.join("svcos")).unwrap();
+        std::os::unix::fs::symlink("real", bundle.join("svcos")).unwrap();
+        assert_eq!(refusal(&m, &bundle).0, "unsafe_image");
+    }
+
+    #[test]
+    fn hard_links_and_special_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = dir.path().join("staging");
+        std::fs::create_dir(&bundle).unwrap();
+        let payload = dir.path().join("payload");
+        std::fs::write(&payload, b"payload").unwrap();
+        let m = manifest_for("svcos", &payload);
+        let image = bundle.join("svcos");
+
+        std::fs::hard_link(&payload, &image).unwrap();
+        let (code, msg) = refusal(&m, &bundle);
+        assert_eq!(code, "unsafe_image", "{msg}");
+        assert!(msg.contains("hard link (2 names"), "{msg}");
+        std::fs::remove_file(&image).unwrap();
+
+        // Opening a FIFO for reading would block until a writer came; it must be refused first.
+        nix::unistd::mkfifo(&image, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+        let (code, msg) = refusal(&m, &bundle);
+        assert_eq!(code, "unsafe_image", "{msg}");
+        assert!(msg.contains("is a FIFO"), "{msg}");
+        std::fs::remove_file(&image).unwrap();
+
+        let _socket = std::os::unix::net::UnixListener::bind(&image).unwrap();
+        assert!(refusal(&m, &bundle).1.contains("is a socket"));
+        std::fs::remove_file(&image).unwrap();
+
+        std::fs::create_dir(&image).unwrap();
+        assert!(refusal(&m, &bundle).1.contains("is a directory"));
+
+        // Making a device node needs privileges; /dev holds one already.
+        let m = manifest_for("null", &payload);
+        let (code, msg) = refusal(&m, Path::new("/dev"));
+        assert_eq!(code, "unsafe_image", "{msg}");
+        assert!(msg.contains("character device"), "{msg}");
+    }
+
+    #[test]
+    fn the_installed_mode_never_exceeds_0755() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let image = dir.path().join("svcos");
+        std::fs::write(&image, b"payload").unwrap();
+        let m = manifest_for("svcos", &image);
+        for (declared, installed) in [
+            (0o755, 0o755),
+            (0o644, 0o644),
+            (0o700, 0o700),
+            (0o777, 0o755),
+            (0o4755, 0o755),
+            (0o2711, 0o711),
+            (0o1777, 0o755),
+            (0o6775, 0o755),
+        ] {
+            std::fs::set_permissions(&image, std::fs::Permissions::from_mode(declared)).unwrap();
+            let checked = check_images(&m, dir.path()).unwrap();
+            assert_eq!(checked[0].mode, installed, "declared {declared:o}");
+        }
     }
 
     /// A squashfs superblock declaring `image_len` bytes, padded like mksquashfs to 4 KiB.

@@ -436,8 +436,12 @@ pub async fn install(
         std::fs::remove_dir_all(&staging).map_err(io)?;
     }
     std::fs::create_dir_all(&slots.root).map_err(io)?;
+    // A refused bundle leaves nothing behind, not even the links it carried.
+    let _cleanup = RemoveOnDrop(staging.clone());
     bundle::extract(bundle_path, keyring, &staging).await?;
     progress(40, "Checking image digests");
+    // Every image is checked (a plain file of its own, the signed digest) and held open before
+    // the target slot is touched: a refused bundle leaves both slots as they were.
     let images = {
         let m = manifest.clone();
         let s = staging.clone();
@@ -445,10 +449,10 @@ pub async fn install(
             .await
             .map_err(|e| io(std::io::Error::other(e)))??
     };
-    let Some((image, image_path)) = images.into_iter().find(|(i, _)| i.slot_class == "rootfs")
-    else {
+    let Some(checked) = images.into_iter().find(|c| c.image.slot_class == "rootfs") else {
         return Err(BundleError::BadManifest("no image for slot class rootfs".into()).into());
     };
+    let image = checked.image.clone();
     slots.seed(booted, compatible).map_err(io)?;
     // From here the target is unbootable until fully written.
     slots
@@ -464,11 +468,10 @@ pub async fn install(
     let _ = std::fs::remove_file(dir.join("slot.json"));
     let tmp = dir.join(".svcos.new");
     {
-        let src = image_path.clone();
         let dst = tmp.clone();
         let total = image.size.max(1);
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<u64>();
-        let copy = tokio::task::spawn_blocking(move || copy_synced(&src, &dst, &tx));
+        let copy = tokio::task::spawn_blocking(move || copy_synced(checked, &dst, &tx));
         let mut last = 50;
         while let Some(done) = rx.recv().await {
             let pct = 50 + (done.saturating_mul(45) / total).min(45) as i32;
@@ -494,25 +497,45 @@ pub async fn install(
         )
         .map_err(io)?;
     slots.update_env(|env| env.activate(target)).map_err(io)?;
-    let _ = std::fs::remove_dir_all(&staging);
     progress(100, "Installing done.");
     Ok(slot_name(target))
 }
 
+/// Removes a directory tree when dropped (`remove_dir_all` removes links, never what they name).
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Copy a checked image to `dst`, a new file with the image's (masked) mode, and sync it.
 fn copy_synced(
-    src: &Path,
+    image: bundle::CheckedImage,
     dst: &Path,
     done: &tokio::sync::mpsc::UnboundedSender<u64>,
 ) -> std::io::Result<()> {
     use std::io::{Read, Write};
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut from = std::fs::File::open(src)?;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+
+    use sha2::Digest;
+    let mut from = image.file;
+    // A leftover of an interrupted install, or whatever else sits at the name, is unlinked, and
+    // O_EXCL creates a fresh file: a link there is never written through.
+    match std::fs::remove_file(dst) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
     let mut to = std::fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o755)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(image.mode)
         .open(dst)?;
+    // The umask must not decide what the slot holds: the mode is the image's.
+    to.set_permissions(std::fs::Permissions::from_mode(image.mode))?;
+    let mut hasher = sha2::Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut total = 0u64;
     loop {
@@ -520,9 +543,19 @@ fn copy_synced(
         if n == 0 {
             break;
         }
+        hasher.update(&buf[..n]);
         to.write_all(&buf[..n])?;
         total += n as u64;
         let _ = done.send(total);
+    }
+    // The check hashed the same open file; a change since then is a write to the staging
+    // directory by someone else, and what was verified is not what would be installed.
+    let sha = hex::encode(hasher.finalize());
+    if sha != image.image.sha256 {
+        return Err(std::io::Error::other(format!(
+            "image {} changed after its digest was checked (now {sha})",
+            image.image.filename
+        )));
     }
     to.sync_all()
 }
@@ -818,6 +851,166 @@ mod tests {
         assert_eq!(bootname_of("A"), Some("A"));
         assert_eq!(bootname_of("rootfs.7"), None);
         assert_eq!(other("A"), "B");
+    }
+
+    /// Whether `tool` runs at all (the bundle tests need RAUC's tool chain).
+    fn runs(tool: &str, arg: &str) -> bool {
+        std::process::Command::new(tool).arg(arg).output().is_ok()
+    }
+
+    fn run(cmd: &mut std::process::Command) {
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{cmd:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// A throwaway signing key and its self-signed certificate (the keyring).
+    fn keypair(dir: &Path) -> (PathBuf, PathBuf) {
+        let (key, cert) = (dir.join("key.pem"), dir.join("cert.pem"));
+        run(std::process::Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+            .args([
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=t",
+            ])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert));
+        (key, cert)
+    }
+
+    /// A bundle signed by `key` whose rootfs image `svcos` is made by `put_image`.
+    fn signed_bundle(
+        dir: &Path,
+        name: &str,
+        (key, cert): &(PathBuf, PathBuf),
+        put_image: impl FnOnce(&Path),
+    ) -> PathBuf {
+        let content = dir.join(format!("{name}.d"));
+        std::fs::create_dir(&content).unwrap();
+        put_image(&content.join(SLOT_BINARY));
+        std::fs::write(
+            content.join("manifest.raucm"),
+            "[update]\ncompatible=svcos-test\nversion=9.0.0\n\n[bundle]\nformat=plain\n\n\
+             [image.rootfs]\nfilename=svcos\n",
+        )
+        .unwrap();
+        let out = dir.join(format!("{name}.raucb"));
+        run(std::process::Command::new(bundle::RAUC)
+            .arg("bundle")
+            .arg(format!("--cert={}", cert.display()))
+            .arg(format!("--key={}", key.display()))
+            .arg(&content)
+            .arg(&out));
+        out
+    }
+
+    /// Every entry under `root` (not following links): path → (mode, content or link target).
+    fn tree(root: &Path) -> BTreeMap<PathBuf, (u32, Vec<u8>)> {
+        use std::os::unix::fs::PermissionsExt;
+        let mut out = BTreeMap::new();
+        let mut todo = vec![root.to_path_buf()];
+        while let Some(dir) = todo.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                let meta = std::fs::symlink_metadata(&path).unwrap();
+                let body = if meta.is_dir() {
+                    todo.push(path.clone());
+                    Vec::new()
+                } else if meta.is_symlink() {
+                    std::fs::read_link(&path)
+                        .unwrap()
+                        .into_os_string()
+                        .into_encoded_bytes()
+                } else {
+                    std::fs::read(&path).unwrap()
+                };
+                out.insert(path, (meta.permissions().mode(), body));
+            }
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn a_signed_bundle_cannot_smuggle_a_file_in_through_a_link() {
+        use std::os::unix::fs::PermissionsExt;
+        if !(runs(bundle::RAUC, "--version")
+            && runs("openssl", "version")
+            && runs("mksquashfs", "-version"))
+        {
+            eprintln!("rauc, openssl or mksquashfs is not installed; skipped");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let keys = keypair(tmp.path());
+        let slots = SimSlots::new(&tmp.path().join("sim"));
+        // Booted from A; B holds an earlier install that a refused bundle must leave alone.
+        for (b, body) in [("A", "running"), ("B", "previous")] {
+            std::fs::create_dir_all(slots.dir(b)).unwrap();
+            std::fs::write(slots.binary(b), body).unwrap();
+            slots
+                .save_meta(
+                    b,
+                    &SlotMeta {
+                        version: format!("{body}-version"),
+                        ..SlotMeta::default()
+                    },
+                )
+                .unwrap();
+        }
+        slots.save_env(&BootEnv::default()).unwrap();
+        let before = tree(&slots.root);
+
+        // What the finding copied: auth's password hash, mode 0600, named by a signed link.
+        let secret = tmp.path().join("password-hash");
+        let secret_body = format!("$argon2id$v=19${}", "s".repeat(8192)).into_bytes();
+        std::fs::write(&secret, &secret_body).unwrap();
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let link = signed_bundle(tmp.path(), "link", &keys, |image| {
+            std::os::unix::fs::symlink(&secret, image).unwrap()
+        });
+        let seen = std::sync::Mutex::new(Vec::new());
+        let report = |_: i32, what: &str| seen.lock().unwrap().push(what.to_string());
+        let err = install(&slots, "A", "svcos-test", &keys.1, &link, &report)
+            .await
+            .unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            matches!(&err, InstallError::Bundle(e) if e.code() == "unsafe_image"),
+            "{msg}"
+        );
+        assert!(msg.contains("is a symbolic link"), "{msg}");
+        // Refused while checking the images, before the target slot was marked or written.
+        let seen = seen.into_inner().unwrap();
+        assert_eq!(
+            seen.last().map(String::as_str),
+            Some("Checking image digests")
+        );
+        assert_eq!(tree(&slots.root), before, "the slots changed");
+        assert!(!slots.root.join(".staging").exists());
+
+        // The same install from a regular file goes through, with its mode capped at 0755.
+        let plain = signed_bundle(tmp.path(), "plain", &keys, |image| {
+            std::fs::write(image, &secret_body).unwrap();
+            std::fs::set_permissions(image, std::fs::Permissions::from_mode(0o6777)).unwrap();
+        });
+        let slot = install(&slots, "A", "svcos-test", &keys.1, &plain, &|_, _| {})
+            .await
+            .unwrap();
+        assert_eq!(slot, "rootfs.1");
+        let meta = std::fs::symlink_metadata(slots.binary("B")).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o7777, 0o755);
+        assert_eq!(std::fs::read(slots.binary("B")).unwrap(), secret_body);
+        assert_eq!(slots.meta("B").version, "9.0.0");
+        assert_eq!(slots.load_env().unwrap().primary(), "B");
     }
 
     #[test]

@@ -131,7 +131,7 @@ impl Refusal {
         let msg = self.message.clone();
         let mut status = match self.code.as_str() {
             "wrong_key" | "bad_digest" | "truncated" | "not_a_bundle" | "bad_manifest"
-            | "bad_path" => Status::invalid_argument(msg),
+            | "unsafe_image" | "bad_path" => Status::invalid_argument(msg),
             "io" => Status::internal(msg),
             _ => Status::failed_precondition(msg),
         };
@@ -204,7 +204,12 @@ fn phase_to_pb(p: Phase) -> pb::UpdatePhase {
 /// Classify RAUC's `LastError` into a refusal code.
 fn classify_last_error(msg: &str) -> &'static str {
     let lower = msg.to_ascii_lowercase();
-    if lower.contains("digest") || lower.contains("checksum") {
+    // First: these messages quote file names and link targets, which may contain any word below.
+    if lower.contains("unsafe image in the bundle") {
+        "unsafe_image"
+    } else if lower.contains("bad manifest") {
+        "bad_manifest"
+    } else if lower.contains("digest") || lower.contains("checksum") {
         "bad_digest"
     } else if lower.contains("compatible") || lower.contains("this unit is") {
         "wrong_model"
@@ -1076,6 +1081,7 @@ mod tests {
             ("bad_digest", tonic::Code::InvalidArgument),
             ("truncated", tonic::Code::InvalidArgument),
             ("not_a_bundle", tonic::Code::InvalidArgument),
+            ("unsafe_image", tonic::Code::InvalidArgument),
             ("wrong_model", tonic::Code::FailedPrecondition),
             ("downgrade", tonic::Code::FailedPrecondition),
             ("busy", tonic::Code::FailedPrecondition),
@@ -1099,6 +1105,20 @@ mod tests {
         assert_eq!(
             classify_last_error("Compatible mismatch: Expected 'a' but bundle manifest has 'b'"),
             "wrong_model"
+        );
+        assert_eq!(
+            classify_last_error(
+                "Installation error: unsafe image in the bundle: image \"svcos\" is a symbolic \
+                 link (to \"/tmp/bad-digest-certificate\"); images must be regular files"
+            ),
+            "unsafe_image"
+        );
+        assert_eq!(
+            classify_last_error(
+                "Installation error: bad manifest: image file name \"../x\" is not a plain file \
+                 name inside the bundle"
+            ),
+            "bad_manifest"
         );
         assert_eq!(classify_last_error("disk on fire"), "install_failed");
     }

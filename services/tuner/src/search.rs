@@ -707,6 +707,17 @@ impl Search {
         // Per chip: learn, then choose its next frequency (never up while over the budget, nor
         // while the budget binds at the lowest voltage and is met).
         let hold_up = over || (self.frequency_bound && !under);
+        // Near the target, power buys the same hashrate whichever chips run it (both follow
+        // the sum of the frequencies), so a chip's unexplored room is worth nothing there:
+        // raising chips into the watts an erring one gave back only pushed new chips past
+        // their edges every window (the search hunted at 100 % instead of settling). Chips
+        // explore while the budget has more than half the tolerance left.
+        let explore = match budget {
+            Some((have, want)) if have > 0.0 && want > 0.0 => {
+                have < want * (1.0 - 0.5 * lim.power_tolerance)
+            }
+            _ => true,
+        };
         let mut q = p.clone();
         let (mut up, mut down) = (0u32, 0u32);
         for (chain, chip, v, f) in self.judge(p, m, lim) {
@@ -725,6 +736,9 @@ impl Search {
                     e.good = Some(e.good.map_or(f, |g| g.max(f)));
                     if hold_up {
                         f
+                    } else if !explore {
+                        // Back up to where it ran cleanly before, no further.
+                        e.good.filter(|g| *g > f).unwrap_or(f)
                     } else {
                         match e.bad {
                             // Bisect toward the lowest erring frequency, one step short of it.
@@ -1232,5 +1246,30 @@ mod tests {
         );
         let v = voltage_for_hashrate(10.0, 8800.0, 8.0, 6000.0, 9500.0);
         assert!((v / 8800.0).powf(1.5) * 10.0 - 8.0 < 1e-9);
+    }
+
+    #[test]
+    fn near_the_target_clean_chips_hold_and_under_it_they_explore() {
+        // A refit (chips near their edges) in power mode at a 1000 W target, every chip clean.
+        let lim = limits();
+        let p = Point::uniform(8000.0, 1, 500.0);
+        let ups = |power: f64| {
+            let mut s = Search::refit(Mode::Power, 1000.0);
+            match s.step(&p, &window(power, &[(40, 0); 10]), &lim) {
+                Outcome::Apply(q, _) | Outcome::Done(q, _, _) => {
+                    (0..10).filter(|&i| q.chains[0].chip_mhz(i) > 500.0).count()
+                }
+            }
+        };
+        // (power W, chips raised): within half the tolerance nothing explores; further under,
+        // chips raise into the room the budget has.
+        let tol = lim.power_tolerance;
+        for (power, raised) in [
+            (1000.0 * (1.0 - 0.25 * tol), 0),
+            (1000.0 * (1.0 - 0.45 * tol), 0),
+            (1000.0 * (1.0 - 2.0 * tol), 10),
+        ] {
+            assert_eq!(ups(power), raised, "at {power:.1} W");
+        }
     }
 }

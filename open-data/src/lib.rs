@@ -20,13 +20,13 @@
 //!   value flagged stale, never an error page.
 //! - **Hostile clients** ([`listen`]): a public server is flooded sooner or later, so the accept
 //!   loop bounds what a client can hold. A request head must arrive within 10 s; a connection
-//!   with no request in flight is closed after 30 s (10 s in practice: hyper's header timer
-//!   also runs while a keep-alive connection waits); a handler that has not answered in 30 s
-//!   is answered 503. At most 4096 connections are held (fewer if the descriptor limit minus
-//!   a reserve of 96 is lower); at the cap the least recently active idle connection is closed
-//!   for the new one, and only when none is idle is the new one refused with a 503. Failed
-//!   accepts (EMFILE) back off for 50 ms. Freed connection memory goes back to the OS through
-//!   the shared allocator trimmer (`svcos_common::alloc`).
+//!   inactive for 30 s is closed (10 s in practice when it waits for its next request: hyper's
+//!   header timer runs then too); a handler that has not answered in 30 s is answered 503. At
+//!   most 4096 connections are held (fewer if the descriptor limit minus a reserve of 96 is
+//!   lower); at the cap the least recently active idle connection is closed for the new one,
+//!   and only when none is idle is the new one refused with a 503. Failed accepts (EMFILE)
+//!   back off for 50 ms. Freed connection memory goes back to the OS through the shared
+//!   allocator trimmer (`svcos_common::alloc`).
 
 pub mod cache;
 pub mod client;

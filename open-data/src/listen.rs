@@ -9,21 +9,24 @@
 //!   request head is not complete in time. hyper runs the same timer while a keep-alive
 //!   connection waits for its next head.
 //! - **Idle timeout** ([`Limits::idle_timeout`], 30 s): a watchdog per connection closes it once
-//!   no request has been in flight for that long. It does not depend on hyper's header timer
-//!   covering keep-alive waits, and it also ends a connection whose client stopped reading its
-//!   answer (hyper is then writing, and no header timer runs).
+//!   it has been inactive that long: no request in flight, none ended and no byte of an answer
+//!   written (a slow client still downloading a large answer is active; a client trickling a
+//!   request head is not). It does not depend on hyper's header timer covering keep-alive
+//!   waits, and it also ends a connection whose client stopped reading its answer (hyper is
+//!   then writing, and no header timer runs).
 //! - **Request timeout** ([`Limits::request_timeout`], 30 s): a handler that has not answered
 //!   by then is answered 503 (handlers are cache lookups; this only bounds a stuck one).
-//! - **Closing is bounded too**: a connection told to close (idle, evicted, shutdown) gets
-//!   [`CLOSE_GRACE`] to finish the answer it is writing, then its socket is dropped.
+//! - **Closing is immediate**: an idle or evicted connection has nothing to finish, so its
+//!   socket is dropped at once; one with a request in flight (an eviction racing a new
+//!   request, or shutdown) is closed gracefully and dropped after at most [`CLOSE_GRACE`].
 //! - **Connection budget** ([`Limits::budget`]): at most `--max-connections` (4096), and never
 //!   more than the descriptor limit leaves after [`RESERVED_FDS`] and [`EVICT_SLACK`]. At the
 //!   budget a new connection is admitted by closing the *least recently active idle* one
 //!   (idle connections are the cheap thing a flood is made of, and a real client's connection
 //!   is kept whenever there is an older idle one to close). Only when every connection has a
 //!   request in flight, or [`EVICT_SLACK`] evictions are still closing, is the new one refused
-//!   at once with a 503 and closed. An evicted connection keeps its descriptor until it has
-//!   closed, so at most `budget + EVICT_SLACK` sockets are open.
+//!   at once with a 503 and closed. An evicted connection keeps its place until its task has
+//!   dropped the socket, so at most `budget + EVICT_SLACK` sockets are open.
 //! - **Out of descriptors anyway** (EMFILE, ENFILE: another part of the process or the system
 //!   holds them): the loop closes one idle connection and waits [`ACCEPT_BACKOFF`] before the
 //!   next accept, so it neither spins on the error nor stops serving.
@@ -36,7 +39,10 @@
 use std::collections::{BTreeSet, HashMap};
 use std::convert::Infallible;
 use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
@@ -45,6 +51,7 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use svcos_common::Shutdown;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
@@ -120,6 +127,8 @@ fn fd_limit() -> usize {
 #[derive(Debug, Clone)]
 pub struct Tracker {
     budget: usize,
+    /// Origin of the write-progress clocks (milliseconds since, in an atomic).
+    epoch: Instant,
     inner: Arc<Mutex<Inner>>,
 }
 
@@ -127,7 +136,9 @@ pub struct Tracker {
 struct Inner {
     next_id: u64,
     conns: HashMap<u64, Conn>,
-    /// Idle connections that are not being evicted, least recently active first.
+    /// Idle connections that are not being evicted, by `active_at`, least recent first.
+    /// Write progress does not move an entry (it would cost a lock per write); eviction
+    /// re-sorts the entries it finds out of date.
     idle: BTreeSet<(Instant, u64)>,
     /// Connections evicted but not closed yet (still holding their descriptor).
     evicting: usize,
@@ -137,29 +148,47 @@ struct Inner {
 struct Conn {
     /// Requests in flight (HTTP/1.1 serves one at a time; a count keeps the guard simple).
     busy: usize,
-    /// Last time the connection became idle (or was accepted).
-    idle_since: Instant,
+    /// Last time a request ended (or the connection was accepted); the key in `idle`.
+    active_at: Instant,
+    /// Last write progress (an answer still going out counts as activity).
+    wrote: Arc<AtomicU64>,
     evicted: bool,
     kick: Arc<Notify>,
 }
 
+impl Conn {
+    /// Last activity: a request ending, or bytes of an answer going out. Reads do not count:
+    /// a client trickling a request head is not being served.
+    fn last_active(&self, epoch: Instant) -> Instant {
+        let wrote = epoch + Duration::from_millis(self.wrote.load(Ordering::Relaxed));
+        self.active_at.max(wrote)
+    }
+}
+
 impl Inner {
     /// Mark the least recently active idle connection for closing; whether there was one.
-    fn evict_one(&mut self) -> bool {
+    fn evict_one(&mut self, epoch: Instant) -> bool {
         if self.evicting >= EVICT_SLACK {
             return false;
         }
-        let Some((_, id)) = self.idle.pop_first() else {
-            return false;
-        };
-        let conn = self
-            .conns
-            .get_mut(&id)
-            .expect("idle set holds open connections");
-        conn.evicted = true;
-        conn.kick.notify_one();
-        self.evicting += 1;
-        true
+        // Each entry is re-sorted at most once (its key is then up to date), so this ends.
+        while let Some((at, id)) = self.idle.pop_first() {
+            let conn = self
+                .conns
+                .get_mut(&id)
+                .expect("idle set holds open connections");
+            let active = conn.last_active(epoch);
+            if active > at {
+                conn.active_at = active;
+                self.idle.insert((active, id));
+                continue;
+            }
+            conn.evicted = true;
+            conn.kick.notify_one();
+            self.evicting += 1;
+            return true;
+        }
+        false
     }
 }
 
@@ -168,6 +197,7 @@ impl Tracker {
     pub fn new(budget: usize) -> Self {
         Tracker {
             budget: budget.max(1),
+            epoch: Instant::now(),
             inner: Arc::default(),
         }
     }
@@ -193,17 +223,19 @@ impl Tracker {
     pub fn admit(&self) -> Option<Slot> {
         let now = Instant::now();
         let mut inner = self.lock();
-        if inner.conns.len() - inner.evicting >= self.budget && !inner.evict_one() {
+        if inner.conns.len() - inner.evicting >= self.budget && !inner.evict_one(self.epoch) {
             return None;
         }
         let id = inner.next_id;
         inner.next_id += 1;
         let kick = Arc::new(Notify::new());
+        let wrote = Arc::new(AtomicU64::new(0));
         inner.conns.insert(
             id,
             Conn {
                 busy: 0,
-                idle_since: now,
+                active_at: now,
+                wrote: wrote.clone(),
                 evicted: false,
                 kick: kick.clone(),
             },
@@ -213,12 +245,13 @@ impl Tracker {
             id,
             tracker: self.clone(),
             kick,
+            wrote,
         })
     }
 
     /// Evict the least recently active idle connection (to free a descriptor after EMFILE).
     pub fn evict_idle(&self) -> bool {
-        self.lock().evict_one()
+        self.lock().evict_one(self.epoch)
     }
 }
 
@@ -228,6 +261,7 @@ pub struct Slot {
     id: u64,
     tracker: Tracker,
     kick: Arc<Notify>,
+    wrote: Arc<AtomicU64>,
 }
 
 impl Slot {
@@ -237,7 +271,7 @@ impl Slot {
         let Inner { conns, idle, .. } = &mut *inner;
         if let Some(conn) = conns.get_mut(&self.id) {
             if conn.busy == 0 {
-                idle.remove(&(conn.idle_since, self.id));
+                idle.remove(&(conn.active_at, self.id));
             }
             conn.busy += 1;
         }
@@ -251,7 +285,13 @@ impl Slot {
     fn idle_deadline(&self, timeout: Duration) -> Option<Instant> {
         let inner = self.tracker.lock();
         let conn = inner.conns.get(&self.id)?;
-        (conn.busy == 0).then(|| conn.idle_since + timeout)
+        (conn.busy == 0).then(|| conn.last_active(self.tracker.epoch) + timeout)
+    }
+
+    /// Whether a request is in flight.
+    fn is_busy(&self) -> bool {
+        let inner = self.tracker.lock();
+        inner.conns.get(&self.id).is_some_and(|c| c.busy > 0)
     }
 
     /// Resolves once the tracker evicted this connection.
@@ -267,7 +307,7 @@ impl Drop for Slot {
             if conn.evicted {
                 inner.evicting -= 1;
             } else if conn.busy == 0 {
-                inner.idle.remove(&(conn.idle_since, self.id));
+                inner.idle.remove(&(conn.active_at, self.id));
             }
         }
     }
@@ -291,7 +331,7 @@ impl Drop for Busy {
         if conn.busy > 0 {
             return;
         }
-        conn.idle_since = now;
+        conn.active_at = now;
         // An evicted connection is on its way out and must not be picked (and counted) again.
         if !conn.evicted {
             inner.idle.insert((now, self.id));
@@ -414,7 +454,7 @@ async fn connection(
         .header_read_timeout(limits.header_read_timeout)
         .max_buf_size(MAX_BUF)
         .keep_alive(true)
-        .serve_connection(TokioIo::new(stream), service);
+        .serve_connection(TokioIo::new(Metered::new(stream, &slot)), service);
     tokio::pin!(conn);
     let hard_stop = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(hard_stop);
@@ -445,9 +485,86 @@ async fn connection(
             }
         };
         tracing::trace!(peer = %peer.ip(), why, "closing connection");
+        // With no request in flight and nothing written for a while there is nothing to
+        // finish: drop the socket now (hyper's graceful close would wait for a half-sent head
+        // until its header timer fires). A request under way gets its answer first.
+        if why != "shutdown" && !slot.is_busy() {
+            return;
+        }
         conn.as_mut().graceful_shutdown();
         hard_stop.as_mut().reset(Instant::now() + CLOSE_GRACE);
         closing = true;
+    }
+}
+
+/// A connection's socket that notes when an answer makes progress, so a client still
+/// downloading a large answer is not taken for idle.
+struct Metered {
+    io: TcpStream,
+    wrote: Arc<AtomicU64>,
+    epoch: Instant,
+}
+
+impl Metered {
+    fn new(io: TcpStream, slot: &Slot) -> Self {
+        Metered {
+            io,
+            wrote: slot.wrote.clone(),
+            epoch: slot.tracker.epoch,
+        }
+    }
+
+    fn note(&self, r: &Poll<std::io::Result<usize>>) {
+        if let Poll::Ready(Ok(n)) = r
+            && *n > 0
+        {
+            let ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+            self.wrote.store(ms, Ordering::Relaxed);
+        }
+    }
+}
+
+impl AsyncRead for Metered {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Metered {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.note(&r);
+        r
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.note(&r);
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 
@@ -477,6 +594,21 @@ mod tests {
         // c is now the least recently active idle connection.
         let _e = tracker.admit().unwrap();
         assert!(tracker.lock().conns[&c.id].evicted);
+    }
+
+    #[tokio::test]
+    async fn an_answer_still_going_out_counts_as_activity() {
+        let tracker = Tracker::new(2);
+        let a = tracker.admit().unwrap();
+        let b = tracker.admit().unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        // a is the older by request time, but bytes of its answer went out just now.
+        let ms = tracker.epoch.elapsed().as_millis() as u64;
+        a.wrote.store(ms, Ordering::Relaxed);
+        let _c = tracker.admit().unwrap();
+        assert!(tracker.lock().conns[&b.id].evicted);
+        assert!(!tracker.lock().conns[&a.id].evicted);
+        assert!(a.idle_deadline(IDLE_TIMEOUT).unwrap() > b.idle_deadline(IDLE_TIMEOUT).unwrap());
     }
 
     #[tokio::test]

@@ -18,12 +18,22 @@
 //! - **Hashprice** ([`hashprice`], [`upstream`]): every 15 minutes from a Bitcoin Core JSON-RPC
 //!   or an Esplora REST source and a JSON price source; a failing upstream keeps the last good
 //!   value flagged stale, never an error page.
+//! - **Hostile clients** ([`listen`]): a public server is flooded sooner or later, so the accept
+//!   loop bounds what a client can hold. A request head must arrive within 10 s; a connection
+//!   inactive for 30 s is closed (10 s in practice when it waits for its next request: hyper's
+//!   header timer runs then too); a handler that has not answered in 30 s is answered 503. At
+//!   most 4096 connections are held (fewer if the descriptor limit minus a reserve of 96 is
+//!   lower); at the cap the least recently active idle connection is closed for the new one,
+//!   and only when none is idle is the new one refused with a 503. Failed accepts (EMFILE)
+//!   back off for 50 ms. Freed connection memory goes back to the OS through the shared
+//!   allocator trimmer (`svcos_common::alloc`).
 
 pub mod cache;
 pub mod client;
 pub mod datasets;
 pub mod export;
 pub mod hashprice;
+pub mod listen;
 pub mod query;
 pub mod registry;
 pub mod render;

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use svcos_common::exit;
+use svcos_common::{Shutdown, exit};
 use svcos_open_data::client::Url;
 use svcos_open_data::datasets::Source;
+use svcos_open_data::listen::{self, Limits};
 use svcos_open_data::server::{self, AppState, FeedSource, HashpriceConfig};
 use svcos_open_data::upstream::ChainSource;
 use svcos_open_data::{OpenError, export, open_store};
@@ -81,6 +82,19 @@ struct ServeArgs {
     /// Most cached (route, query) answers kept.
     #[arg(long, default_value_t = 10_000)]
     cache_entries: usize,
+    /// Most connections held at once (lowered to what the descriptor limit leaves); at the
+    /// cap the least recently active idle connection is closed for a new one.
+    #[arg(long, default_value_t = listen::MAX_CONNECTIONS)]
+    max_connections: usize,
+    /// Seconds a client gets to send a complete request head.
+    #[arg(long, default_value_t = listen::HEADER_READ_TIMEOUT.as_secs())]
+    header_timeout_s: u64,
+    /// Seconds a connection with no request in flight is kept.
+    #[arg(long, default_value_t = listen::IDLE_TIMEOUT.as_secs())]
+    idle_timeout_s: u64,
+    /// Seconds a request may take before it is answered 503.
+    #[arg(long, default_value_t = listen::REQUEST_TIMEOUT.as_secs())]
+    request_timeout_s: u64,
 }
 
 #[derive(Debug, clap::Args)]
@@ -200,17 +214,21 @@ fn serve(args: ServeArgs) -> ExitCode {
             fee_blocks: args.fee_blocks,
         };
         let feed = feed.map(|f| (f, Duration::from_secs(args.price_feed_interval_s.max(1))));
-        let shutdown = async {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
-            }
+        let limits = Limits {
+            header_read_timeout: Duration::from_secs(args.header_timeout_s.max(1)),
+            idle_timeout: Duration::from_secs(args.idle_timeout_s.max(1)),
+            request_timeout: Duration::from_secs(args.request_timeout_s.max(1)),
+            max_connections: args.max_connections.max(1),
         };
-        match server::run(state, listener, hp, feed, shutdown).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => fail(exit::FAILURE, e),
+        let shutdown = Shutdown::new();
+        if let Err(e) = shutdown.trigger_on_signals() {
+            return fail(exit::FAILURE, format!("signal handlers: {e}"));
         }
+        // Connection floods free their buffers in pieces scattered over the heap, which glibc
+        // keeps resident; the trimmer hands them back once the flood is over.
+        svcos_common::alloc::spawn_trimmer(shutdown.clone());
+        server::run(state, listener, hp, feed, limits, shutdown.wait_owned()).await;
+        ExitCode::SUCCESS
     })
 }
 

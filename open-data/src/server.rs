@@ -12,7 +12,6 @@ use axum::extract::{Path, Request};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 use axum::routing::{MethodRouter, get};
-use axum::serve::ListenerExt;
 use bytes::Bytes;
 use serde_json::Value;
 use tokio::net::TcpListener;
@@ -20,6 +19,7 @@ use tokio::net::TcpListener;
 use crate::cache::{Entry, ResponseCache, negotiate};
 use crate::datasets::{DatasetInfo, PriceFeed};
 use crate::hashprice;
+use crate::listen::{self, Limits, Tracker};
 use crate::query::{self, Params};
 use crate::registry::{self, CACHE_ERROR, Kind, NOTICE, ROUTES, Route};
 use crate::render::{self, DatasetData, HashpriceView, Record, Snapshot};
@@ -441,6 +441,19 @@ async fn handle(
     serve_entry(&entry, headers)
 }
 
+/// The answer to a request whose handler overran [`Limits::request_timeout`].
+pub(crate) fn timeout_response() -> Response {
+    let mut resp = error_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "timeout",
+        "the answer took too long; retry",
+        None,
+    );
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    resp
+}
+
 async fn preflight(headers: HeaderMap) -> Response {
     let mut resp = Response::new(Body::empty());
     *resp.status_mut() = StatusCode::NO_CONTENT;
@@ -519,14 +532,16 @@ pub fn router(state: Arc<AppState>) -> Router {
         .fallback(not_found)
 }
 
-/// Serve on `listener` until `shutdown` resolves, refreshing hashprice and feed meanwhile.
+/// Serve on `listener` within `limits` (see [`listen`]) until `shutdown` resolves, refreshing
+/// hashprice and feed meanwhile.
 pub async fn run(
     state: Arc<AppState>,
     listener: TcpListener,
     hashprice_cfg: HashpriceConfig,
     feed: Option<(FeedSource, Duration)>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
+    limits: Limits,
+    shutdown: impl Future<Output = ()>,
+) {
     state.warm();
     let st = state.clone();
     let hp = tokio::spawn(async move {
@@ -549,17 +564,17 @@ pub async fn run(
             }
         })
     });
-    // Responses go out in one write; Nagle would only hold back the tail of a body larger
-    // than the socket buffer until the client's delayed ACK (nginx sets TCP_NODELAY too).
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let result = axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await;
+    let tracker = Tracker::new(limits.budget());
+    tracing::info!(
+        max_connections = tracker.budget(),
+        header_read_timeout_s = limits.header_read_timeout.as_secs_f64(),
+        idle_timeout_s = limits.idle_timeout.as_secs_f64(),
+        request_timeout_s = limits.request_timeout.as_secs_f64(),
+        "connection limits"
+    );
+    listen::serve(listener, router(state), limits, tracker, shutdown).await;
     hp.abort();
     if let Some(t) = feed_task {
         t.abort();
     }
-    result
 }

@@ -707,20 +707,31 @@ impl Search {
         // Per chip: learn, then choose its next frequency (never up while over the budget, nor
         // while the budget binds at the lowest voltage and is met).
         let hold_up = over || (self.frequency_bound && !under);
-        // Near the target, power buys the same hashrate whichever chips run it (both follow
-        // the sum of the frequencies), so a chip's unexplored room is worth nothing there:
-        // raising chips into the watts an erring one gave back only pushed new chips past
-        // their edges every window (the search hunted at 100 % instead of settling). Chips
-        // explore while the budget has more than half the tolerance left.
+        // Once most chips have shown where they err, the point is budget-bound at their
+        // edges, and near the target power buys the same hashrate whichever chips run it (both
+        // follow the sum of the frequencies): raising chips into the watts an erring one gave
+        // back only pushed new chips past their edges every window (the search hunted at 100 %
+        // instead of settling). There, chips explore only while the budget has more than half
+        // the tolerance left. Before that (a fresh plan, its chips below their edges) they
+        // explore: that is how the search learns the voltage is too high.
+        let judged = self.judge(p, m, lim);
+        let edges_known = judged
+            .iter()
+            .filter(|(chain, chip, _, _)| {
+                self.edges
+                    .get(&(*chain, *chip))
+                    .is_some_and(|e| e.bad.is_some())
+            })
+            .count();
         let explore = match budget {
             Some((have, want)) if have > 0.0 && want > 0.0 => {
-                have < want * (1.0 - 0.5 * lim.power_tolerance)
+                have < want * (1.0 - 0.5 * lim.power_tolerance) || 2 * edges_known < judged.len()
             }
             _ => true,
         };
         let mut q = p.clone();
         let (mut up, mut down) = (0u32, 0u32);
-        for (chain, chip, v, f) in self.judge(p, m, lim) {
+        for (chain, chip, v, f) in judged {
             let e = self.edges.entry((chain, chip)).or_default();
             let next = match v {
                 Verdict::Erring => {
@@ -1249,27 +1260,44 @@ mod tests {
     }
 
     #[test]
-    fn near_the_target_clean_chips_hold_and_under_it_they_explore() {
-        // A refit (chips near their edges) in power mode at a 1000 W target, every chip clean.
+    fn at_known_edges_near_the_target_clean_chips_hold_and_under_it_they_explore() {
         let lim = limits();
-        let p = Point::uniform(8000.0, 1, 500.0);
-        let ups = |power: f64| {
-            let mut s = Search::refit(Mode::Power, 1000.0);
-            match s.step(&p, &window(power, &[(40, 0); 10]), &lim) {
-                Outcome::Apply(q, _) | Outcome::Done(q, _, _) => {
-                    (0..10).filter(|&i| q.chains[0].chip_mhz(i) > 500.0).count()
-                }
-            }
+        let step = |s: &mut Search, p: &Point, w: &Measurement| match s.step(p, w, &lim) {
+            Outcome::Apply(q, _) | Outcome::Done(q, _, _) => q,
         };
-        // (power W, chips raised): within half the tolerance nothing explores; further under,
-        // chips raise into the room the budget has.
-        let tol = lim.power_tolerance;
-        for (power, raised) in [
-            (1000.0 * (1.0 - 0.25 * tol), 0),
-            (1000.0 * (1.0 - 0.45 * tol), 0),
-            (1000.0 * (1.0 - 2.0 * tol), 10),
-        ] {
-            assert_eq!(ups(power), raised, "at {power:.1} W");
-        }
+        let raised =
+            |q: &Point, from: f64| (0..10).filter(|&i| q.chains[0].chip_mhz(i) > from).count();
+        let erring = [(40, 10); 10];
+        let mut mixed = [(40, 0); 10];
+        mixed[..3].fill((40, 10));
+        // A refit at a 1000 W target: every chip errs at 550 MHz (its edge is known now) ...
+        let mut s = Search::refit(Mode::Power, 1000.0);
+        let q = step(
+            &mut s,
+            &Point::uniform(8000.0, 1, 550.0),
+            &window(990.0, &erring),
+        );
+        assert_eq!(q.chains[0].chip_mhz(0), 525.0);
+        let mut s2 = s.clone();
+        // ... then, half a percent under the target, three chips err at 525 and give back
+        // their watts: the seven clean ones hold instead of bisecting into them.
+        let at = Point::uniform(8000.0, 1, 525.0);
+        let q = step(&mut s, &at, &window(995.0, &mixed));
+        assert_eq!(raised(&q, 525.0), 0, "{q:?}");
+        assert_eq!(
+            (0..3).filter(|&i| q.chains[0].chip_mhz(i) < 525.0).count(),
+            3
+        );
+        // Well under the target they bisect toward their edge.
+        let q = step(
+            &mut s2,
+            &at,
+            &window(1000.0 * (1.0 - 2.0 * lim.power_tolerance), &[(40, 0); 10]),
+        );
+        assert_eq!(raised(&q, 525.0), 10, "{q:?}");
+        // With no edge known (a fresh plan), chips explore near the target too.
+        let mut fresh = Search::refit(Mode::Power, 1000.0);
+        let q = step(&mut fresh, &at, &window(995.0, &mixed));
+        assert!(raised(&q, 525.0) > 0, "{q:?}");
     }
 }

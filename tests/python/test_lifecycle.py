@@ -396,7 +396,7 @@ def test_a_signed_bundle_cannot_smuggle_a_file_in_through_a_link(life):
     assert got == 400, body
     assert body["refusal"] == "unsafe_image", body
     assert "is a symbolic link" in body["error"] and "not followed" in body["error"], body
-    assert "do not link" in body["suggestion"], body
+    assert "a link is never followed" in body["suggestion"], body
     s = status(sim, token)
     assert s["refusal"] == "unsafe_image" and s["last_error"] == body["error"], s
     # Found by the slot manager after extracting: an install ran and failed, before it wrote.

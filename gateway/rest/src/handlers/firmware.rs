@@ -149,11 +149,7 @@ fn refused(status: &tonic::Status) -> ApiError {
                     "this file is not a svcOS firmware bundle: choose the signed .raucb file \
                      built for this miner"
                 }
-                "unsafe_image" => {
-                    "an image in the bundle is a link or special file, which is never followed: \
-                     put the real file into the bundle directory (copy it, do not link it) and \
-                     rebuild the bundle"
-                }
+                "unsafe_image" => "copy the image file into the bundle (a link is never followed)",
                 "wrong_model" => "use the bundle built for this model",
                 "downgrade" => "add ?force=true to install an older version on purpose",
                 "busy" => {

@@ -731,6 +731,7 @@ impl Search {
         };
         let mut q = p.clone();
         let (mut up, mut down) = (0u32, 0u32);
+        let clean = judged.iter().filter(|j| j.2 == Verdict::Clean).count();
         for (chain, chip, v, f) in judged {
             let e = self.edges.entry((chain, chip)).or_default();
             let next = match v {
@@ -911,8 +912,10 @@ impl Search {
         // edges at a voltage higher than needed meets the target too (600 W from 40 % stopped
         // at 8.3 V, 0.89 of the oracle). A step down keeps the frequencies, so power falls
         // with V² and the chips explore up into it at the cheaper voltage.
+        // Only on evidence: chips too slow to give a verdict (a window of few nonces) would
+        // otherwise walk the voltage down and the under-target rule straight back up.
         let lo = self.min_mv(lim);
-        if 2 * edges_known < chips && p.voltage_mv > lo + 1e-6 {
+        if 2 * edges_known < chips && 2 * clean > chips && p.voltage_mv > lo + 1e-6 {
             let v = round_mv((p.voltage_mv - lim.mv_step).max(lo), lim).max(lo);
             if v < p.voltage_mv - 1e-6 {
                 let mut r = done(&q);
@@ -1343,6 +1346,12 @@ mod tests {
         );
         assert!(matches!(
             s.step(&at, &window(995.0, &clean), &lim),
+            Outcome::Done(q, _, _) if q.voltage_mv == 8400.0
+        ));
+        // Too few nonces for a verdict: no evidence the chips have room, done where it is.
+        let mut s = Search::refit(Mode::Power, 1000.0);
+        assert!(matches!(
+            s.step(&at, &window(995.0, &[(4, 0); 10]), &lim),
             Outcome::Done(q, _, _) if q.voltage_mv == 8400.0
         ));
         // At the voltage floor there is nowhere lower to look.

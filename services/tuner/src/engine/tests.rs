@@ -282,6 +282,14 @@ impl Rig {
         self.driver.step().await;
     }
 
+    /// `n` seconds, the board adjusted by `f` before each (a heatsink a test holds).
+    async fn seconds_with(&self, n: i64, f: impl Fn(&mut Board)) {
+        for _ in 0..n {
+            f(&mut self.board.lock().unwrap());
+            self.second().await;
+        }
+    }
+
     fn state(&self) -> TunerState {
         self.driver.shared.lock().state()
     }
@@ -864,15 +872,9 @@ async fn a_board_that_stays_hot_is_cut_once_per_thermal_response_not_once_per_sa
         r.view().dps_reduction_watt > 0.0
     })
     .await;
-    for _ in 0..(THERMAL_RESPONSE_MS / 1000 - 5) {
-        hold(&mut board.lock().unwrap());
-        rig.second().await;
-    }
+    rig.seconds_with(THERMAL_RESPONSE_MS / 1000 - 5, hold).await;
     assert_eq!(rig.view().dps_reduction_watt, 10.0, "one cut per response");
-    for _ in 0..10 {
-        hold(&mut board.lock().unwrap());
-        rig.second().await;
-    }
+    rig.seconds_with(10, hold).await;
     assert_eq!(
         rig.view().dps_reduction_watt,
         20.0,
@@ -900,10 +902,7 @@ async fn a_power_step_comes_back_sooner_while_the_fans_have_room() {
     })
     .await;
     let cut = rig.view().dps_reduction_watt;
-    for _ in 0..120 {
-        settle(&mut board.lock().unwrap());
-        rig.second().await;
-    }
+    rig.seconds_with(120, settle).await;
     assert_eq!(
         rig.view().dps_reduction_watt,
         cut,
@@ -912,10 +911,7 @@ async fn a_power_step_comes_back_sooner_while_the_fans_have_room() {
     // Fans held at half duty (night mode's cap, or manual) cannot take more heat: no room.
     board.lock().unwrap().fan_pwm = 50;
     board.lock().unwrap().fan_manual = true;
-    for _ in 0..120 {
-        settle(&mut board.lock().unwrap());
-        rig.second().await;
-    }
+    rig.seconds_with(120, settle).await;
     assert_eq!(
         rig.view().dps_reduction_watt,
         cut,

@@ -77,14 +77,39 @@ def _mining(api, token):
     return (m.get("hashrate_ghs") or {}).get("5s", 0.0) / 1000.0, m.get("power_watt", 0.0)
 
 
-def _sampled(api, token, seconds=30):
-    """Means of the 5-second hashrate and the power over `seconds`, one sample every 3 s (the
-    1-minute figure would need a minute at the point before it means anything)."""
-    samples = []
+def _point(api, token, seconds=30):
+    """The board over `seconds`, one sample every 3 s: mean PSU watts, mean TH/s the alive chips'
+    frequencies make (`hashrate_ghs_expected`), mean 5-second measured TH/s, and the share of
+    nonces that failed verification meanwhile.
+
+    J/TH is judged on the frequencies' hashrate: the sim hashes real SHA-256d within a CPU budget
+    and falls behind on a contended machine (CI runs a second stack beside this one), so a
+    measured hashrate taken minutes apart compares the machine's spare CPU as much as the tuner.
+    What the frequencies leave out, chips clocked past their edge, shows in the error share,
+    which contention does not move (errors and good nonces fall behind together)."""
+    def rejects():
+        _, _, r = http("GET", f"{api}/api/diagnostics/shares/local_rejects", token)
+        return r["hw_errors"], sum(c["nonces"] for c in r["chains"])
+
+    err0, ok0 = rejects()
+    watts, ideal, measured = [], [], []
     for _ in range(int(seconds / 3)):
-        samples.append(_mining(api, token))
+        ths, watt = _mining(api, token)
+        _, _, t = http("GET", f"{api}/api/autotuner/telemetry", token)
+        watts.append(watt)
+        measured.append(ths)
+        ideal.append(sum(c["hashrate_ghs_expected"] for c in t["chains"]) / 1000.0)
         time.sleep(3)
-    return sum(x[0] for x in samples) / len(samples), sum(x[1] for x in samples) / len(samples)
+    err1, ok1 = rejects()
+    errors, good = err1 - err0, ok1 - ok0
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    return {
+        "watt": mean(watts),
+        "ideal_ths": mean(ideal),
+        "measured_ths": mean(measured),
+        "error_share": errors / max(1, errors + good),
+        "nonces": good,
+    }
 
 
 def test_the_tuner_lowers_the_voltage_and_makes_each_terahash_cheaper(tmp_path_factory):
@@ -96,9 +121,10 @@ def test_the_tuner_lowers_the_voltage_and_makes_each_terahash_cheaper(tmp_path_f
         api = sim.api_url
         wait_for(lambda: _mining(api, token)[0] > 0, 90, "the board hashing")
         time.sleep(15)  # the chips warm up and their leakage with them
-        stock_ths, stock_w = _sampled(api, token)
-        stock_jth = stock_w / stock_ths
-        target = round(stock_w * 0.8)
+        stock = _point(api, token)
+        assert stock["ideal_ths"] > 0 and stock["nonces"] > 0, stock
+        stock_jth = stock["watt"] / stock["ideal_ths"]
+        target = round(stock["watt"] * 0.8)
         # Short windows: this test wants the direction, not the best point.
         status, _, body = http("POST", f"{api}/api/config", token, {
             "hardware": {"power_target_watt": target},
@@ -111,20 +137,30 @@ def test_the_tuner_lowers_the_voltage_and_makes_each_terahash_cheaper(tmp_path_f
         _, _, cfg = http("GET", f"{api}/api/config", token)
         assert cfg["config"]["tuner"]["enabled"] is True, cfg["config"]["tuner"]
 
-        def lower_voltage():
+        t0 = time.monotonic()
+        trace = []  # what the failure message shows: how the tuner got where it is
+
+        def tuned_point():
             _, _, r = http("GET", f"{api}/api/autotuner/status", token)
+            ths, watt = _mining(api, token)
+            trace.append((round(time.monotonic() - t0), r.get("state"), r.get("reason"),
+                          r.get("voltage_mv"), round(ths, 2), round(watt)))
             return r if 0 < r["voltage_mv"] < 8800 else None
 
-        t0 = time.monotonic()
-        wait_for(lower_voltage, 120, "the tuner lowering the voltage", interval=2)
+        wait_for(tuned_point, 120, "the tuner lowering the voltage", interval=2)
         # Two minutes of tuning, settled or not (a debug build on a busy CI machine hashes
         # slowly, so the search may still be refining chips): the direction must show by then.
-        time.sleep(max(0.0, 120 - (time.monotonic() - t0)))
-        ths, watt = _sampled(api, token)
-        assert watt <= target * 1.08, (watt, target)
-        assert ths > 0
-        jth = watt / ths
-        assert jth < stock_jth * 0.97, (jth, stock_jth)
+        while time.monotonic() - t0 < 120:
+            tuned_point()
+            time.sleep(5)
+        tuned = _point(api, token)
+        why = (tuned, stock, trace)
+        assert tuned["watt"] <= target * 1.08, why
+        assert tuned["nonces"] > 0 and tuned["measured_ths"] > 0, why
+        assert tuned["ideal_ths"] / stock["ideal_ths"] > 0.75, why
+        assert tuned["watt"] / tuned["ideal_ths"] < stock_jth * 0.97, why
+        # Chips the search is still probing err a little; a board pushed past its edges errs a lot.
+        assert tuned["error_share"] < max(0.05, 2 * stock["error_share"]), why
         _, _, r = http("GET", f"{api}/api/autotuner/status", token)
         assert r["voltage_mv"] < 8800, r
         # Per-chip: not every chip of a board at one frequency.

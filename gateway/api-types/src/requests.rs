@@ -411,6 +411,22 @@ pub struct ConfigImportRequest {
     /// `merge` (default) or `replace`.
     #[serde(default)]
     pub mode: ImportMode,
+    /// Present when the body is the `GET /api/config` answer as is: only that answer's tag.
+    pub schema: Option<ConfigAnswerTag>,
+    /// The `GET /api/config` answer's mask; ignored (a masked secret keeps the stored one).
+    pub secret_mask: Option<String>,
+    /// The `GET /api/config` answer's generation; ignored, so an old backup still imports
+    /// (compare-and-set is `If-Match` on `POST /api/config`).
+    pub generation: Option<u64>,
+}
+
+/// The tag of the `GET /api/config` answer, the one answer a config import takes as its body.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub enum ConfigAnswerTag {
+    /// `svcos.api.config.v1`.
+    #[serde(rename = "svcos.api.config.v1")]
+    V1,
 }
 
 /// `POST /api/config/restore`: a backup as TOML text or as JSON.
@@ -422,6 +438,13 @@ pub struct ConfigRestoreRequest {
     pub toml: Option<String>,
     /// The backup as a JSON object (one of `toml`, `config`).
     pub config: Option<Value>,
+    /// Present when the body is the `GET /api/config` answer as is: only that answer's tag.
+    pub schema: Option<ConfigAnswerTag>,
+    /// The `GET /api/config` answer's mask; ignored (a masked secret keeps the stored one).
+    pub secret_mask: Option<String>,
+    /// The `GET /api/config` answer's generation; ignored, so an old backup still imports
+    /// (compare-and-set is `If-Match` on `POST /api/config`).
+    pub generation: Option<u64>,
 }
 
 /// `POST /api/network/hostname`.

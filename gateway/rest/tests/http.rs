@@ -768,6 +768,27 @@ async fn config_writes_are_validated_atomic_and_report_restarts() {
         .await;
     assert_eq!(r.status, 400);
     assert_eq!(r.envelope()["code"], "config_validation");
+    // The `GET /api/config` answer re-imports as it is (issue 33), masked secrets and all, on
+    // import and on restore; a body with another schema tag is not mistaken for it.
+    let mut answer = h.get("/api/config", Some(GOOD)).await.json();
+    answer["config"]["thermal"]["target_temp_c"] = json!(71.0);
+    let r = h
+        .send_json("POST", "/api/config/import", Some(GOOD), &answer)
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.json());
+    assert_eq!(r.json()["changed"], json!(["thermal.target_temp_c"]));
+    let r = h
+        .send_json("POST", "/api/config/restore", Some(GOOD), &answer)
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.json());
+    let now = h.get("/api/config", Some(GOOD)).await.json();
+    assert_eq!(now["config"]["thermal"]["target_temp_c"], json!(71.0));
+    assert_eq!(now["config"]["pools"], answer["config"]["pools"]);
+    answer["schema"] = json!("svcos.api.status.v1");
+    let r = h
+        .send_json("POST", "/api/config/import", Some(GOOD), &answer)
+        .await;
+    assert_eq!(r.status, 422);
     let m = h
         .get("/api/config/backup/manifest", Some(GOOD))
         .await

@@ -9,6 +9,7 @@
 
 use std::io::{self, Write};
 use std::os::fd::OwnedFd;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::fcntl::{OFlag, open};
@@ -111,6 +112,9 @@ pub fn recent_path(runtime_dir: &Path, service: ServiceName) -> PathBuf {
     runtime_dir.join("logs").join(format!("{service}.log"))
 }
 
+/// Owner read/write, group read: the recent-log files and their `.1`.
+pub const RECENT_LOG_MODE: u32 = 0o640;
+
 /// Appends lines to a recent-log file, rotating it once at [`RECENT_LOG_BYTES`].
 struct RecentLog {
     path: PathBuf,
@@ -135,11 +139,17 @@ impl RecentLog {
             self.size = 0;
         }
         if self.file.is_none() {
+            // 0640: the logs name client addresses; the group is how an admin reads them.
             self.file = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
+                .mode(RECENT_LOG_MODE)
                 .open(&self.path)
                 .ok();
+            // A file an older version created keeps its mode through `open`.
+            if let Some(f) = &self.file {
+                let _ = f.set_permissions(std::fs::Permissions::from_mode(RECENT_LOG_MODE));
+            }
         }
         // Best effort: a full disk must not stop the FIFO being drained.
         if let Some(f) = self.file.as_mut()
@@ -208,6 +218,26 @@ mod tests {
         let lines = s.push(&long);
         assert_eq!(lines.len(), 1);
         assert_eq!(lines[0].len(), MAX_LINE);
+    }
+
+    #[test]
+    fn recent_logs_are_0640_new_rotated_or_inherited() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("logs")).unwrap();
+        let path = recent_path(dir.path(), ServiceName::Auth);
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        // An older version's world-readable file.
+        std::fs::write(&path, "old\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let mut log = RecentLog::new(path.clone());
+        log.append("session created");
+        assert_eq!(mode(&path), 0o640);
+        let line = "x".repeat(1024);
+        for _ in 0..=RECENT_LOG_BYTES / 1024 + 1 {
+            log.append(&line);
+        }
+        assert_eq!(mode(&path.with_extension("log.1")), 0o640);
+        assert_eq!(mode(&path), 0o640);
     }
 
     #[test]

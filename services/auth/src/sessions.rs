@@ -79,10 +79,17 @@ impl TryFrom<String> for TokenHash {
 #[serde(transparent)]
 pub struct SessionId(pub String);
 
+/// Display is for the logs only (the APIs serialize the whole id): [`short_id`].
 impl std::fmt::Display for SessionId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(short_id(&self.0))
     }
+}
+
+/// The first 8 of an id's 24 hex digits: enough to follow one session through the logs, while
+/// a log shipped off the miner does not carry the ids an owner revokes sessions and tokens by.
+pub fn short_id(id: &str) -> &str {
+    id.get(..8).unwrap_or(id)
 }
 
 /// One session record as stored.
@@ -336,6 +343,16 @@ mod tests {
 
     const T0: i64 = 1_700_000_000_000;
     const HOUR: i64 = 3600 * 1000;
+
+    #[test]
+    fn logs_show_a_short_session_id() {
+        let id = random_session_id().unwrap();
+        assert_eq!(id.0.len(), 24);
+        assert_eq!(id.to_string(), id.0[..8]);
+        assert_eq!(short_id("abc"), "abc");
+        // The APIs still carry the whole id.
+        assert_eq!(serde_json::to_string(&id).unwrap(), format!("\"{}\"", id.0));
+    }
 
     fn session(n: u8, at: i64) -> (Session, TokenHash) {
         let token = format!("token-{n}");

@@ -402,7 +402,7 @@ impl Auth {
             self.core().api_tokens.revoke(&record.id);
             return Err(e);
         }
-        tracing::info!(token_id = %record.id, name = %record.name, session = %caller.id, "API token created");
+        tracing::info!(token_id = sessions::short_id(&record.id), name = %record.name, session = %caller.id, "API token created");
         Ok((secret, record))
     }
 
@@ -429,7 +429,7 @@ impl Auth {
             core.api_tokens.clone()
         };
         self.save_api_tokens(table).await?;
-        tracing::info!(token_id = id, "API token revoked");
+        tracing::info!(token_id = sessions::short_id(id), "API token revoked");
         Ok(())
     }
 

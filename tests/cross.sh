@@ -22,7 +22,11 @@
 #    after a SIGKILL of hw-agent, /api/status and the cgminer API answering, memory read.
 #
 # Exits non-zero on any failure. Times are printed per phase; times under emulation say nothing
-# about the real CPU. Env: SVCOS_CROSS_SKIP_IMAGE=1 skips the image build.
+# about the real CPU. Env: SVCOS_CROSS_SKIP_IMAGE=1 skips the image build;
+# SVCOS_CROSS_PROFILE=cross-ci builds both with the CI profile (Cargo.toml: the release settings
+# without fat LTO; `.ci/run` uses it) in one target directory: the sim build becomes
+# target/TARGET/cross-ci/svcos-sim, the image target/TARGET/cross-ci/svcos. Sizes are the
+# release profile's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -71,13 +75,30 @@ python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q --disable-pi
 # The cross gcc links, and compiles the C parts (the sim build's bundled SQLite, ring, secp256k1).
 export "CARGO_TARGET_${TRIPLE_ENV}_LINKER=$GNU-gcc"
 export "CC_${TRIPLE_CC}=$GNU-gcc" "AR_${TRIPLE_CC}=$GNU-ar"
-CARGO=(cargo +nightly build --release --locked -Zbuild-std=std,panic_abort --target "$TARGET")
+PROFILE=${SVCOS_CROSS_PROFILE:-release}
+CARGO=(cargo +nightly build --profile "$PROFILE" --locked -Zbuild-std=std,panic_abort --target "$TARGET")
+# The rustflags rootfs/package/svcos/svcos.mk gives Buildroot's build (which sets this variable
+# on ARM, replacing .cargo/config.toml's build.rustflags), so the image build is that build.
+IMAGE_RUSTFLAGS="-Csymbol-mangling-version=v0"
+[ "$QEMU" != arm ] || IMAGE_RUSTFLAGS+=" -Clink-arg=-Wl,--allow-multiple-definition"
+IMAGE_DIR=$ROOT/target/image
+if [ "$PROFILE" != release ]; then
+    # CI: one target directory and one set of rustflags for both builds, so the image build
+    # recompiles only what its features change, not std and every crate again.
+    export "CARGO_TARGET_${TRIPLE_ENV}_RUSTFLAGS=$IMAGE_RUSTFLAGS"
+    IMAGE_DIR=$ROOT/target
+fi
 
-phase "sim build → target/$TARGET/release/svcos"
+phase "sim build → target/$TARGET/$PROFILE/svcos"
 t0=$SECONDS
 "${CARGO[@]}" -p svcos
 SIM_BUILD_S=$((SECONDS - t0))
-SIM_BIN=$ROOT/target/$TARGET/release/svcos
+SIM_BIN=$ROOT/target/$TARGET/$PROFILE/svcos
+if [ "$IMAGE_DIR" = "$ROOT/target" ]; then
+    # The image build writes the same path next.
+    cp "$SIM_BIN" "$SIM_BIN-sim"
+    SIM_BIN=$SIM_BIN-sim
+fi
 
 IMAGE_BIN=""
 if [ "${SVCOS_CROSS_SKIP_IMAGE:-0}" != 1 ]; then
@@ -98,17 +119,13 @@ if [ "${SVCOS_CROSS_SKIP_IMAGE:-0}" != 1 ]; then
         ln -sf libsqlite3.so.0 "$SQLITE/lib/libsqlite3.so"
     fi
 
-    phase "image build → target/image/$TARGET/release/svcos"
-    # The rustflags rootfs/package/svcos/svcos.mk gives Buildroot's build (which sets this
-    # variable on ARM, replacing .cargo/config.toml's build.rustflags), so this is that build.
-    IMAGE_RUSTFLAGS="-Csymbol-mangling-version=v0"
-    [ "$QEMU" != arm ] || IMAGE_RUSTFLAGS+=" -Clink-arg=-Wl,--allow-multiple-definition"
+    phase "image build → ${IMAGE_DIR#"$ROOT"/}/$TARGET/$PROFILE/svcos"
     t0=$SECONDS
     env "CARGO_TARGET_${TRIPLE_ENV}_RUSTFLAGS=$IMAGE_RUSTFLAGS" \
         SQLITE3_LIB_DIR="$SQLITE/lib" SQLITE3_INCLUDE_DIR="$SQLITE/include" \
-        CARGO_TARGET_DIR="$ROOT/target/image" "${CARGO[@]}" -p svcos --no-default-features
+        CARGO_TARGET_DIR="$IMAGE_DIR" "${CARGO[@]}" -p svcos --no-default-features
     IMAGE_BUILD_S=$((SECONDS - t0))
-    IMAGE_BIN=$ROOT/target/image/$TARGET/release/svcos
+    IMAGE_BIN=$IMAGE_DIR/$TARGET/$PROFILE/svcos
 fi
 
 phase "binfmt_misc: qemu-$QEMU"

@@ -112,9 +112,8 @@ pub async fn run(
     tracing::info!(%addr, upstream = %config.upstream, "serving the dashboard and /api/*");
     let http = server::serve(tcp, config, shutdown.clone());
     let health = async {
-        let (_reporter, health) = ipc::health().await;
         let served = ipc::serve(
-            ipc::server().add_service(health),
+            ipc::no_services(),
             listener,
             shutdown.clone(),
         )

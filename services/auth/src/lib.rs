@@ -126,9 +126,8 @@ pub async fn run_with(
             }
         }
     });
-    let (_reporter, health) = ipc::health().await;
     let router = ipc::server()
-        .add_service(health)
+        
         .add_service(AuthServiceServer::new(AuthGrpc::new(
             auth.clone(),
             shutdown.clone(),

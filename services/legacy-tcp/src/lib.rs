@@ -90,9 +90,8 @@ pub async fn run(
         .with_context(|| format!("cannot bind the cgminer API to {addr}"))?;
     let server = Arc::new(build(&ctx.layout, &ctx.config, &shutdown)?);
     tracing::info!(%addr, max_clients = legacy.max_clients, "cgminer API listening");
-    let (_reporter, health) = ipc::health().await;
     let grpc = ipc::serve(
-        ipc::server().add_service(health),
+        ipc::no_services(),
         listener,
         shutdown.clone(),
     );

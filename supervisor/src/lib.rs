@@ -376,7 +376,6 @@ fn run(
         )
         .await;
         let server = ipc::server()
-            
             .add_service(control::ControlService::new(handle.clone()))
             .add_service(update::UpdateGrpc::new(lifecycle.updater.clone()));
         let control_shutdown = Shutdown::new();

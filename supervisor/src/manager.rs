@@ -1083,7 +1083,8 @@ impl Manager {
         let slot = &mut self.slots[i];
         slot.restarts = slot.restarts.saturating_add(1);
         let path = RestartCounts::path(&self.settings.layout);
-        self.restart_counts.store(&path, slot.service, slot.restarts);
+        self.restart_counts
+            .store(&path, slot.service, slot.restarts);
     }
 
     /// Enter backoff and start slot `i` again after `delay`.
@@ -1277,7 +1278,11 @@ mod reboot_guard_tests {
             assert_eq!(again.get(ServiceName::Gateway), 1);
             assert_eq!(again.get(ServiceName::HwAgent), 0);
             let bad = damage.write(&path);
-            assert_eq!(RestartCounts::load(&path), RestartCounts::default(), "{damage:?}");
+            assert_eq!(
+                RestartCounts::load(&path),
+                RestartCounts::default(),
+                "{damage:?}"
+            );
             assert_quarantined(&path, &bad, &format!("{damage:?}"));
         }
     }

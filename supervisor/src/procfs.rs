@@ -154,7 +154,12 @@ pub fn usage(pid: u32) -> Option<Usage> {
     let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
         .ok()
         .flatten()?;
-    parse_usage(&stat, boot_time_s, u64::try_from(hz).ok()?, u64::try_from(page).ok()?)
+    parse_usage(
+        &stat,
+        boot_time_s,
+        u64::try_from(hz).ok()?,
+        u64::try_from(page).ok()?,
+    )
 }
 
 /// [`Usage`] from a `/proc/<pid>/stat` line: utime and stime (fields 14, 15) and start time
@@ -354,7 +359,10 @@ mod tests {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_secs_f64();
-        assert!(u.start_time_unix_s <= now + 1.0 && u.start_time_unix_s > now - 86_400.0 * 365.0, "{u:?}");
+        assert!(
+            u.start_time_unix_s <= now + 1.0 && u.start_time_unix_s > now - 86_400.0 * 365.0,
+            "{u:?}"
+        );
     }
 
     #[test]

@@ -95,7 +95,8 @@ def test_metrics_pass_promtool_and_carry_every_family(sim):
         rss = series(text, "svcos_process_resident_memory_bytes", service=name)
         assert rss is not None and 1_000_000 < rss < 2_000_000_000, (name, rss)
         cpu = series(text, "svcos_process_cpu_seconds_total", service=name)
-        assert cpu is not None and cpu > 0, (name, cpu)
+        # A quiet process may not have used one clock tick yet; the mining loop has.
+        assert cpu is not None and cpu >= 0 and (cpu > 0 or name != "hw-agent"), (name, cpu)
         started = series(text, "svcos_process_start_time_seconds", service=name)
         # The supervisor reads /proc as this test does: the same process, the same second.
         pid = int(s["pid"])
@@ -111,7 +112,8 @@ def test_metrics_pass_promtool_and_carry_every_family(sim):
     for v in family(text, "svcos_chain_voltage_volts").values():
         # Chip supply voltage in volts, not millivolts.
         assert 5 < v < 25, v
-    assert 10 < series(text, "svcos_psu_voltage_volts") < 25
+    # The S9 PSU feeds the hashboards directly (~9 V), in volts.
+    assert 5 < series(text, "svcos_psu_voltage_volts") < 25
     assert series(text, "svcos_psu_current_amperes") > 0
     assert series(text, "svcos_psu_power_watt") > 0
 
@@ -126,6 +128,12 @@ def test_metrics_pass_promtool_and_carry_every_family(sim):
     for name in ("svcos_info", "svcos_hashrate_ghs", "svcos_nonces_total", "svcos_pool_shares_total",
                  "svcos_chain_temp_celsius", "svcos_fan_rpm", "svcos_best_share"):
         assert f"# TYPE {name} " in text, name
+
+
+def scrape_when(sim, name: str, service: str) -> str | None:
+    """A scrape in which `name{service}` is 1, else None."""
+    text = scrape(sim)
+    return text if series(text, name, service=service) == 1 else None
 
 
 def relaunch(tmp_path, sim):
@@ -148,8 +156,7 @@ def relaunch(tmp_path, sim):
 def test_a_killed_services_restart_counter_moves_and_survives_a_supervisor_restart(tmp_path):
     sim = start_sim(tmp_path)
     try:
-        text = wait_for(lambda: (t := scrape(sim)) if series(t, "svcos_up", service="tuner") == 1
-                        else None, 60, "tuner up in /metrics")
+        text = wait_for(lambda: scrape_when(sim, "svcos_up", "tuner"), 60, "tuner up in /metrics")
         before = series(text, "svcos_service_restarts_total", service="tuner")
         gateway_before = series(text, "svcos_service_restarts_total", service="gateway")
         assert before is not None
@@ -170,8 +177,8 @@ def test_a_killed_services_restart_counter_moves_and_survives_a_supervisor_resta
         assert saved.exists(), list(saved.parent.iterdir())
 
         sim = relaunch(tmp_path, sim)
-        text = wait_for(lambda: (t := scrape(sim)) if series(t, "svcos_up", service="supervisor") == 1
-                        else None, 60, "the new supervisor answering /metrics")
+        text = wait_for(lambda: scrape_when(sim, "svcos_up", "supervisor"), 60,
+                        "the new supervisor answering /metrics")
         assert series(text, "svcos_service_restarts_total", service="tuner") == before + 1, text
         assert series(text, "svcos_service_restarts_total", service="gateway") == gateway_before
     finally:

@@ -106,7 +106,11 @@ fn services(registry: &mut Registry, scrape: &Scrape<'_>) {
         Some(list) => {
             for s in list {
                 let running = s.state() == ServiceState::Running;
-                set(&up, labels([("service", s.name.clone())]), bool_value(running));
+                set(
+                    &up,
+                    labels([("service", s.name.clone())]),
+                    bool_value(running),
+                );
             }
         }
         None => {
@@ -135,9 +139,7 @@ fn services(registry: &mut Registry, scrape: &Scrape<'_>) {
     let start = GaugeFamily::default();
     for s in list {
         let l = labels([("service", s.name.clone())]);
-        restarts
-            .get_or_create(&l)
-            .inc_by(u64::from(s.restarts));
+        restarts.get_or_create(&l).inc_by(u64::from(s.restarts));
         // Process metrics only for a live process: zeros would read as a measurement.
         if s.pid != 0 && s.start_time_unix_s > 0.0 {
             set(&rss, l.clone(), s.rss_bytes as f64);
@@ -207,14 +209,23 @@ fn telemetry(registry: &mut Registry, t: &Telemetry) {
         MiningState::Fault,
     ] {
         let word = enum_word(s.as_str_name(), "MINING_STATE_");
-        set(&state, labels([("state", word)]), bool_value(t.state() == s));
+        set(
+            &state,
+            labels([("state", word)]),
+            bool_value(t.state() == s),
+        );
     }
     registry.register(
         "svcos_mining_state",
         "1 for the current mining state",
         state,
     );
-    gauge(registry, "svcos_power_watt", "Input power in watts", t.power_watt);
+    gauge(
+        registry,
+        "svcos_power_watt",
+        "Input power in watts",
+        t.power_watt,
+    );
     gauge(
         registry,
         "svcos_temp_max_celsius",
@@ -291,8 +302,16 @@ fn chains(registry: &mut Registry, t: &Telemetry) {
         );
         set(&temp, with("sensor", "chip"), c.temp_chip_c);
         set(&temp, with("sensor", "board"), c.temp_board_c);
-        set(&chips, with("kind", "detected"), f64::from(c.chips_detected));
-        set(&chips, with("kind", "expected"), f64::from(c.chips_expected));
+        set(
+            &chips,
+            with("kind", "detected"),
+            f64::from(c.chips_detected),
+        );
+        set(
+            &chips,
+            with("kind", "expected"),
+            f64::from(c.chips_expected),
+        );
         set(&frequency, chain(), c.frequency_mhz);
         set(&voltage, chain(), c.voltage_mv / 1000.0);
         set(&power, chain(), c.power_watt);
@@ -320,11 +339,7 @@ fn chains(registry: &mut Registry, t: &Telemetry) {
         "Per-chain chip supply voltage in volts",
         voltage,
     );
-    registry.register(
-        "svcos_chain_power_watt",
-        "Per-chain power in watts",
-        power,
-    );
+    registry.register("svcos_chain_power_watt", "Per-chain power in watts", power);
     registry.register(
         "svcos_chain_nonces",
         "Per-chain nonces that verified",
@@ -377,16 +392,8 @@ fn pools(registry: &mut Registry, p: &GetPoolsResponse) {
             bool_value(pool.active),
         );
     }
-    registry.register(
-        "svcos_pool_shares",
-        "Shares per pool and result",
-        shares,
-    );
-    registry.register(
-        "svcos_pool_up",
-        "1 when the pool connection is alive",
-        up,
-    );
+    registry.register("svcos_pool_shares", "Shares per pool and result", shares);
+    registry.register("svcos_pool_up", "1 when the pool connection is alive", up);
     registry.register(
         "svcos_pool_active",
         "1 for the pool currently mined on",
@@ -403,7 +410,11 @@ fn pools(registry: &mut Registry, p: &GetPoolsResponse) {
 fn tuner(registry: &mut Registry, t: &GetStateResponse) {
     let state = GaugeFamily::default();
     for s in TUNER_STATES {
-        set(&state, labels([("state", s.into())]), bool_value(t.state == s));
+        set(
+            &state,
+            labels([("state", s.into())]),
+            bool_value(t.state == s),
+        );
     }
     // A state added to the tuner before this list still shows, as the one that is 1.
     if !TUNER_STATES.contains(&t.state.as_str()) && !t.state.is_empty() {

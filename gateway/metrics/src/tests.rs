@@ -214,7 +214,10 @@ fn services_up_restarts_and_process_usage_from_the_supervisor() {
             r#"svcos_process_resident_memory_bytes{service="hw-agent"}"#,
             9_000_000.0,
         ),
-        (r#"svcos_process_cpu_seconds_total{service="hw-agent"}"#, 12.5),
+        (
+            r#"svcos_process_cpu_seconds_total{service="hw-agent"}"#,
+            12.5,
+        ),
         (
             r#"svcos_process_start_time_seconds{service="gateway"}"#,
             1_790_000_000.25,
@@ -261,7 +264,10 @@ fn tuner_and_update_states_are_one_hot() {
             .map(|(s, _)| s)
             .collect()
     };
-    assert_eq!(ones("svcos_tuner_state"), [r#"svcos_tuner_state{state="tuning"}"#]);
+    assert_eq!(
+        ones("svcos_tuner_state"),
+        [r#"svcos_tuner_state{state="tuning"}"#]
+    );
     assert_eq!(
         ones("svcos_update_phase"),
         [r#"svcos_update_phase{phase="installing"}"#]
@@ -280,7 +286,10 @@ fn tuner_and_update_states_are_one_hot() {
     let mut odd = owned();
     odd.tuner.state = "calibrating".into();
     let text = render(&full(&odd));
-    assert_eq!(value(&text, r#"svcos_tuner_state{state="calibrating"}"#), 1.0);
+    assert_eq!(
+        value(&text, r#"svcos_tuner_state{state="calibrating"}"#),
+        1.0
+    );
     assert_eq!(value(&text, r#"svcos_tuner_state{state="tuning"}"#), 0.0);
 }
 

@@ -112,12 +112,7 @@ pub async fn run(
     tracing::info!(%addr, upstream = %config.upstream, "serving the dashboard and /api/*");
     let http = server::serve(tcp, config, shutdown.clone());
     let health = async {
-        let served = ipc::serve(
-            ipc::no_services(),
-            listener,
-            shutdown.clone(),
-        )
-        .await;
+        let served = ipc::serve(ipc::no_services(), listener, shutdown.clone()).await;
         // If health stops on its own, stop HTTP too: the supervisor restarts the whole process.
         shutdown.trigger();
         served

@@ -126,12 +126,10 @@ pub async fn run_with(
             }
         }
     });
-    let router = ipc::server()
-        
-        .add_service(AuthServiceServer::new(AuthGrpc::new(
-            auth.clone(),
-            shutdown.clone(),
-        )));
+    let router = ipc::server().add_service(AuthServiceServer::new(AuthGrpc::new(
+        auth.clone(),
+        shutdown.clone(),
+    )));
     let served = ipc::serve(router, listener, shutdown.clone()).await;
     shutdown.trigger();
     auth.close();

@@ -593,7 +593,6 @@ pub async fn run_with_probes(
     let uart_lost = Arc::clone(&links.uart_lost);
     let server = ipc::serve(
         ipc::server()
-            
             .add_service(HwAgentServiceServer::new(api))
             .add_service(HwDiagnosticsServiceServer::new(diagnostics)),
         listener,

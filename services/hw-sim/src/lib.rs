@@ -244,9 +244,7 @@ pub async fn run(
     let sim = tokio::task::spawn_blocking(move || Sim::start(spec)).await??;
     let api = pb_server(sim.api());
     let served = svcos_common::ipc::serve(
-        svcos_common::ipc::server()
-            
-            .add_service(api),
+        svcos_common::ipc::server().add_service(api),
         listener,
         shutdown,
     )

@@ -307,7 +307,6 @@ pub async fn run(
     };
     let loop_task = tokio::spawn(driver.run(interval, shutdown.clone()));
     let router = ipc::server()
-        
         .add_service(TunerServiceServer::new(service::TunerApi::new(shared)))
         .add_service(PowerServiceServer::new(power::service::PowerApi::new(
             power,

@@ -321,6 +321,31 @@ mod tests {
         server.await.unwrap().unwrap();
     }
 
+    #[tokio::test]
+    async fn a_watcher_sees_not_serving_when_the_service_stops() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(ServiceName::Auth.socket_file());
+        let listener = bind(&path).unwrap();
+        let shutdown = Shutdown::new();
+        let server = tokio::spawn(serve(no_services(), listener, shutdown.clone()));
+        let mut client =
+            HealthClient::new(channel_with_timeout(path.clone(), Duration::from_secs(30)));
+        let mut watch = client
+            .watch(HealthCheckRequest {
+                service: "svcos.auth.v1.AuthService".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let first = watch.message().await.unwrap().unwrap();
+        assert_eq!(first.status, WireStatus::Serving as i32);
+        shutdown.trigger();
+        // Client-side health checking (a Watch) learns of the stop before the connection goes.
+        let next = watch.message().await.unwrap().unwrap();
+        assert_eq!(next.status, WireStatus::NotServing as i32);
+        server.await.unwrap().unwrap();
+    }
+
     #[test]
     fn a_socket_without_a_service_name_answers_the_overall_status_only() {
         assert_eq!(health_names(None), [""]);

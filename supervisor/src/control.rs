@@ -9,6 +9,7 @@ use svcos_proto::supervisor::v1::supervisor_service_server::{
 };
 
 use crate::manager::{ControlError, Handle, ServiceInfo, State};
+use crate::procfs;
 
 /// The gRPC face of the manager.
 #[derive(Debug, Clone)]
@@ -35,8 +36,9 @@ pub fn state_to_pb(state: State) -> pb::ServiceState {
     }
 }
 
-/// The wire form of a service snapshot.
+/// The wire form of a service snapshot, with its process's usage read from `/proc` now.
 pub fn info_to_pb(info: &ServiceInfo) -> pb::ServiceInfo {
+    let usage = info.pid.and_then(procfs::usage).unwrap_or_default();
     pb::ServiceInfo {
         name: info.name.to_string(),
         state: state_to_pb(info.state) as i32,
@@ -47,6 +49,9 @@ pub fn info_to_pb(info: &ServiceInfo) -> pb::ServiceInfo {
         backoff_ms: info.backoff_ms,
         escalation: info.escalation.as_str().to_string(),
         recent_restarts: info.recent_restarts,
+        rss_bytes: usage.rss_bytes,
+        cpu_seconds: usage.cpu_seconds,
+        start_time_unix_s: usage.start_time_unix_s,
     }
 }
 

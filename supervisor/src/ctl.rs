@@ -67,7 +67,7 @@ pub struct StatusRow {
     pub state: &'static str,
     /// Current pid, null without a process.
     pub pid: Option<u32>,
-    /// Restarts since the supervisor started.
+    /// Restarts (automatic and requested), kept across supervisor restarts.
     pub restarts: u32,
     /// Seconds the current process has run.
     pub uptime_s: u64,

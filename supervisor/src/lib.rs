@@ -375,9 +375,7 @@ fn run(
             shutdown.clone(),
         )
         .await;
-        let (_reporter, health) = ipc::health().await;
         let server = ipc::server()
-            .add_service(health)
             .add_service(control::ControlService::new(handle.clone()))
             .add_service(update::UpdateGrpc::new(lifecycle.updater.clone()));
         let control_shutdown = Shutdown::new();

@@ -87,7 +87,8 @@ pub struct ServiceInfo {
     pub state: State,
     /// Pid of the current process, if any.
     pub pid: Option<u32>,
-    /// Restarts since the supervisor started (automatic and requested).
+    /// Restarts (automatic and requested), persisted across supervisor restarts
+    /// ([`RestartCounts`]).
     pub restarts: u32,
     /// Seconds the current process has been running (0 without one).
     pub uptime_s: u64,
@@ -313,6 +314,52 @@ impl RebootGuard {
     }
 }
 
+/// File of the restart counters, in the supervisor's state directory.
+pub const RESTART_COUNTS_FILE: &str = "restarts.json";
+
+/// Restarts per service since the state directory was made (Prometheus' restart counters):
+/// persisted so that a restarted supervisor, which re-adopts the running services, goes on
+/// counting instead of starting over at 0 (a counter reset a dashboard would misread).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestartCounts {
+    /// Service name → restarts.
+    pub restarts: std::collections::BTreeMap<String, u32>,
+}
+
+impl RestartCounts {
+    /// Where the counters live for `layout`.
+    pub fn path(layout: &Layout) -> PathBuf {
+        layout
+            .service_state_dir(ServiceName::Supervisor)
+            .join(RESTART_COUNTS_FILE)
+    }
+
+    /// Load; a missing file is all zeros, and so is a damaged one (moved aside with a warning
+    /// by [`svcos_common::statefile`]): the counters are worth less than a supervisor that starts.
+    pub fn load(path: &std::path::Path) -> RestartCounts {
+        svcos_common::statefile::load_json(path).unwrap_or_default()
+    }
+
+    /// The count of `service`.
+    pub fn get(&self, service: ServiceName) -> u32 {
+        self.restarts.get(service.as_str()).copied().unwrap_or(0)
+    }
+
+    /// Set the count of `service` and save atomically. A failed save is logged and the count
+    /// kept in memory: losing a count on the next supervisor restart beats a crash.
+    pub fn store(&mut self, path: &std::path::Path, service: ServiceName, count: u32) {
+        self.restarts.insert(service.as_str().to_string(), count);
+        let bytes = serde_json::to_vec(self).expect("counters serialise");
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        if let Err(e) = fsutil::atomic_write(path, &bytes, 0o600) {
+            tracing::warn!(path = %path.display(), error = %e, "restart counters not saved");
+        }
+    }
+}
+
 /// What to do once a stopping process has exited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum AfterStop {
@@ -391,6 +438,8 @@ struct Manager {
     /// A stack restart is booting; when its boot queue empties, the services not running are
     /// reported.
     stack_restart_booting: bool,
+    /// The persisted restart counters (the slots hold the same numbers).
+    restart_counts: RestartCounts,
 }
 
 /// Start the manager task: it adopts or starts every service in boot order, supervises them
@@ -415,6 +464,7 @@ pub fn start(settings: Settings, shutdown: Shutdown) -> (Handle, tokio::task::Jo
         services: settings.services.clone(),
         op_timeout,
     };
+    let restart_counts = RestartCounts::load(&RestartCounts::path(&settings.layout));
     let slots = settings
         .services
         .iter()
@@ -427,7 +477,7 @@ pub fn start(settings: Settings, shutdown: Shutdown) -> (Handle, tokio::task::Jo
             started_at: Duration::ZERO,
             run_cancel: Shutdown::new(),
             history: History::default(),
-            restarts: 0,
+            restarts: restart_counts.get(service),
             last_exit: None,
             failure: None,
             after_stop: AfterStop::StayStopped,
@@ -446,6 +496,7 @@ pub fn start(settings: Settings, shutdown: Shutdown) -> (Handle, tokio::task::Jo
         boot_step: 0,
         stack_restart_pending: false,
         stack_restart_booting: false,
+        restart_counts,
     };
     let task = tokio::spawn(manager.run(command_rx, events_rx, shutdown));
     (handle, task)
@@ -835,7 +886,7 @@ impl Manager {
     fn after_stopped(&mut self, i: usize) {
         if self.slots[i].after_stop == AfterStop::StartAgain {
             self.slots[i].after_stop = AfterStop::StayStopped;
-            self.slots[i].restarts += 1;
+            self.count_restart(i);
             self.spawn(i);
         }
     }
@@ -1004,7 +1055,7 @@ impl Manager {
                     }
                     RebootAction::RestartStack => {
                         tracing::error!(%service, exit = %kind, "keeps failing after its dependants were restarted; restarting the whole stack (the sim's reboot)");
-                        self.slots[i].restarts += 1;
+                        self.count_restart(i);
                         self.slots[i].epoch += 1;
                         self.set_state(i, State::Backoff);
                         self.stack_restart_pending = true;
@@ -1027,11 +1078,20 @@ impl Manager {
         }
     }
 
+    /// One more restart of slot `i`, saved at once (a supervisor killed next still knows it).
+    fn count_restart(&mut self, i: usize) {
+        let slot = &mut self.slots[i];
+        slot.restarts = slot.restarts.saturating_add(1);
+        let path = RestartCounts::path(&self.settings.layout);
+        self.restart_counts
+            .store(&path, slot.service, slot.restarts);
+    }
+
     /// Enter backoff and start slot `i` again after `delay`.
     fn schedule_restart(&mut self, i: usize, delay: Duration) {
         let service = self.slots[i].service;
+        self.count_restart(i);
         let slot = &mut self.slots[i];
-        slot.restarts += 1;
         slot.epoch += 1;
         let epoch = slot.epoch;
         self.set_state(i, State::Backoff);
@@ -1202,6 +1262,30 @@ fn request_systemd_reboot() {
 #[cfg(test)]
 mod reboot_guard_tests {
     use super::*;
+
+    #[test]
+    fn restart_counts_survive_a_reload_and_a_damaged_file_is_moved_aside() {
+        use svcos_common::statefile::{Damage, assert_quarantined};
+        for damage in Damage::ALL {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("supervisor").join(RESTART_COUNTS_FILE);
+            let mut counts = RestartCounts::load(&path);
+            assert_eq!(counts.get(ServiceName::Tuner), 0);
+            counts.store(&path, ServiceName::Tuner, 3);
+            counts.store(&path, ServiceName::Gateway, 1);
+            let again = RestartCounts::load(&path);
+            assert_eq!(again.get(ServiceName::Tuner), 3);
+            assert_eq!(again.get(ServiceName::Gateway), 1);
+            assert_eq!(again.get(ServiceName::HwAgent), 0);
+            let bad = damage.write(&path);
+            assert_eq!(
+                RestartCounts::load(&path),
+                RestartCounts::default(),
+                "{damage:?}"
+            );
+            assert_quarantined(&path, &bad, &format!("{damage:?}"));
+        }
+    }
 
     #[test]
     fn a_damaged_guard_is_empty_and_moved_aside() {

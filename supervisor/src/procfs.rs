@@ -132,6 +132,62 @@ impl ProcessId {
     }
 }
 
+/// What a live process uses, as `/proc` shows it (Prometheus' process metrics, per service).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Usage {
+    /// Resident set size, bytes.
+    pub rss_bytes: u64,
+    /// User plus system CPU time, seconds.
+    pub cpu_seconds: f64,
+    /// Start time, Unix seconds.
+    pub start_time_unix_s: f64,
+}
+
+/// The usage of `pid` now; `None` when it is gone or `/proc` says something unexpected.
+pub fn usage(pid: u32) -> Option<Usage> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let boot_time_s = std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| parse_boot_time(&s))?;
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten()?;
+    parse_usage(
+        &stat,
+        boot_time_s,
+        u64::try_from(hz).ok()?,
+        u64::try_from(page).ok()?,
+    )
+}
+
+/// [`Usage`] from a `/proc/<pid>/stat` line: utime and stime (fields 14, 15) and start time
+/// (22) in clock ticks, rss (24) in pages; `boot_time_s` is `/proc/stat`'s `btime`.
+fn parse_usage(stat: &str, boot_time_s: u64, hz: u64, page: u64) -> Option<Usage> {
+    if hz == 0 {
+        return None;
+    }
+    let after_comm = &stat[stat.rfind(')')? + 1..];
+    // Field n (1-based) is the (n - 3)th after the comm.
+    let fields: Vec<&str> = after_comm.split_whitespace().collect();
+    let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
+    let ticks = field(14)? + field(15)?;
+    Some(Usage {
+        rss_bytes: field(24)? * page,
+        cpu_seconds: ticks as f64 / hz as f64,
+        start_time_unix_s: boot_time_s as f64 + field(22)? as f64 / hz as f64,
+    })
+}
+
+/// `btime` of `/proc/stat`: when the system booted, in Unix seconds.
+fn parse_boot_time(proc_stat: &str) -> Option<u64> {
+    proc_stat
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// Time since boot (CLOCK_BOOTTIME), the clock `/proc/<pid>/stat` start times are on. The
 /// supervisor measures uptimes on it so adopted and spawned processes compare alike.
 pub fn since_boot() -> Duration {
@@ -276,6 +332,38 @@ fn reap_child(pid: u32) -> ExitKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn usage_reads_the_stat_fields_after_the_comm() {
+        // A comm with spaces and a parenthesis; utime 150, stime 50, starttime 1000, rss 300.
+        let stat = "42 (a) b (c) S 1 42 42 0 -1 4194560 10 0 0 0 150 50 0 0 20 0 3 0 1000 \
+                    9000000 300 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
+        let u = parse_usage(stat, 1_700_000_000, 100, 4096).unwrap();
+        assert_eq!(u.rss_bytes, 300 * 4096);
+        assert_eq!(u.cpu_seconds, 2.0);
+        assert_eq!(u.start_time_unix_s, 1_700_000_010.0);
+        assert_eq!(parse_usage("42 (x) S 1", 0, 100, 4096), None);
+        assert_eq!(parse_usage(stat, 0, 0, 4096), None);
+        assert_eq!(
+            parse_boot_time("cpu  1 2 3\nbtime 1700000000\nprocesses 9\n"),
+            Some(1_700_000_000)
+        );
+        assert_eq!(parse_boot_time("cpu 1\n"), None);
+    }
+
+    #[test]
+    fn own_usage_is_plausible() {
+        let u = usage(std::process::id()).unwrap();
+        assert!(u.rss_bytes > 100_000, "{u:?}");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        assert!(
+            u.start_time_unix_s <= now + 1.0 && u.start_time_unix_s > now - 86_400.0 * 365.0,
+            "{u:?}"
+        );
+    }
 
     #[test]
     fn start_ticks_survive_odd_comm_names() {

@@ -8,6 +8,7 @@ message class below is built from what server reflection returned.
 import grpc
 import pytest
 from google.protobuf import descriptor_pool, message_factory
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
@@ -22,11 +23,18 @@ EXPECTED = {
     "hw-agent": {"svcos.hwagent.v1.HwAgentService", "svcos.hwagent.v1.HwDiagnosticsService"},
     "stratum-agent": {"svcos.stratum.v1.StratumService"},
     "auth": {"svcos.auth.v1.AuthService"},
-    "tuner": {"svcos.tuner.v1.TunerService"},
+    "tuner": {
+        "svcos.tuner.v1.TunerService",
+        "svcos.tuner.v1.PowerService",
+        "svcos.tuner.v1.HistoryService",
+    },
     "supervisor": {"svcos.supervisor.v1.SupervisorService", "svcos.supervisor.v1.UpdateService"},
     "legacy-tcp": set(),
     "gateway": {"svcos.config.v1.ConfigService"},
     "proxy": set(),
+    # The sim's own processes.
+    "hw-sim": {"svcos.hwsim.v1.HwSimService"},
+    "test-pool": {"svcos.testpool.v1.TestPoolService"},
 }
 
 
@@ -102,6 +110,27 @@ def test_health_and_service_methods_answer_without_an_authority_override(sim):
             "hw-agent telemetry",
         )
         assert len(telemetry.chains) >= 1
+
+
+def test_health_answers_by_the_name_of_every_service_a_socket_serves(sim):
+    """What `grpc_health_probe -service=NAME` asks, with grpcio-health-checking's own stub."""
+    for service, expected in EXPECTED.items():
+        with channel(sim, service) as ch:
+            health = health_pb2_grpc.HealthStub(ch)
+
+            def check(name):
+                return health.Check(health_pb2.HealthCheckRequest(service=name), timeout=10)
+
+            wait_for(lambda: check("").status == health_pb2.HealthCheckResponse.SERVING, 30,
+                     f"{service}.sock serving")
+            for name in expected:
+                assert check(name).status == health_pb2.HealthCheckResponse.SERVING, (service, name)
+            # A name this socket does not serve: NOT_FOUND, as the health protocol says.
+            others = set().union(*(v for k, v in EXPECTED.items() if k != service))
+            for name in sorted(others)[:3] + ["svcos.nothing.v1.NoService"]:
+                with pytest.raises(grpc.RpcError) as err:
+                    check(name)
+                assert err.value.code() == grpc.StatusCode.NOT_FOUND, (service, name)
 
 
 def test_a_bad_request_gets_a_typed_status_not_a_protocol_error(sim):

@@ -114,7 +114,7 @@ pub struct ServiceStatus {
     pub state: String,
     /// Current pid.
     pub pid: Option<u32>,
-    /// Restarts since the supervisor started.
+    /// Restarts (automatic and requested), kept across supervisor restarts.
     pub restarts: u32,
     /// Seconds the current process has run.
     pub uptime_s: u64,

@@ -44,8 +44,7 @@ fn main() -> anyhow::Result<()> {
                     });
                 }
             });
-            let (_reporter, health) = ipc::health().await;
-            ipc::serve(ipc::server().add_service(health), listener, server_shutdown).await?;
+            ipc::serve(ipc::no_services(), listener, server_shutdown).await?;
             Ok(())
         })
     });

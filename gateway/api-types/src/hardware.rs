@@ -168,7 +168,7 @@ pub struct Service {
     pub state: String,
     /// Process id (0 when not running).
     pub pid: u32,
-    /// Restarts since the supervisor started.
+    /// Restarts (automatic and requested), kept across supervisor restarts.
     pub restarts: u32,
     /// Seconds since the last start.
     pub uptime_s: u64,

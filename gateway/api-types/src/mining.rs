@@ -729,7 +729,7 @@ pub enum BootEvent {
         name: String,
         /// When, ms since the epoch.
         at_ms: i64,
-        /// Restarts since boot.
+        /// Restarts (automatic and requested), kept across supervisor restarts.
         restarts: u32,
         /// Its state now.
         state: String,

@@ -112,13 +112,7 @@ pub async fn run(
     tracing::info!(%addr, upstream = %config.upstream, "serving the dashboard and /api/*");
     let http = server::serve(tcp, config, shutdown.clone());
     let health = async {
-        let (_reporter, health) = ipc::health().await;
-        let served = ipc::serve(
-            ipc::server().add_service(health),
-            listener,
-            shutdown.clone(),
-        )
-        .await;
+        let served = ipc::serve(ipc::no_services(), listener, shutdown.clone()).await;
         // If health stops on its own, stop HTTP too: the supervisor restarts the whole process.
         shutdown.trigger();
         served

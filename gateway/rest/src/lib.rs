@@ -131,9 +131,8 @@ pub async fn serve_with_clock(
     );
     // After the router handed the route table down: MQTT commands run registry rows.
     mqtt_control::spawn(state);
-    let (_reporter, health) = ipc::health().await;
     let grpc_server = ipc::serve(
-        ipc::server().add_service(health).add_service(config_api),
+        ipc::server().add_service(config_api),
         grpc,
         shutdown.clone(),
     );

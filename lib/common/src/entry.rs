@@ -161,7 +161,6 @@ where
 /// A service that so far serves only health: waits for shutdown. Used by services whose
 /// features have not landed yet, so that they are still started and supervised.
 pub async fn serve_health_only(listener: UnixListener, shutdown: Shutdown) -> anyhow::Result<()> {
-    let (_reporter, health) = ipc::health().await;
-    ipc::serve(ipc::server().add_service(health), listener, shutdown).await?;
+    ipc::serve(ipc::no_services(), listener, shutdown).await?;
     Ok(())
 }

@@ -47,23 +47,18 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     Ok(listener)
 }
 
-/// A health service whose overall status ("") is SERVING, plus its reporter.
-pub async fn health() -> (
-    HealthReporter,
-    tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health>,
-) {
-    let (reporter, service) = tonic_health::server::health_reporter();
-    reporter
-        .set_service_status("", ServingStatus::Serving)
-        .await;
-    (reporter, service)
-}
-
 /// How long open connections (e.g. a peer's telemetry stream) may drain after shutdown.
 pub const DRAIN_GRACE: Duration = Duration::from_millis(500);
 
-/// Serve a tonic router on a bound listener until shutdown, with gRPC server reflection added and
-/// any `:authority` accepted (see [`crate::reflection`] and [`crate::authority`]).
+/// Serve a tonic router on a bound listener until shutdown, with `grpc.health.v1` and gRPC
+/// server reflection added and any `:authority` accepted (see [`crate::reflection`] and
+/// [`crate::authority`]).
+///
+/// Health answers by name: the overall status ("") and each gRPC service the socket serves
+/// ([`ServiceName::grpc_services`], from the socket's file name), so `grpc_health_probe
+/// -service=svcos.auth.v1.AuthService` works; any other name is NOT_FOUND. A service calls this
+/// once everything it serves is built, so every name is SERVING from the first answer on, and
+/// NOT_SERVING from the shutdown on, while open connections drain.
 ///
 /// tonic's graceful shutdown waits for every open connection to close, and peers keep
 /// long-lived streams open, so the drain is bounded by [`DRAIN_GRACE`]: a service told to stop
@@ -81,7 +76,10 @@ pub async fn serve(
             .and_then(|s| s.to_str())
             .and_then(|s| s.parse::<ServiceName>().ok())
     });
-    let router = crate::reflection::add_to(router, service);
+    let names = health_names(service);
+    let (reporter, health) = tonic_health::server::health_reporter();
+    set_health(&reporter, &names, ServingStatus::Serving).await;
+    let router = crate::reflection::add_to(router.add_service(health), service);
     // Standard gRPC clients (grpc-python, grpcurl) send an `:authority` derived from the socket
     // path that h2 would refuse; see `authority`.
     let incoming = UnixListenerStream::new(listener).map(|conn| conn.map(AnyAuthority::new));
@@ -89,7 +87,23 @@ pub async fn serve(
     tokio::pin!(serving);
     tokio::select! {
         r = &mut serving => r,
-        _ = async { shutdown.wait().await; tokio::time::sleep(DRAIN_GRACE).await } => Ok(()),
+        _ = async {
+            shutdown.wait().await;
+            set_health(&reporter, &names, ServingStatus::NotServing).await;
+            tokio::time::sleep(DRAIN_GRACE).await;
+        } => Ok(()),
+    }
+}
+
+/// The names health answers for on `service`'s socket: the overall status ("") first.
+fn health_names(service: Option<ServiceName>) -> Vec<&'static str> {
+    let own = service.map_or(&[][..], ServiceName::grpc_services);
+    std::iter::once("").chain(own.iter().copied()).collect()
+}
+
+async fn set_health(reporter: &HealthReporter, names: &[&str], status: ServingStatus) {
+    for name in names {
+        reporter.set_service_status(*name, status).await;
     }
 }
 
@@ -98,6 +112,12 @@ pub fn server() -> tonic::transport::Server {
     tonic::transport::Server::builder()
         .tcp_nodelay(true)
         .http2_keepalive_interval(None)
+}
+
+/// A router with no gRPC service of its own, for a socket that serves only health and
+/// reflection ([`serve`] adds both).
+pub fn no_services() -> tonic::transport::server::Router {
+    server().add_routes(tonic::service::Routes::default())
 }
 
 /// A lazily connecting channel to a socket path with the standard deadlines.
@@ -257,12 +277,86 @@ mod tests {
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o660);
         let shutdown = Shutdown::new();
-        let (_reporter, svc) = health().await;
-        let server = tokio::spawn(serve(server().add_service(svc), listener, shutdown.clone()));
+        let server = tokio::spawn(serve(no_services(), listener, shutdown.clone()));
         assert!(check_health_at(path.clone(), Duration::from_secs(1)).await);
         shutdown.trigger();
         server.await.unwrap().unwrap();
         assert!(!check_health_at(path, Duration::from_millis(200)).await);
+    }
+
+    async fn health_of(path: &Path, name: &str) -> Result<i32, tonic::Code> {
+        let mut client = HealthClient::new(channel_at(path.to_path_buf()));
+        client
+            .check(HealthCheckRequest {
+                service: name.to_string(),
+            })
+            .await
+            .map(|r| r.into_inner().status)
+            .map_err(|s| s.code())
+    }
+
+    #[tokio::test]
+    async fn health_answers_by_the_name_of_every_service_the_socket_serves() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(ServiceName::Tuner.socket_file());
+        let listener = bind(&path).unwrap();
+        let shutdown = Shutdown::new();
+        let server = tokio::spawn(serve(no_services(), listener, shutdown.clone()));
+        let serving = WireStatus::Serving as i32;
+        assert_eq!(health_of(&path, "").await, Ok(serving));
+        for name in [
+            "svcos.tuner.v1.TunerService",
+            "svcos.tuner.v1.PowerService",
+            "svcos.tuner.v1.HistoryService",
+        ] {
+            assert!(ServiceName::Tuner.grpc_services().contains(&name), "{name}");
+            assert_eq!(health_of(&path, name).await, Ok(serving), "{name}");
+        }
+        // Another socket's service is not served here.
+        assert_eq!(
+            health_of(&path, "svcos.auth.v1.AuthService").await,
+            Err(tonic::Code::NotFound)
+        );
+        shutdown.trigger();
+        server.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_watcher_sees_not_serving_when_the_service_stops() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(ServiceName::Auth.socket_file());
+        let listener = bind(&path).unwrap();
+        let shutdown = Shutdown::new();
+        let server = tokio::spawn(serve(no_services(), listener, shutdown.clone()));
+        let mut client =
+            HealthClient::new(channel_with_timeout(path.clone(), Duration::from_secs(30)));
+        let mut watch = client
+            .watch(HealthCheckRequest {
+                service: "svcos.auth.v1.AuthService".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let first = watch.message().await.unwrap().unwrap();
+        assert_eq!(first.status, WireStatus::Serving as i32);
+        shutdown.trigger();
+        // Client-side health checking (a Watch) learns of the stop before the connection goes.
+        let next = watch.message().await.unwrap().unwrap();
+        assert_eq!(next.status, WireStatus::NotServing as i32);
+        server.await.unwrap().unwrap();
+    }
+
+    #[test]
+    fn a_socket_without_a_service_name_answers_the_overall_status_only() {
+        assert_eq!(health_names(None), [""]);
+        assert_eq!(
+            health_names(Some(ServiceName::HwAgent)),
+            [
+                "",
+                "svcos.hwagent.v1.HwAgentService",
+                "svcos.hwagent.v1.HwDiagnosticsService"
+            ]
+        );
     }
 
     #[test]

@@ -71,7 +71,11 @@ impl ServiceName {
             ],
             ServiceName::StratumAgent => &["svcos.stratum.v1.StratumService"],
             ServiceName::Auth => &["svcos.auth.v1.AuthService"],
-            ServiceName::Tuner => &["svcos.tuner.v1.TunerService"],
+            ServiceName::Tuner => &[
+                "svcos.tuner.v1.TunerService",
+                "svcos.tuner.v1.PowerService",
+                "svcos.tuner.v1.HistoryService",
+            ],
             ServiceName::Supervisor => &[
                 "svcos.supervisor.v1.SupervisorService",
                 "svcos.supervisor.v1.UpdateService",

@@ -126,13 +126,10 @@ pub async fn run_with(
             }
         }
     });
-    let (_reporter, health) = ipc::health().await;
-    let router = ipc::server()
-        .add_service(health)
-        .add_service(AuthServiceServer::new(AuthGrpc::new(
-            auth.clone(),
-            shutdown.clone(),
-        )));
+    let router = ipc::server().add_service(AuthServiceServer::new(AuthGrpc::new(
+        auth.clone(),
+        shutdown.clone(),
+    )));
     let served = ipc::serve(router, listener, shutdown.clone()).await;
     shutdown.trigger();
     auth.close();

@@ -590,11 +590,9 @@ pub async fn run_with_probes(
         )),
         serial_number: found.serial_number,
     };
-    let (_health, health_service) = ipc::health().await;
     let uart_lost = Arc::clone(&links.uart_lost);
     let server = ipc::serve(
         ipc::server()
-            .add_service(health_service)
             .add_service(HwAgentServiceServer::new(api))
             .add_service(HwDiagnosticsServiceServer::new(diagnostics)),
         listener,

@@ -242,12 +242,9 @@ pub async fn run(
     let spec = BoardSpec::from_config(&ctx.config);
     // Calibration and PTY setup block briefly; keep them off the async executor.
     let sim = tokio::task::spawn_blocking(move || Sim::start(spec)).await??;
-    let (_reporter, health) = svcos_common::ipc::health().await;
     let api = pb_server(sim.api());
     let served = svcos_common::ipc::serve(
-        svcos_common::ipc::server()
-            .add_service(health)
-            .add_service(api),
+        svcos_common::ipc::server().add_service(api),
         listener,
         shutdown,
     )

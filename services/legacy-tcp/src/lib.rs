@@ -90,12 +90,7 @@ pub async fn run(
         .with_context(|| format!("cannot bind the cgminer API to {addr}"))?;
     let server = Arc::new(build(&ctx.layout, &ctx.config, &shutdown)?);
     tracing::info!(%addr, max_clients = legacy.max_clients, "cgminer API listening");
-    let (_reporter, health) = ipc::health().await;
-    let grpc = ipc::serve(
-        ipc::server().add_service(health),
-        listener,
-        shutdown.clone(),
-    );
+    let grpc = ipc::serve(ipc::no_services(), listener, shutdown.clone());
     let api = server.serve(tcp, shutdown.clone());
     let (grpc, api) = tokio::join!(grpc, api);
     grpc?;

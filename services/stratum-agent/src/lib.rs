@@ -130,10 +130,7 @@ pub async fn run(
         config.stratum.sv2_enabled,
         svcos_common::ipc::channel(&ctx.layout, ServiceName::Gateway),
     );
-    let (_reporter, health) = svcos_common::ipc::health().await;
-    let router = svcos_common::ipc::server()
-        .add_service(health)
-        .add_service(StratumServiceServer::new(api));
+    let router = svcos_common::ipc::server().add_service(StratumServiceServer::new(api));
     tracing::info!(pools = config.pools.len(), "stratum-agent serving");
     let served = svcos_common::ipc::serve(router, listener, shutdown.clone()).await;
     shutdown.trigger();
@@ -239,9 +236,7 @@ pub async fn serve_test_pool(
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
     let stratum = tokio::spawn(testpool::serve(pool.clone(), tcp, shutdown.clone()));
-    let (_reporter, health) = svcos_common::ipc::health().await;
     let router = svcos_common::ipc::server()
-        .add_service(health)
         .add_service(TestPoolServiceServer::new(testpool::ControlService(pool)));
     svcos_common::ipc::serve(router, listener, shutdown.clone()).await?;
     shutdown.trigger();

@@ -306,9 +306,7 @@ pub async fn run(
         telemetry,
     };
     let loop_task = tokio::spawn(driver.run(interval, shutdown.clone()));
-    let (_reporter, health) = ipc::health().await;
     let router = ipc::server()
-        .add_service(health)
         .add_service(TunerServiceServer::new(service::TunerApi::new(shared)))
         .add_service(PowerServiceServer::new(power::service::PowerApi::new(
             power,

@@ -1,0 +1,360 @@
+//! The HTTP ports' accept loop and connection driver (gateway 8080, proxy 80), on a
+//! [`ConnLimiter`]:
+//!
+//! - **Header timeout** ([`HEADER_READ_TIMEOUT`], 10 s): hyper closes a connection whose request
+//!   head is not complete in time, so a slow head never reaches a handler.
+//! - **Idle timeout** ([`IDLE_TIMEOUT`], 30 s): a watchdog closes a connection with no request in
+//!   flight, none ended and no byte of an answer written for that long (a keep-alive connection
+//!   nobody uses, or a client that stopped reading). It does not rely on hyper's header timer
+//!   covering keep-alive waits.
+//! - **Minimum body rate** ([`MinRate`]): a request body must arrive at [`MIN_BODY_RATE`] after a
+//!   [`BODY_GRACE`], or reading it fails; one byte a second holds a slot for about 10 s, not for
+//!   as long as the attacker likes.
+//! - **Eviction and closing**: a connection the limiter evicts is dropped at once when idle, or
+//!   closed gracefully (at most [`CLOSE_GRACE`]) when a request is in flight.
+//! - **Out of descriptors anyway** (EMFILE, ENFILE): one connection is evicted and the next accept
+//!   waits [`ACCEPT_BACKOFF`], so the loop neither spins nor stops serving.
+//! - **Bounded buffers**: at most [`MAX_BUF`] of request head per connection.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hyper::body::{Body, Buf, Frame, Incoming, SizeHint};
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+use tokio::time::{Instant, Sleep};
+
+use crate::Shutdown;
+use crate::connlimit::{self, ConnLimiter, ConnPermit};
+
+/// Time a client gets to send a complete request head.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time a connection with nothing in flight is kept (well within the 60 s a keep-alive client
+/// may expect, and longer than a dashboard's 5 s poll).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Time a request body may take before [`MIN_BODY_RATE`] applies.
+pub const BODY_GRACE: Duration = Duration::from_secs(10);
+/// Bytes per second a request body must average after [`BODY_GRACE`]: a bundle upload over the
+/// worst Wi-Fi is thousands of times faster; a trickle is not.
+pub const MIN_BODY_RATE: u64 = 1024;
+/// How long a connection told to close may take to finish the answer under way.
+pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
+/// How long open connections get to finish at shutdown.
+pub const DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// Pause after a failed accept that is not about one connection (EMFILE and the like).
+pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+/// Per-connection buffer bound (a browser's head with cookies fits).
+pub const MAX_BUF: usize = 64 * 1024;
+
+/// How connections from this host itself are counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostLocal {
+    /// Like any other client.
+    PerConnection,
+    /// Per request and forwarded client ([`ConnLimiter::try_acquire_host_local`]): the gateway,
+    /// whose port-80 proxy connects from this host with many clients' requests.
+    PerRequest,
+}
+
+/// Serve on `listener` until `shutdown`, then give open connections [`DRAIN_GRACE`].
+/// `make_service` builds one connection's service; it should mark requests with
+/// [`ConnPermit::busy`] (refusing them with [`connlimit::refusal_response`]).
+pub async fn serve<F, S, B>(
+    listener: TcpListener,
+    limiter: ConnLimiter,
+    host_local: HostLocal,
+    shutdown: Shutdown,
+    mut make_service: F,
+) where
+    F: FnMut(SocketAddr, Arc<ConnPermit>) -> S,
+    S: hyper::service::Service<
+            hyper::Request<Incoming>,
+            Response = hyper::Response<B>,
+            Error = Infallible,
+        > + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut connections = JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = shutdown.wait() => break,
+        };
+        while connections.try_join_next().is_some() {}
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) if per_connection_error(&e) => continue,
+            Err(e) => {
+                // The connection stays in the backlog, so retrying at once would fail the same
+                // way: free a descriptor and let it close first.
+                let evicted = limiter.evict_idle();
+                tracing::warn!(error = %e, evicted, held = limiter.held(), "accept failed");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
+        };
+        let local = host_local == HostLocal::PerRequest
+            && stream.local_addr().is_ok_and(|a| a.ip() == peer.ip());
+        let admitted = if local {
+            limiter.try_acquire_host_local()
+        } else {
+            limiter.try_acquire(peer.ip())
+        };
+        match admitted {
+            Ok(permit) => {
+                // Small JSON answers: send them now, not after Nagle's delay.
+                let _ = stream.set_nodelay(true);
+                let permit = Arc::new(permit);
+                let service = make_service(peer, permit.clone());
+                connections.spawn(connection(stream, peer, service, permit, shutdown.clone()));
+            }
+            Err(why) => {
+                tracing::debug!(peer = %peer.ip(), ?why, "connection refused");
+                connlimit::refuse_http(stream, why);
+            }
+        }
+    }
+    drop(listener);
+    let drained = tokio::time::timeout(DRAIN_GRACE, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        connections.abort_all();
+    }
+}
+
+/// Accept errors about one connection (the next accept can succeed at once).
+fn per_connection_error(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::ConnectionRefused
+            | std::io::ErrorKind::ConnectionReset
+    )
+}
+
+/// Serve one connection until the client closes it, a limit closes it, or shutdown.
+async fn connection<S, B>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    service: S,
+    permit: Arc<ConnPermit>,
+    shutdown: Shutdown,
+) where
+    S: hyper::service::Service<
+            hyper::Request<Incoming>,
+            Response = hyper::Response<B>,
+            Error = Infallible,
+        > + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let io = Metered {
+        io: stream,
+        permit: permit.clone(),
+    };
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_buf_size(MAX_BUF)
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(io), service)
+        .with_upgrades();
+    tokio::pin!(conn);
+    let hard_stop = tokio::time::sleep(Duration::ZERO);
+    tokio::pin!(hard_stop);
+    let mut closing = false;
+    loop {
+        // While a request is in flight its own limits bound it; look again after a while.
+        let idle_at = permit
+            .idle_deadline(IDLE_TIMEOUT)
+            .unwrap_or_else(|| Instant::now() + IDLE_TIMEOUT);
+        let why = tokio::select! {
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    tracing::debug!(peer = %peer.ip(), error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            () = &mut hard_stop, if closing => return,
+            _ = shutdown.wait(), if !closing => "shutdown",
+            () = permit.evicted(), if !closing => "evicted",
+            () = tokio::time::sleep_until(idle_at), if !closing => {
+                match permit.idle_deadline(IDLE_TIMEOUT) {
+                    Some(at) if at <= Instant::now() => "idle",
+                    _ => continue,
+                }
+            }
+        };
+        tracing::debug!(peer = %peer.ip(), why, "closing connection");
+        // Nothing in flight: nothing to finish (hyper's graceful close would wait for a
+        // half-sent head until its header timer fires).
+        if why != "shutdown" && !permit.is_busy() {
+            return;
+        }
+        conn.as_mut().graceful_shutdown();
+        hard_stop.as_mut().reset(Instant::now() + CLOSE_GRACE);
+        closing = true;
+    }
+}
+
+/// A connection's socket that notes when an answer makes progress, so a client still
+/// downloading a large answer (or following a stream) is not taken for idle.
+struct Metered {
+    io: TcpStream,
+    permit: Arc<ConnPermit>,
+}
+
+impl Metered {
+    fn note(&self, r: &Poll<std::io::Result<usize>>) {
+        if let Poll::Ready(Ok(n)) = r
+            && *n > 0
+        {
+            self.permit.note_write();
+        }
+    }
+}
+
+impl AsyncRead for Metered {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Metered {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.note(&r);
+        r
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.note(&r);
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// A request body arriving slower than [`MIN_BODY_RATE`] after [`BODY_GRACE`].
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the request body arrived too slowly (at least {MIN_BODY_RATE} bytes/s after the first {} s)",
+    BODY_GRACE.as_secs()
+)]
+pub struct BodyTooSlow;
+
+/// A request body that fails with [`BodyTooSlow`] once fewer than
+/// `(elapsed - BODY_GRACE) * MIN_BODY_RATE` bytes have arrived.
+pub struct MinRate<B> {
+    inner: B,
+    start: Instant,
+    received: u64,
+    deadline: Pin<Box<Sleep>>,
+}
+
+impl<B> MinRate<B> {
+    /// Time `inner` from now.
+    pub fn new(inner: B) -> Self {
+        let start = Instant::now();
+        MinRate {
+            inner,
+            start,
+            received: 0,
+            deadline: Box::pin(tokio::time::sleep_until(start + BODY_GRACE)),
+        }
+    }
+}
+
+impl<B> Body for MinRate<B>
+where
+    B: Body + Unpin,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Data = B::Data;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, Self::Error>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    this.received += data.remaining() as u64;
+                    let allowed = Duration::from_millis(this.received * 1000 / MIN_BODY_RATE);
+                    this.deadline
+                        .as_mut()
+                        .reset(this.start + BODY_GRACE + allowed);
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => match this.deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyTooSlow)))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Whether a body error (through any wrapping that keeps the source chain) is [`BodyTooSlow`].
+pub fn is_too_slow(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(e) = cur {
+        if e.is::<BodyTooSlow>() {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
+}

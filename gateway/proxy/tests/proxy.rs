@@ -112,6 +112,7 @@ fn config(upstream: SocketAddr) -> ProxyConfig {
         response_timeout: Duration::from_secs(30),
         max_connections: 16,
         max_connections_per_peer: 16,
+        max_body_bytes: 1 << 20,
         forward_key: None,
     }
 }
@@ -563,7 +564,7 @@ async fn told(s: &mut TcpStream, within: Duration) -> Option<String> {
 }
 
 #[tokio::test]
-async fn connections_beyond_the_per_address_or_total_cap_get_503_at_once() {
+async fn beyond_the_per_address_cap_503_at_the_total_the_least_recently_active_idle_one_goes() {
     let up = upstream(Arc::new(Notify::new())).await;
     let (proxy, _shutdown) = start_proxy(ProxyConfig {
         max_connections: 4,
@@ -581,27 +582,29 @@ async fn connections_beyond_the_per_address_or_total_cap_get_503_at_once() {
         .await
         .expect("the excess connection is closed");
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("retry-after: 1"), "{answer}");
     assert!(
         answer.contains("too many connections from this address"),
         "{answer}"
     );
-    // 127.0.0.3 takes the last two slots; 127.0.0.4 then finds the proxy full.
+    // 127.0.0.3 takes the last two slots; 127.0.0.4 is then let in by closing the idle
+    // connection that has been idle longest (127.0.0.2's first), not refused.
     held.push(hold(proxy, "127.0.0.3").await);
     held.push(hold(proxy, "127.0.0.3").await);
     let mut late = hold(proxy, "127.0.0.4").await;
-    let answer = told(&mut late, PROMPT)
-        .await
-        .expect("the over-total connection is closed");
-    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
-    assert!(answer.contains("retry-after: 1"), "{answer}");
-    assert!(
-        answer.contains("\"error\":\"too many connections\""),
-        "{answer}"
+    assert_eq!(
+        told(&mut held[0], PROMPT).await.as_deref(),
+        Some(""),
+        "the oldest idle connection is closed without a word"
     );
-    // The held ones were not touched...
-    for s in &mut held {
+    for s in &mut held[1..] {
         assert_eq!(told(s, Duration::from_millis(100)).await, None);
     }
+    late.write_all(b"GET /api/echo HTTP/1.1\r\nHost: rig\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = told(&mut late, PROMPT).await.expect("answered and closed");
+    assert!(answer.contains("x-upstream: yes"), "{answer}");
     // ...and once they go, a request is served again.
     drop(held);
     let answer = tokio::time::timeout(PROMPT, async {

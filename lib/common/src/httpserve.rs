@@ -54,6 +54,15 @@ pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 /// Per-connection buffer bound (a browser's head with cookies fits).
 pub const MAX_BUF: usize = 64 * 1024;
 
+/// The API paths that take a bundle upload: streamed to the gateway under its own size limit;
+/// every other request body is at most `[api].max_body_bytes` (the proxy reads those whole
+/// before forwarding, so a slow body never holds a gateway connection).
+pub const UPLOAD_PATHS: [&str; 3] = [
+    "/api/system/upgrade",
+    "/api/v1/firmware/update",
+    "/api/v1/system/upgrade",
+];
+
 /// How connections from this host itself are counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HostLocal {

@@ -175,7 +175,10 @@ impl LoginThrottle {
 /// connection caps count clients the same way ([`svcos_common::connlimit::client_key`]).
 fn normalise_client(client: &str) -> String {
     let trimmed = client.trim();
-    match trimmed.parse::<IpAddr>().map(svcos_common::connlimit::client_key) {
+    match trimmed
+        .parse::<IpAddr>()
+        .map(svcos_common::connlimit::client_key)
+    {
         Ok(IpAddr::V6(prefix)) => format!("{prefix}/64"),
         Ok(ip) => ip.to_string(),
         // Not an address (a unit test, or a caller without one): bounded, used as is.

@@ -464,6 +464,19 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_budget_stays_under_the_descriptor_limit() {
+        let (soft, _) =
+            nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
+        let room = usize::try_from(soft)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(RESERVED_FDS + EVICT_SLACK);
+        assert_eq!(fd_budget(usize::MAX, 1), room.max(1));
+        assert_eq!(fd_budget(usize::MAX, 2), (room / 2).max(1));
+        assert_eq!(fd_budget(7, 1), 7.min(room).max(1));
+        assert_eq!(fd_budget(0, 1), 1);
+    }
+
     #[tokio::test]
     async fn per_client_cap_counts_a_64_as_one_client() {
         let limiter = ConnLimiter::new(2, 100);

@@ -369,3 +369,89 @@ pub fn is_too_slow(e: &(dyn std::error::Error + 'static)) -> bool {
     }
     false
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::body::Bytes;
+    use tokio::sync::mpsc;
+
+    /// A body fed by the test.
+    struct Fed(mpsc::Receiver<Bytes>);
+
+    impl Body for Fed {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            self.0.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b))))
+        }
+    }
+
+    async fn next(body: &mut MinRate<Fed>) -> Option<Result<usize, String>> {
+        std::future::poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx))
+            .await
+            .map(|r| {
+                r.map(|f| f.into_data().map_or(0, |d| d.len()))
+                    .map_err(|e| e.to_string())
+            })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_trickle_fails_after_the_grace_a_steady_body_does_not() {
+        let (tx, rx) = mpsc::channel(4);
+        let mut slow = MinRate::new(Fed(rx));
+        let feeder = tokio::spawn(async move {
+            loop {
+                if tx.send(Bytes::from_static(b"x")).await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+        let started = Instant::now();
+        let failed_at = loop {
+            match next(&mut slow).await {
+                Some(Ok(_)) => {}
+                Some(Err(e)) => {
+                    assert!(e.contains("too slowly"), "{e}");
+                    break started.elapsed();
+                }
+                None => panic!("the body cannot end"),
+            }
+        };
+        assert!(failed_at >= BODY_GRACE && failed_at < BODY_GRACE + Duration::from_secs(1));
+        feeder.abort();
+
+        let (tx, rx) = mpsc::channel(4);
+        let mut steady = MinRate::new(Fed(rx));
+        tokio::spawn(async move {
+            for _ in 0..60 {
+                tx.send(Bytes::from(vec![0u8; MIN_BODY_RATE as usize]))
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+        let mut total = 0;
+        while let Some(frame) = next(&mut steady).await {
+            total += frame.expect("a body at the minimum rate is never cut");
+        }
+        assert_eq!(total, 60 * MIN_BODY_RATE as usize);
+    }
+
+    #[test]
+    fn too_slow_is_found_through_wrapping() {
+        let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(BodyTooSlow);
+        assert!(is_too_slow(&*boxed));
+        // How axum hands a body error on: as the source of its own error type.
+        #[derive(Debug, thiserror::Error)]
+        #[error("body")]
+        struct Wrapped(#[source] Box<dyn std::error::Error + Send + Sync>);
+        assert!(is_too_slow(&Wrapped(boxed)));
+        assert!(!is_too_slow(&Wrapped("reset".into())));
+    }
+}

@@ -281,7 +281,8 @@ impl ConnPermit {
         };
         let host_local = conn.client.is_none();
         let key = conn.client.unwrap_or_else(|| client_key(client));
-        let unauth = !claims_auth && !(conn.authed && !host_local);
+        // A shared (host-local) connection's earlier clients say nothing about this one.
+        let unauth = !claims_auth && (host_local || !conn.authed);
         if host_local && inner.requests.get(&key).copied().unwrap_or(0) >= l.per_peer {
             return Err(Refused::PerPeer);
         }

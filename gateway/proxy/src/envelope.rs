@@ -118,7 +118,7 @@ impl ProxyRefusal {
             ),
             ProxyRefusal::BodyTooSlow => (
                 StatusCode::REQUEST_TIMEOUT,
-                "a request body must arrive at 1024 bytes/s or faster after its first 10 s",
+                "every 10 s of a request body must bring 10 KiB or its end",
                 "retry over a better connection",
             ),
             ProxyRefusal::BodyUnreadable => (

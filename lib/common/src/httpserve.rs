@@ -7,8 +7,9 @@
 //!   flight, none ended and no byte of an answer written for that long (a keep-alive connection
 //!   nobody uses, or a client that stopped reading). It does not rely on hyper's header timer
 //!   covering keep-alive waits.
-//! - **Minimum body rate** ([`MinRate`]): a request body must arrive at [`MIN_BODY_RATE`] after a
-//!   [`BODY_GRACE`], or reading it fails; one byte a second holds a slot for about 10 s, not for
+//! - **Minimum body rate** ([`MinRate`]): every [`BODY_GRACE`] of a request body must bring
+//!   [`BODY_GRACE`] × [`MIN_BODY_RATE`] bytes or its end, or reading it fails; one byte a second
+//!   (or a fast start, then a stall holding what was buffered) holds a slot for about 10 s, not for
 //!   as long as the attacker likes.
 //! - **Eviction and closing**: a connection the limiter evicts is dropped at once when idle, or
 //!   closed gracefully (at most [`CLOSE_GRACE`]) when a request is in flight.
@@ -42,9 +43,9 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// 60 s browsers keep them. hyper's header timer does not cover this wait (measured: an idle
 /// keep-alive connection stayed open until this watchdog closed it).
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(15);
-/// Time a request body may take before [`MIN_BODY_RATE`] applies.
+/// The window over which a request body's rate is judged.
 pub const BODY_GRACE: Duration = Duration::from_secs(10);
-/// Bytes per second a request body must average after [`BODY_GRACE`]: a bundle upload over the
+/// Bytes per second a request body must average over every [`BODY_GRACE`]: a bundle upload over the
 /// worst Wi-Fi is thousands of times faster; a trickle is not.
 pub const MIN_BODY_RATE: u64 = 1024;
 /// How long a connection told to close may take to finish the answer under way.
@@ -286,32 +287,31 @@ impl AsyncWrite for Metered {
     }
 }
 
-/// A request body arriving slower than [`MIN_BODY_RATE`] after [`BODY_GRACE`].
+/// A request body arriving slower than [`MIN_BODY_RATE`] over a [`BODY_GRACE`] window.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "the request body arrived too slowly (at least {MIN_BODY_RATE} bytes/s after the first {} s)",
+    "the request body arrived too slowly (at least {MIN_BODY_RATE} bytes/s over every {} s)",
     BODY_GRACE.as_secs()
 )]
 pub struct BodyTooSlow;
 
 /// A request body that fails with [`BodyTooSlow`] once fewer than
-/// `(elapsed - BODY_GRACE) * MIN_BODY_RATE` bytes have arrived.
+/// a [`BODY_GRACE`] window ends with fewer than `BODY_GRACE * MIN_BODY_RATE` bytes and the body
+/// not complete. A window (not the average since the start) so that a fast start followed by a
+/// stall cannot hold a buffered megabyte for a quarter of an hour.
 pub struct MinRate<B> {
     inner: B,
-    start: Instant,
-    received: u64,
+    in_window: u64,
     deadline: Pin<Box<Sleep>>,
 }
 
 impl<B> MinRate<B> {
     /// Time `inner` from now.
     pub fn new(inner: B) -> Self {
-        let start = Instant::now();
         MinRate {
             inner,
-            start,
-            received: 0,
-            deadline: Box::pin(tokio::time::sleep_until(start + BODY_GRACE)),
+            in_window: 0,
+            deadline: Box::pin(tokio::time::sleep(BODY_GRACE)),
         }
     }
 }
@@ -332,11 +332,11 @@ where
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
-                    this.received += data.remaining() as u64;
-                    let allowed = Duration::from_millis(this.received * 1000 / MIN_BODY_RATE);
-                    this.deadline
-                        .as_mut()
-                        .reset(this.start + BODY_GRACE + allowed);
+                    this.in_window += data.remaining() as u64;
+                    if this.in_window >= MIN_BODY_RATE * BODY_GRACE.as_secs() {
+                        this.in_window = 0;
+                        this.deadline.as_mut().reset(Instant::now() + BODY_GRACE);
+                    }
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
@@ -401,7 +401,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_trickle_fails_after_the_grace_a_steady_body_does_not() {
+    async fn a_trickle_or_a_stall_is_cut_within_a_window_a_steady_body_is_not() {
         let (tx, rx) = mpsc::channel(4);
         let mut slow = MinRate::new(Fed(rx));
         let feeder = tokio::spawn(async move {
@@ -430,7 +430,7 @@ mod tests {
         let mut steady = MinRate::new(Fed(rx));
         tokio::spawn(async move {
             for _ in 0..60 {
-                tx.send(Bytes::from(vec![0u8; MIN_BODY_RATE as usize]))
+                tx.send(Bytes::from(vec![0u8; 2 * MIN_BODY_RATE as usize]))
                     .await
                     .unwrap();
                 tokio::time::sleep(Duration::from_secs(1)).await;
@@ -440,7 +440,17 @@ mod tests {
         while let Some(frame) = next(&mut steady).await {
             total += frame.expect("a body at the minimum rate is never cut");
         }
-        assert_eq!(total, 60 * MIN_BODY_RATE as usize);
+        assert_eq!(total, 60 * 2 * MIN_BODY_RATE as usize);
+
+        // A fast start, then a stall: the next window brings nothing and the body is cut.
+        let (tx, rx) = mpsc::channel(4);
+        let mut stalled = MinRate::new(Fed(rx));
+        tx.send(Bytes::from(vec![0u8; 1 << 20])).await.unwrap();
+        assert_eq!(next(&mut stalled).await, Some(Ok(1 << 20)));
+        let started = Instant::now();
+        assert!(next(&mut stalled).await.unwrap().is_err());
+        assert!(started.elapsed() <= BODY_GRACE);
+        drop(tx);
     }
 
     #[test]

@@ -12,9 +12,11 @@
 //!   connection is admitted by closing another (eviction), chosen in this order: idle and not
 //!   authenticated, then idle, then one whose requests in flight are all unauthenticated; least
 //!   recently active first within each group. Flood connections are idle or unauthenticated
-//!   and older than the owner's, so the owner gets in; only when every connection is serving
-//!   an authenticated request (or [`EVICT_SLACK`] evictions are still closing) is the new one
-//!   refused.
+//!   and older than the owner's, so the owner gets in. A newcomer whose client already holds
+//!   its fair share of the total (total / clients holding connections) is refused instead, so
+//!   flooding addresses settle rather than evict each other in a loop; and when every connection
+//!   is serving an authenticated request (or [`EVICT_SLACK`] evictions are still closing), any
+//!   newcomer is refused.
 //! - **Unauthenticated requests** (those naming no credential on a connection that never
 //!   authenticated) may be in flight on at most half of the total and half of one client's share
 //!   ([`ConnPermit::busy`]), so slow logins and uploads cannot take the slots an authenticated
@@ -221,8 +223,16 @@ impl ConnLimiter {
         {
             return Err(Refused::PerPeer);
         }
-        if inner.conns.len() - inner.evicting >= self.total && !inner.evict_one(self.epoch) {
-            return Err(Refused::Total);
+        if inner.conns.len() - inner.evicting >= self.total {
+            // A client already holding its fair share of the total is refused rather than
+            // closing another's connection: many flooding addresses then settle at their
+            // shares instead of evicting each other in a loop (which would also use up the
+            // eviction slack the owner's newcomer needs).
+            let fair = (self.total / inner.by_client.len().max(1)).max(1);
+            let holds = client.map_or(0, |key| inner.by_client.get(&key).copied().unwrap_or(0));
+            if holds >= fair || !inner.evict_one(self.epoch) {
+                return Err(Refused::Total);
+            }
         }
         let id = inner.next_id;
         inner.next_id += 1;
@@ -390,7 +400,7 @@ pub fn refusal_text(why: Refused) -> (&'static str, &'static str) {
         ),
         Refused::Total => (
             "too many connections",
-            "the miner holds as many connections as it may ([api].max_connections) and each is serving an authenticated request",
+            "the miner holds as many connections as it may ([api].max_connections); a client holding its share of them is refused rather than closing another's",
         ),
         Refused::Unauthenticated => (
             "too many requests without a token in progress",
@@ -521,6 +531,27 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn at_the_total_a_client_holding_its_share_is_refused_not_evicting() {
+        let limiter = ConnLimiter::new(10, 4);
+        let flood: Vec<_> = (0..4)
+            .map(|i| {
+                limiter
+                    .try_acquire(ip(&format!("10.0.0.{}", 1 + i % 2)))
+                    .unwrap()
+            })
+            .collect();
+        // Two clients, 2 each: each holds its share of 4.
+        assert_eq!(
+            limiter.try_acquire(ip("10.0.0.1")).unwrap_err(),
+            Refused::Total
+        );
+        assert!(!limiter.lock().conns.values().any(|c| c.evicted));
+        // A client holding nothing replaces the least recently active idle connection.
+        let _owner = limiter.try_acquire(ip("10.0.0.9")).unwrap();
+        assert!(limiter.lock().conns[&flood[0].id].evicted);
+    }
+
+    #[tokio::test]
     async fn an_authenticated_request_in_flight_is_never_evicted() {
         let limiter = ConnLimiter::new(10, 2);
         let a = limiter.try_acquire(ip("10.0.0.1")).unwrap();
@@ -545,8 +576,9 @@ mod tests {
         );
         drop(busy);
         let mut held = vec![a];
-        for _ in 0..EVICT_SLACK {
-            held.push(limiter.try_acquire(ip("10.0.0.2")).expect("one is evicted"));
+        for i in 0..EVICT_SLACK {
+            let newcomer = ip(&format!("10.0.1.{i}"));
+            held.push(limiter.try_acquire(newcomer).expect("one is evicted"));
         }
         assert_eq!(
             limiter.try_acquire(ip("10.0.0.3")).unwrap_err(),

@@ -408,7 +408,7 @@ fn over_cap(why: Refused) -> Reply {
                 "Too many connections from this address; close idle connections and retry"
             }
             Refused::Total | Refused::Unauthenticated => {
-                "Too many connections being answered; retry in a second"
+                "Too many connections; retry in a second"
             }
         },
     ))

@@ -550,9 +550,13 @@ async fn max_clients_bounds_concurrent_connections() {
     // A silent client takes the only slot...
     let mut silent = TcpStream::connect(addr).await.unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
-    // ...so this request is served only once the server has given up on the silent one.
-    let answered = cmd(addr, "summary").await;
-    assert_eq!(status(&answered).0, "S");
+    // ...so the same client's next connection is refused (it holds its share of the one
+    // slot; closing its own would let a flood churn without end)...
+    let refused = cmd(addr, "summary").await;
+    assert_eq!(status(&refused).0, "E");
+    assert!(status(&refused).2.contains("Too many connections"), "{refused}");
+    // ...and served once the server has given up on the silent one.
+    eventually(|| async { status(&cmd(addr, "summary").await).0 == "S" }).await;
     let mut rest = Vec::new();
     let n = tokio::time::timeout(Duration::from_secs(5), silent.read_to_end(&mut rest))
         .await

@@ -407,9 +407,7 @@ fn over_cap(why: Refused) -> Reply {
             Refused::PerPeer => {
                 "Too many connections from this address; close idle connections and retry"
             }
-            Refused::Total | Refused::Unauthenticated => {
-                "Too many connections; retry in a second"
-            }
+            Refused::Total | Refused::Unauthenticated => "Too many connections; retry in a second",
         },
     ))
 }

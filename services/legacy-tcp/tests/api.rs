@@ -554,7 +554,10 @@ async fn max_clients_bounds_concurrent_connections() {
     // slot; closing its own would let a flood churn without end)...
     let refused = cmd(addr, "summary").await;
     assert_eq!(status(&refused).0, "E");
-    assert!(status(&refused).2.contains("Too many connections"), "{refused}");
+    assert!(
+        status(&refused).2.contains("Too many connections"),
+        "{refused}"
+    );
     // ...and served once the server has given up on the silent one.
     eventually(|| async { status(&cmd(addr, "summary").await).0 == "S" }).await;
     let mut rest = Vec::new();

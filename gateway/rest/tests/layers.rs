@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 
 /// `src/` may hold at most this many lines (issue 14: 9 000); lower this number whenever
 /// the gateway shrinks, never raise it. Raised once, by 240, when the gateway became the
-/// config's one writer for every process (issue 29: `config_grpc.rs`, the generation and its
-/// compare-and-set); moving that writer into a crate of its own gives those lines back.
-const MAX_SRC_LINES: usize = 9_240;
+/// config's one writer for every process (issue 29); lowered to 8 980 when `/metrics` moved
+/// into its own crate (`gateway/metrics`, issue 30) and the listener into `svcos_common`.
+const MAX_SRC_LINES: usize = 8_980;
 
 /// Modules that are one node of the graph however many files they span (their inside is
 /// their own business).

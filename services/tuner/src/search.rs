@@ -804,7 +804,41 @@ impl Search {
                 }
             }
             let room = ((want / have - 1.0) / share * now + lowered).max(0.0);
-            if raised > room + 1e-6 {
+            if raised > room + 1e-6 && short {
+                // One step per chip per round, slowest chips first (the most headroom under
+                // their edges), while the room lasts. The proportional cut below rounds every
+                // raise to nothing once the room is under a step per chip: 600 W stopped at
+                // 590 W, and at the voltage floor the last watts are the cheapest hashes.
+                let mut raises: Vec<(u32, u32, f64, f64, f64)> = Vec::new();
+                for (chain, chip, _, f) in self.judge(p, m, lim) {
+                    if let Some(c) = q.chains.iter().find(|c| c.chain_id == chain) {
+                        let g = c.chip_mhz(chip);
+                        if g > f {
+                            raises.push((chain, chip, f, g, f));
+                        }
+                    }
+                }
+                raises.sort_by(|a, b| a.2.total_cmp(&b.2));
+                let mut left = room;
+                let mut progressed = true;
+                while progressed {
+                    progressed = false;
+                    for r in &mut raises {
+                        if left >= step && r.4 + step <= r.3 + 1e-6 {
+                            r.4 += step;
+                            left -= step;
+                            progressed = true;
+                        }
+                    }
+                }
+                up = 0;
+                for (chain, chip, f, _, to) in raises {
+                    up += u32::from(to > f);
+                    if let Some(c) = q.chains.iter_mut().find(|c| c.chain_id == chain) {
+                        c.set_chip(chip, to);
+                    }
+                }
+            } else if raised > room + 1e-6 {
                 let k = room / raised;
                 for (chain, chip, _, f) in self.judge(p, m, lim) {
                     if let Some(c) = q.chains.iter_mut().find(|c| c.chain_id == chain) {
@@ -1358,6 +1392,15 @@ mod tests {
         let mut low = s.clone();
         match low.step(&cut, &window(980.0, &clean), &lim) {
             Outcome::Apply(q, why) => assert_eq!(raised(&q, f), 10, "{why}"),
+            o => panic!("{o:?}"),
+        }
+        // 1.6 % under, room for less than a step per chip: as many chips as it holds.
+        let mut near = s.clone();
+        match near.step(&cut, &window(984.0, &clean), &lim) {
+            Outcome::Apply(q, why) => {
+                let n = raised(&q, f);
+                assert!((5..10).contains(&n), "{n} raised: {why}");
+            }
             o => panic!("{o:?}"),
         }
         // Half a percent under: done where it is.

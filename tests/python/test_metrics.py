@@ -65,8 +65,12 @@ def proc_start_time(pid: int) -> float:
 
 def test_metrics_pass_promtool_and_carry_every_family(sim):
     def mining(text):
+        # Hashing now, not only once: another test of the shared stack may have put the board
+        # to sleep, and a sleeping chain draws no share of the PSU's power.
         chains = family(text, "svcos_chain_nonces_total")
+        power = family(text, "svcos_chain_power_watt")
         return chains and all(v > 0 for v in chains.values()) \
+            and power and all(v > 0 for v in power.values()) \
             and series(text, "svcos_tuner_active") is not None
 
     wait_for(lambda: mining(scrape(sim)), 120, "per-chain nonces and the tuner's state in /metrics")

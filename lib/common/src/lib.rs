@@ -21,7 +21,6 @@ pub mod exit;
 pub mod fdstore;
 pub mod fsutil;
 pub mod hostcheck;
-pub mod httpserve;
 pub mod ipc;
 pub mod logging;
 pub mod net;

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 /// `src/` may hold at most this many lines (issue 14: 9 000); lower this number whenever
 /// the gateway shrinks, never raise it. Raised once, by 240, when the gateway became the
 /// config's one writer for every process (issue 29); lowered to 8 980 when `/metrics` moved
-/// into its own crate (`gateway/metrics`, issue 30) and the listener into `svcos_common`.
+/// into its own crate (`gateway/metrics`, issue 30).
 const MAX_SRC_LINES: usize = 8_980;
 
 /// Modules that are one node of the graph however many files they span (their inside is

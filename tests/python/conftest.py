@@ -291,3 +291,18 @@ def cgminer(sim, command: str) -> dict:
             data += chunk
     assert data.endswith(b"\0"), data[-50:]
     return json.loads(data[:-1])
+
+
+def kill_everything(sim):
+    """SIGKILL every service and the supervisor, by pid: nothing gets to flush."""
+    pids = [int(s["pid"]) for s in sim.services().values() if int(s.get("pid") or 0) > 0]
+    os.kill(sim.proc.pid, signal.SIGKILL)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    sim.proc.wait(timeout=10)
+    for pid in pids:
+        wait_for(lambda: not os.path.exists(f"/proc/{pid}") or
+                 open(f"/proc/{pid}/stat").read().split()[2] == "Z", 10, f"pid {pid} gone")

@@ -3,32 +3,15 @@ file written in batches. Every process of the stack is SIGKILLed (a power cut, n
 flush) and the stack started again on the same directory: what was written is still there,
 and new points continue after it."""
 
-import os
-import signal
 import time
 
-from conftest import http, login, start_sim, stop_sim, wait_for
+from conftest import http, kill_everything, login, start_sim, stop_sim, wait_for
 
 
 def minutes(sim, token):
     status, _, body = http("GET", f"{sim.api_url}/api/history?from_ms=0", token)
     assert status == 200, body
     return body["samples"]
-
-
-def kill_everything(sim):
-    """SIGKILL every service and the supervisor, by pid: nothing gets to flush."""
-    pids = [int(s["pid"]) for s in sim.services().values() if int(s.get("pid") or 0) > 0]
-    os.kill(sim.proc.pid, signal.SIGKILL)
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    sim.proc.wait(timeout=10)
-    for pid in pids:
-        wait_for(lambda: not os.path.exists(f"/proc/{pid}") or
-                 open(f"/proc/{pid}/stat").read().split()[2] == "Z", 10, f"pid {pid} gone")
 
 
 def test_history_and_audit_survive_killing_the_whole_stack(tmp_path):

@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from conftest import start_sim, stop_sim, wait_for
+from conftest import kill_everything, start_sim, stop_sim, wait_for
 
 PROMTOOL = shutil.which("promtool")
 pytestmark = pytest.mark.skipif(PROMTOOL is None, reason="promtool (Debian: prometheus) is not installed")
@@ -143,17 +143,7 @@ def scrape_when(sim, name: str, service: str) -> str | None:
 def relaunch(tmp_path, sim):
     """SIGKILL the supervisor and every service (nothing gets to save), then start the stack
     again on the same directory."""
-    pids = [int(s["pid"]) for s in sim.services().values() if int(s.get("pid") or 0) > 0]
-    os.kill(sim.proc.pid, signal.SIGKILL)
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    sim.proc.wait(timeout=10)
-    for pid in pids:
-        wait_for(lambda: not os.path.exists(f"/proc/{pid}") or
-                 open(f"/proc/{pid}/stat").read().split()[2] == "Z", 10, f"pid {pid} gone")
+    kill_everything(sim)
     return start_sim(tmp_path)
 
 

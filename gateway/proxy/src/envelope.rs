@@ -56,6 +56,15 @@ pub enum ProxyRefusal {
     /// The gateway took longer than the response timeout to answer.
     #[error("REST gateway did not answer in time")]
     GatewayTimeout,
+    /// A request body (not an upload) over `[api].max_body_bytes`.
+    #[error("request body too large")]
+    TooLarge,
+    /// A request body arriving slower than the minimum rate.
+    #[error("request body too slow")]
+    BodyTooSlow,
+    /// The client broke off its request body.
+    #[error("request body could not be read")]
+    BodyUnreadable,
 }
 
 impl ProxyRefusal {
@@ -101,6 +110,21 @@ impl ProxyRefusal {
                 StatusCode::GATEWAY_TIMEOUT,
                 "the REST gateway accepted the request but did not answer",
                 "retry in a moment",
+            ),
+            ProxyRefusal::TooLarge => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request bodies are limited to [api].max_body_bytes (default 1 MiB); firmware bundles go to /api/system/upgrade",
+                "send a smaller body",
+            ),
+            ProxyRefusal::BodyTooSlow => (
+                StatusCode::REQUEST_TIMEOUT,
+                "every 10 s of a request body must bring 10 KiB or its end",
+                "retry over a better connection",
+            ),
+            ProxyRefusal::BodyUnreadable => (
+                StatusCode::BAD_REQUEST,
+                "the connection ended or failed before the whole request body arrived",
+                "retry",
             ),
         };
         let mut response = envelope_response(
@@ -179,6 +203,9 @@ mod tests {
             (ProxyRefusal::GatewayDown, 503),
             (ProxyRefusal::GatewayFailed, 502),
             (ProxyRefusal::GatewayTimeout, 504),
+            (ProxyRefusal::TooLarge, 413),
+            (ProxyRefusal::BodyTooSlow, 408),
+            (ProxyRefusal::BodyUnreadable, 400),
         ];
         for (refusal, status) in table {
             let r = refusal.to_response();

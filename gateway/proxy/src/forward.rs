@@ -2,19 +2,25 @@
 //!
 //! Method, path, query, body and end-to-end headers pass unchanged — `Authorization` included;
 //! the proxy adds no credentials. Hop-by-hop headers (RFC 9110 §7.6.1) are dropped in both
-//! directions. Bodies stream through frame by frame in both directions.
+//! directions. Responses stream through frame by frame; so do bundle uploads
+//! ([`svcos_common::httpserve::UPLOAD_PATHS`]). Every other request body is read whole first
+//! (at most `[api].max_body_bytes`, else 413; at [`svcos_common::httpserve::MIN_BODY_RATE`],
+//! else 408), so a client trickling a body holds one of its own slots here, never a gateway
+//! connection that all port-80 clients share.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
+use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Request, Response, Uri};
-use http_body_util::BodyExt;
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use svcos_common::httpserve::{self, MinRate, UPLOAD_PATHS};
 
 use crate::ProxyBody;
 use crate::envelope::ProxyRefusal;
@@ -39,26 +45,38 @@ const HOP_BY_HOP: [HeaderName; 8] = [
 
 /// Idle pooled connections kept to the gateway.
 const POOL_IDLE: usize = 8;
-/// How long an idle pooled connection is kept.
-const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long an idle pooled connection is kept: shorter than the gateway's header and idle
+/// timeouts, so the proxy drops a pooled connection before the gateway closes it under a request.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How much of a refused (too large) body is read and thrown away, so that the client, still
+/// sending, reads the 413 instead of a reset connection.
+const DISCARD_MAX: usize = 16 << 20;
+/// How long discarding a refused body may take.
+const DISCARD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A request body on its way to the gateway: read whole, or an upload streamed through.
+type UpBody =
+    http_body_util::combinators::UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
 
 /// Sends requests to the gateway.
 #[derive(Debug, Clone)]
 pub struct Forwarder {
-    client: Client<HttpConnector, Incoming>,
+    client: Client<HttpConnector, UpBody>,
     authority: Authority,
     response_timeout: Duration,
     forward_key: Option<HeaderValue>,
+    max_body: usize,
 }
 
 impl Forwarder {
     /// Forward to `upstream`, giving up on connecting after `connect_timeout` and on the
-    /// response head after `response_timeout`.
+    /// response head after `response_timeout`; bodies other than uploads up to `max_body` bytes.
     pub fn new(
         upstream: SocketAddr,
         connect_timeout: Duration,
         response_timeout: Duration,
         forward_key: Option<&str>,
+        max_body: usize,
     ) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(connect_timeout));
@@ -76,6 +94,7 @@ impl Forwarder {
                 .expect("a socket address is an authority"),
             response_timeout,
             forward_key: forward_key.and_then(|k| HeaderValue::from_str(k).ok()),
+            max_body,
         }
     }
 
@@ -87,6 +106,16 @@ impl Forwarder {
         client_ip: IpAddr,
     ) -> Response<ProxyBody> {
         let (mut parts, body) = request.into_parts();
+        let body = if UPLOAD_PATHS.contains(&parts.uri.path()) {
+            MinRate::new(body).boxed_unsync()
+        } else {
+            match self.read_whole(&parts.headers, body).await {
+                Ok(bytes) => Full::new(bytes)
+                    .map_err(|never| match never {})
+                    .boxed_unsync(),
+                Err(refusal) => return refusal.to_response(),
+            }
+        };
         let path_and_query = parts
             .uri
             .path_and_query()
@@ -137,6 +166,43 @@ impl Forwarder {
         strip_hop_by_hop(&mut parts.headers);
         Response::from_parts(parts, body.boxed_unsync())
     }
+}
+
+impl Forwarder {
+    /// Read a body that is not an upload in full, within the size limit and the minimum rate.
+    async fn read_whole(&self, headers: &HeaderMap, body: Incoming) -> Result<Bytes, ProxyRefusal> {
+        let declared = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if declared.is_some_and(|n| n > self.max_body as u64) {
+            // A client that waits for `100 Continue` sends nothing more; the others are sending.
+            if !headers.contains_key(header::EXPECT) {
+                discard(body);
+            }
+            return Err(ProxyRefusal::TooLarge);
+        }
+        match Limited::new(MinRate::new(body), self.max_body)
+            .collect()
+            .await
+        {
+            Ok(collected) => Ok(collected.to_bytes()),
+            Err(e) if e.is::<LengthLimitError>() => Err(ProxyRefusal::TooLarge),
+            Err(e) if httpserve::is_too_slow(&*e) => Err(ProxyRefusal::BodyTooSlow),
+            Err(e) => {
+                tracing::debug!(error = %e, "request body could not be read");
+                Err(ProxyRefusal::BodyUnreadable)
+            }
+        }
+    }
+}
+
+/// Read a refused body to its end in the background (bounded in size, rate and time).
+fn discard(body: Incoming) {
+    tokio::spawn(async move {
+        let all = Limited::new(MinRate::new(body), DISCARD_MAX).collect();
+        let _ = tokio::time::timeout(DISCARD_TIMEOUT, all).await;
+    });
 }
 
 fn ip_header(ip: IpAddr) -> HeaderValue {

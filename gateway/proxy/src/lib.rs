@@ -17,10 +17,14 @@
 //!   `<hostname>.local` or a name of `[api].allowed_hosts` ([`host`], the policy the gateway
 //!   uses too), else 421 like the gateway (DNS-rebinding defence). No CORS headers are ever
 //!   added; the dashboard ships a strict Content-Security-Policy and no inline script.
-//! - **Process.** One current-thread runtime; at most [`ProxyConfig::max_connections`]
-//!   connections in all and [`ProxyConfig::max_connections_per_peer`] per client address, more
-//!   get 503 with the envelope at once; gRPC health on its Unix socket so the supervisor sees it SERVING once the
-//!   HTTP port is bound.
+//! - **Limits.** At most [`ProxyConfig::max_connections`] connections (and half the descriptor
+//!   limit: each forwarded request holds a second descriptor), [`ProxyConfig::max_connections_per_peer`]
+//!   per client (an IPv6 client: its /64); at the total, idle and unauthenticated connections are
+//!   closed first; header, idle and body-rate timeouts ([`svcos_common::connlimit`],
+//!   [`svcos_common::httpserve`]). Request bodies other than uploads are read whole before
+//!   forwarding ([`forward`]), so slow bodies never hold the gateway connections all clients share.
+//! - **Process.** One current-thread runtime; gRPC health on its Unix socket so the supervisor
+//!   sees it SERVING once the HTTP port is bound.
 
 pub mod assets;
 pub mod envelope;
@@ -63,6 +67,8 @@ pub struct ProxyConfig {
     /// Client connections one address may hold; more get 503 at once
     /// (`[api].max_connections_per_peer`, default 32).
     pub max_connections_per_peer: usize,
+    /// Largest request body forwarded, bundle uploads aside (`[api].max_body_bytes`).
+    pub max_body_bytes: usize,
     /// The key proving to the gateway that a request came through this proxy
     /// ([`svcos_common::proxykey`]); `None` sends none (the gateway then ignores
     /// `X-Forwarded-For`).
@@ -80,6 +86,7 @@ impl ProxyConfig {
             response_timeout: Duration::from_secs(30),
             max_connections: 128,
             max_connections_per_peer: config.api.max_connections_per_peer,
+            max_body_bytes: config.api.max_body_bytes,
             forward_key: None,
         }
     }

@@ -3,28 +3,20 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use http::header;
 use http::{Request, Response};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use svcos_common::Shutdown;
 use svcos_common::connlimit::{self, ConnLimiter, ConnPermit};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinSet;
+use svcos_common::httpserve::{self, HostLocal};
+use tokio::net::TcpListener;
 
-use crate::envelope::ProxyRefusal;
+use crate::envelope::{ProxyRefusal, full};
 use crate::forward::Forwarder;
 use crate::host::HostPolicy;
 use crate::{ProxyBody, ProxyConfig, assets};
-
-/// How long a client may take to send a request head.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long open connections get to finish at shutdown.
-const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
 struct Proxy {
     hosts: HostPolicy,
@@ -32,7 +24,27 @@ struct Proxy {
 }
 
 impl Proxy {
-    async fn handle(&self, request: Request<Incoming>, peer: SocketAddr) -> Response<ProxyBody> {
+    async fn handle(
+        &self,
+        request: Request<Incoming>,
+        peer: SocketAddr,
+        permit: &ConnPermit,
+    ) -> Response<ProxyBody> {
+        // The dashboard sends its token on every API call; a false one is answered 401 by the
+        // gateway and does not mark the connection authenticated.
+        let claims_auth = request.headers().contains_key(header::AUTHORIZATION);
+        let _busy = match permit.busy(peer.ip(), claims_auth) {
+            Ok(busy) => busy,
+            Err(why) => return connlimit::refusal_response(why).map(full),
+        };
+        let response = self.route(request, peer).await;
+        if claims_auth && !matches!(response.status().as_u16(), 401 | 403) {
+            permit.authenticated();
+        }
+        response
+    }
+
+    async fn route(&self, request: Request<Incoming>, peer: SocketAddr) -> Response<ProxyBody> {
         if request
             .headers()
             .get_all(header::HOST)
@@ -71,8 +83,8 @@ impl Proxy {
     }
 }
 
-/// Serve HTTP on `listener` until `shutdown`, then give open connections [`DRAIN_GRACE`] to
-/// finish. Tests bind an ephemeral port and call exactly this.
+/// Serve HTTP on `listener` until `shutdown`, then give open connections
+/// [`httpserve::DRAIN_GRACE`] to finish. Tests bind an ephemeral port and call exactly this.
 pub async fn serve(listener: TcpListener, config: ProxyConfig, shutdown: Shutdown) {
     let proxy = Arc::new(Proxy {
         hosts: HostPolicy::with_extra(&config.hostname, &config.allowed_hosts),
@@ -81,60 +93,25 @@ pub async fn serve(listener: TcpListener, config: ProxyConfig, shutdown: Shutdow
             config.connect_timeout,
             config.response_timeout,
             config.forward_key.as_deref(),
+            config.max_body_bytes,
         ),
     });
-    // One address holding connections open takes at most its share, and a flood from many
-    // addresses is answered 503 at once instead of queueing everyone (the owner's browser
-    // included) behind it in the backlog.
-    let limiter = ConnLimiter::new(config.max_connections_per_peer, config.max_connections);
-    let mut connections = JoinSet::new();
-    while let Some((stream, peer, slot)) =
-        connlimit::admit_http(&listener, &limiter, &shutdown).await
-    {
-        while connections.try_join_next().is_some() {}
-        connections.spawn(connection(
-            proxy.clone(),
-            stream,
-            peer,
-            shutdown.clone(),
-            slot,
-        ));
-    }
-    let drained = tokio::time::timeout(DRAIN_GRACE, async {
-        while connections.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
-        connections.abort_all();
-    }
-}
-
-async fn connection(
-    proxy: Arc<Proxy>,
-    stream: TcpStream,
-    peer: SocketAddr,
-    shutdown: Shutdown,
-    _slot: ConnPermit,
-) {
-    let _ = stream.set_nodelay(true);
-    let service = service_fn(move |request| {
+    // Each forwarded request holds a second descriptor (the gateway connection).
+    let total = connlimit::fd_budget(config.max_connections, 2);
+    let limiter = ConnLimiter::new(config.max_connections_per_peer, total);
+    let per_connection = move |peer: SocketAddr, permit: Arc<ConnPermit>| {
         let proxy = proxy.clone();
-        async move { Ok::<_, Infallible>(proxy.handle(request, peer).await) }
-    });
-    let conn = http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT)
-        .keep_alive(true)
-        .serve_connection(TokioIo::new(stream), service);
-    tokio::pin!(conn);
-    let result = tokio::select! {
-        r = conn.as_mut() => r,
-        _ = shutdown.wait() => {
-            conn.as_mut().graceful_shutdown();
-            conn.await
-        }
+        service_fn(move |request| {
+            let (proxy, permit) = (proxy.clone(), permit.clone());
+            async move { Ok::<_, Infallible>(proxy.handle(request, peer, &permit).await) }
+        })
     };
-    if let Err(e) = result {
-        tracing::debug!(peer = %peer.ip(), error = %e, "connection ended with an error");
-    }
+    httpserve::serve(
+        listener,
+        limiter,
+        HostLocal::PerConnection,
+        shutdown,
+        per_connection,
+    )
+    .await;
 }

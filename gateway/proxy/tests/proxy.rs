@@ -112,6 +112,7 @@ fn config(upstream: SocketAddr) -> ProxyConfig {
         response_timeout: Duration::from_secs(30),
         max_connections: 16,
         max_connections_per_peer: 16,
+        max_body_bytes: 1 << 20,
         forward_key: None,
     }
 }
@@ -563,7 +564,7 @@ async fn told(s: &mut TcpStream, within: Duration) -> Option<String> {
 }
 
 #[tokio::test]
-async fn connections_beyond_the_per_address_or_total_cap_get_503_at_once() {
+async fn beyond_the_per_address_cap_503_at_the_total_the_least_recently_active_idle_one_goes() {
     let up = upstream(Arc::new(Notify::new())).await;
     let (proxy, _shutdown) = start_proxy(ProxyConfig {
         max_connections: 4,
@@ -581,27 +582,29 @@ async fn connections_beyond_the_per_address_or_total_cap_get_503_at_once() {
         .await
         .expect("the excess connection is closed");
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("retry-after: 1"), "{answer}");
     assert!(
         answer.contains("too many connections from this address"),
         "{answer}"
     );
-    // 127.0.0.3 takes the last two slots; 127.0.0.4 then finds the proxy full.
+    // 127.0.0.3 takes the last two slots; 127.0.0.4 is then let in by closing the idle
+    // connection that has been idle longest (127.0.0.2's first), not refused.
     held.push(hold(proxy, "127.0.0.3").await);
     held.push(hold(proxy, "127.0.0.3").await);
     let mut late = hold(proxy, "127.0.0.4").await;
-    let answer = told(&mut late, PROMPT)
-        .await
-        .expect("the over-total connection is closed");
-    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
-    assert!(answer.contains("retry-after: 1"), "{answer}");
-    assert!(
-        answer.contains("\"error\":\"too many connections\""),
-        "{answer}"
+    assert_eq!(
+        told(&mut held[0], PROMPT).await.as_deref(),
+        Some(""),
+        "the oldest idle connection is closed without a word"
     );
-    // The held ones were not touched...
-    for s in &mut held {
+    for s in &mut held[1..] {
         assert_eq!(told(s, Duration::from_millis(100)).await, None);
     }
+    late.write_all(b"GET /api/echo HTTP/1.1\r\nHost: rig\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = told(&mut late, PROMPT).await.expect("answered and closed");
+    assert!(answer.contains("x-upstream: yes"), "{answer}");
     // ...and once they go, a request is served again.
     drop(held);
     let answer = tokio::time::timeout(PROMPT, async {
@@ -623,4 +626,114 @@ async fn connections_beyond_the_per_address_or_total_cap_get_503_at_once() {
         answer.contains("x-upstream: yes"),
         "forwarded again: {answer}"
     );
+}
+
+/// Send `head` and then `body` while reading the answer (a client that does not wait for it).
+async fn send_body(proxy: SocketAddr, head: &str, body: Vec<u8>) -> String {
+    let stream = TcpStream::connect(proxy).await.unwrap();
+    let (mut read, mut write) = stream.into_split();
+    write.write_all(head.as_bytes()).await.unwrap();
+    let writer = tokio::spawn(async move {
+        let _ = write.write_all(&body).await;
+        write
+    });
+    let mut out = Vec::new();
+    tokio::time::timeout(PROMPT, read.read_to_end(&mut out))
+        .await
+        .expect("answered and closed promptly")
+        .expect("no reset before the answer was read");
+    drop(writer.await);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_413_from_the_proxy_not_502() {
+    let up = upstream(Arc::new(Notify::new())).await;
+    let max = 1 << 20;
+    let (proxy, _shutdown) = start_proxy(ProxyConfig {
+        max_body_bytes: max,
+        ..config(up)
+    })
+    .await;
+    let declared = |extra: &str| {
+        format!(
+            "POST /api/echo HTTP/1.1\r\nHost: rig\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n",
+            max + 1
+        )
+    };
+    // Sent whole without waiting (no Expect): the client still reads a 413 with the envelope.
+    let answer = send_body(proxy, &declared(""), vec![b' '; max + 1]).await;
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(
+        answer.contains("\"error\":\"request body too large\""),
+        "{answer}"
+    );
+    assert!(!answer.contains("x-upstream"), "never forwarded: {answer}");
+    // With Expect the client is told before sending anything.
+    let answer = send_body(proxy, &declared("Expect: 100-continue\r\n"), Vec::new()).await;
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(!answer.contains("100 Continue"), "{answer}");
+    // A chunked body that turns out too large.
+    let mut chunked = Vec::new();
+    for _ in 0..=max / 65536 {
+        chunked.extend_from_slice(format!("{:x}\r\n", 65536).as_bytes());
+        chunked.extend_from_slice(&[b' '; 65536]);
+        chunked.extend_from_slice(b"\r\n");
+    }
+    chunked.extend_from_slice(b"0\r\n\r\n");
+    let head = "POST /api/echo HTTP/1.1\r\nHost: rig\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+    let answer = send_body(proxy, head, chunked).await;
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    // At the limit it is forwarded.
+    let head = format!(
+        "POST /api/echo HTTP/1.1\r\nHost: rig\r\nContent-Length: {max}\r\nConnection: close\r\n\r\n"
+    );
+    let answer = send_body(proxy, &head, vec![b' '; max]).await;
+    assert!(answer.starts_with("HTTP/1.1 201"), "{}", &answer[..200]);
+}
+
+#[tokio::test]
+async fn an_ipv6_client_has_one_share_and_others_still_get_in() {
+    let up = upstream(Arc::new(Notify::new())).await;
+    // Dual-stack: IPv6 clients and IPv4 ones (as mapped addresses) on one listener.
+    let listener = TcpListener::bind("[::]:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let shutdown = Shutdown::new();
+    tokio::spawn(serve(
+        listener,
+        ProxyConfig {
+            max_connections: 16,
+            max_connections_per_peer: 8,
+            ..config(up)
+        },
+        shutdown.clone(),
+    ));
+    let v6: SocketAddr = format!("[::1]:{port}").parse().unwrap();
+    let mut flood = Vec::new();
+    for _ in 0..12 {
+        flood.push(TcpStream::connect(v6).await.unwrap());
+    }
+    let mut refused = 0;
+    for s in &mut flood {
+        if let Some(answer) = told(s, Duration::from_millis(300)).await {
+            assert!(
+                answer.contains("too many connections from this address"),
+                "{answer}"
+            );
+            assert!(
+                answer.contains("/64"),
+                "the detail says how clients are counted"
+            );
+            refused += 1;
+        }
+    }
+    assert_eq!(refused, 4, "::1's /64 holds its 8");
+    let v4: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let answer = raw(
+        v4,
+        "GET /api/echo HTTP/1.1\r\nHost: rig\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(answer.contains("x-upstream: yes"), "{answer}");
+    shutdown.trigger();
 }

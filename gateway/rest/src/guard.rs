@@ -114,6 +114,9 @@ pub async fn guard(State(g): State<GuardCtx>, req: Request, next: Next) -> Respo
         let (parts, raw) = req.into_parts();
         let bytes = match http_body_util::Limited::new(raw, max_body).collect().await {
             Ok(c) => c.to_bytes(),
+            Err(e) if svcos_common::httpserve::is_too_slow(&*e) => {
+                return ApiError::new(StatusCode::REQUEST_TIMEOUT, e.to_string()).into_response();
+            }
             Err(_) => return payload_too_large(max_body).into_response(),
         };
         let arrays = crate::routing::accepts_json_array(g.meta.path);
@@ -142,7 +145,11 @@ pub async fn guard(State(g): State<GuardCtx>, req: Request, next: Next) -> Respo
         }
     }
 
-    let resp = next.run(req).await;
+    let mut resp = next.run(req).await;
+    if needs_bearer {
+        resp.extensions_mut()
+            .insert(svcos_common::connlimit::Authenticated);
+    }
     if g.meta.mutates() {
         g.state
             .record_audit(AuditEntry {
@@ -217,7 +224,20 @@ pub async fn host_check(State(state): State<AppState>, req: Request, next: Next)
             .suggestion("send one Host header")
             .into_response();
     }
-    if let Some(host) = req.headers().get(header::HOST) {
+    // Without a Host, or with an absolute-form target naming another host, the check would
+    // pass a request for a name it never saw (RFC 9112 sections 3.2, 3.2.2).
+    let host = req.headers().get(header::HOST);
+    let target = req.uri().authority().map(|a| a.as_str());
+    if host.is_none()
+        || target
+            .is_some_and(|t| host.is_some_and(|h| !h.as_bytes().eq_ignore_ascii_case(t.as_bytes())))
+    {
+        return ApiError::bad_request("missing Host header, or a target naming another host")
+            .detail("a request names this miner in its Host header, and an absolute-form target names the same host")
+            .suggestion("send a Host header naming the miner, and an origin-form target (a path)")
+            .into_response();
+    }
+    if let Some(host) = host {
         let ok = host.to_str().ok().is_some_and(|h| {
             let config = state.config();
             HostPolicy::with_extra(&config.system.hostname, &config.api.allowed_hosts).allows(h)

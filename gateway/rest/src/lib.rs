@@ -122,10 +122,11 @@ pub async fn serve_with_clock(
 ) -> anyhow::Result<()> {
     let limiter = svcos_common::connlimit::ConnLimiter::new(
         ctx.config.api.max_connections_per_peer,
-        ctx.config.api.max_connections,
+        svcos_common::connlimit::fd_budget(ctx.config.api.max_connections, 1),
     );
     let state = state::Inner::start(ctx.layout, ctx.config, clock, shutdown.clone());
     let app = router(state.clone());
+    let http_server = listener::serve(http, app, state.clone(), limiter, shutdown.clone());
     let config_api = svcos_proto::config::v1::config_service_server::ConfigServiceServer::new(
         config_grpc::ConfigApi::new(state.clone()),
     );
@@ -136,7 +137,6 @@ pub async fn serve_with_clock(
         grpc,
         shutdown.clone(),
     );
-    let http_server = listener::serve(http, app, limiter, shutdown.clone());
     let (g, ()) = tokio::join!(grpc_server, http_server);
     g?;
     Ok(())

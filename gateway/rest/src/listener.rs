@@ -1,12 +1,6 @@
-//! The REST port's accept loop: connection caps, header and idle timeouts, drained bodies.
-//!
-//! `axum::serve` has no connection cap and no timeouts, so about 20 000 idle connections used up
-//! the gateway's file descriptors. Here every connection needs a slot of a
-//! [`ConnLimiter`] (per client address and in total, `[api].max_connections_per_peer` /
-//! `[api].max_connections`; refused with a 503 envelope), and hyper closes a connection that
-//! takes longer than [`HEADER_READ_TIMEOUT`] to send a request head, which includes an idle
-//! keep-alive connection waiting for its next request (hyper starts the timer whenever it
-//! waits for a head). `/ws` upgrades keep working (`with_upgrades`).
+//! The REST port's accept loop ([`svcos_common::httpserve`]: caps, header and idle timeouts,
+//! minimum body rate) and drained bodies. A request the port-80 proxy forwarded counts for the
+//! client it names ([`crate::AppState::client_ip`]), not for the proxy's loopback address.
 //!
 //! A handler that answers without reading the request body (a 401, a 404, a route without a
 //! body) would make hyper close the connection with the body half sent, which a client (and the
@@ -21,72 +15,58 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
+use axum::http::header;
 use axum::middleware::Next;
 use axum::response::Response;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
-use hyper::server::conn::http1;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use svcos_common::Shutdown;
-use svcos_common::connlimit::{self, ConnLimiter};
+use svcos_common::connlimit::{self, Authenticated, ConnLimiter};
+use svcos_common::httpserve::{self, HostLocal, MinRate};
 use tokio::net::TcpListener;
-use tokio::task::JoinSet;
 use tower::ServiceExt;
 
-/// How long a client may take to send a request head, and how long an idle keep-alive
-/// connection is kept.
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a left-over request body may take to arrive before the connection is dropped.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long open connections get to finish at shutdown.
-const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
 /// Serve `app` on `listener` until `shutdown`.
-pub async fn serve(listener: TcpListener, app: Router, limiter: ConnLimiter, shutdown: Shutdown) {
-    let mut connections = JoinSet::new();
-    while let Some((stream, peer, slot)) =
-        connlimit::admit_http(&listener, &limiter, &shutdown).await
-    {
-        while connections.try_join_next().is_some() {}
-        // Small JSON answers: send them now, not after Nagle's delay.
-        let _ = stream.set_nodelay(true);
-        let app = app.clone();
-        let shutdown = shutdown.clone();
-        connections.spawn(async move {
-            let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
-                req.extensions_mut()
-                    .insert(ConnectInfo::<std::net::SocketAddr>(peer));
-                let app = app.clone();
-                async move { Ok::<_, Infallible>(infallible(app.oneshot(req.map(Body::new)).await)) }
-            });
-            let conn = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service)
-                .with_upgrades();
-            tokio::pin!(conn);
-            let result = tokio::select! {
-                r = conn.as_mut() => r,
-                _ = shutdown.wait() => {
-                    conn.as_mut().graceful_shutdown();
-                    conn.await
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    state: crate::AppState,
+    limiter: ConnLimiter,
+    shutdown: Shutdown,
+) {
+    let per_connection = move |peer, permit: std::sync::Arc<connlimit::ConnPermit>| {
+        let (app, state) = (app.clone(), state.clone());
+        hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
+            req.extensions_mut()
+                .insert(ConnectInfo::<std::net::SocketAddr>(peer));
+            let claims_auth = req.headers().contains_key(header::AUTHORIZATION);
+            let busy = permit.busy(state.client_ip(peer, req.headers()), claims_auth);
+            let (app, permit) = (app.clone(), permit.clone());
+            async move {
+                let _busy = match busy {
+                    Ok(b) => b,
+                    Err(why) => return Ok(connlimit::refusal_response(why).map(Body::from)),
+                };
+                let resp = infallible(app.oneshot(req.map(|b| Body::new(MinRate::new(b)))).await);
+                if resp.extensions().get::<Authenticated>().is_some() {
+                    permit.authenticated();
                 }
-            };
-            if let Err(e) = result {
-                tracing::debug!(peer = %peer.ip(), error = %e, "connection ended with an error");
+                Ok::<_, Infallible>(resp)
             }
-            drop(slot);
-        });
-    }
-    let drained = tokio::time::timeout(DRAIN_GRACE, async {
-        while connections.join_next().await.is_some() {}
-    })
+        })
+    };
+    httpserve::serve(
+        listener,
+        limiter,
+        HostLocal::PerRequest,
+        shutdown,
+        per_connection,
+    )
     .await;
-    if drained.is_err() {
-        connections.abort_all();
-    }
 }
 
 fn infallible<T>(r: Result<T, Infallible>) -> T {

@@ -201,12 +201,8 @@ pub fn required_mode(path: &str) -> Mode {
 
 /// Largest bundle accepted, bytes.
 pub const MAX_BUNDLE_BYTES: u64 = 1 << 30;
-/// The paths that take a bundle upload.
-pub const UPLOAD_PATHS: [&str; 3] = [
-    "/api/system/upgrade",
-    "/api/v1/firmware/update",
-    "/api/v1/system/upgrade",
-];
+/// The paths that take a bundle upload (shared with the proxy, which streams only these).
+pub use svcos_common::httpserve::UPLOAD_PATHS;
 
 /// Whether `path` takes a bundle upload (it has its own size limit, not `[api].max_body_bytes`).
 pub fn is_upload(path: &str) -> bool {

@@ -21,6 +21,7 @@ pub mod exit;
 pub mod fdstore;
 pub mod fsutil;
 pub mod hostcheck;
+pub mod httpserve;
 pub mod ipc;
 pub mod logging;
 pub mod net;

@@ -171,17 +171,15 @@ impl LoginThrottle {
 
 /// One key per client however its address is spelled (`::ffff:10.0.0.1` is `10.0.0.1`). An
 /// IPv6 client is its /64: a host on the LAN picks any address of its prefix (SLAAC privacy
-/// addresses), so a key per address would give a guesser a fresh allowance per address.
+/// addresses), so a key per address would give a guesser a fresh allowance per address. The
+/// connection caps count clients the same way ([`svcos_common::connlimit::client_key`]).
 fn normalise_client(client: &str) -> String {
     let trimmed = client.trim();
-    match trimmed.parse::<IpAddr>() {
-        Ok(IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
-            Some(v4) => v4.to_string(),
-            None => {
-                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
-                format!("{}/64", std::net::Ipv6Addr::from(prefix))
-            }
-        },
+    match trimmed
+        .parse::<IpAddr>()
+        .map(svcos_common::connlimit::client_key)
+    {
+        Ok(IpAddr::V6(prefix)) => format!("{prefix}/64"),
         Ok(ip) => ip.to_string(),
         // Not an address (a unit test, or a caller without one): bounded, used as is.
         Err(_) => trimmed.chars().take(64).collect(),

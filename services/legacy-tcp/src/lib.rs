@@ -14,7 +14,8 @@
 //!   when nothing live is left in the reply.
 //! - **One request per connection**, like cgminer: read until a complete JSON value (clients
 //!   such as pyasic send no newline and wait for EOF), answer, close. Requests are bounded in
-//!   size and time; at most `[legacy].max_clients` connections are served at once.
+//!   size and time; at most `[legacy].max_clients` connections are held at once, a newcomer at
+//!   the cap closing the one that has waited longest for its request ([`server`]).
 //! - **Privileged commands** (pool switching, restart, ascset, ...) only for addresses on the
 //!   `[legacy].allow` list with cgminer's `W:` group ([`allow`]); everyone else gets cgminer's
 //!   code 45. Pool changes go to StratumService, `ascset freq`/`ascenable` to HwAgentService,

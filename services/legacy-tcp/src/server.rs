@@ -1,10 +1,12 @@
 //! The TCP side: one request per connection, answered from the snapshots, then closed.
 //!
-//! Every connection is its own task holding one permit of a `max_clients` semaphore; the
-//! accept loop waits for a permit, so a flood of clients queues in the kernel backlog rather
-//! than in memory. An address beyond its share of the slots gets a STATUS=E reply and is
-//! closed. Reads are bounded in size ([`MAX_REQUEST`]) and time, so a slow or silent
-//! client only ever holds its own permit for a bounded while.
+//! Connections are admitted by a [`ConnLimiter`] ([`svcos_common::connlimit`]): at most
+//! `max_clients_per_peer` per client (an IPv6 client: its /64), more get a STATUS=E reply and
+//! are closed; at `max_clients` (kept under the descriptor limit) a new connection is admitted
+//! by closing the one that has waited longest without sending its request (allow-listed
+//! addresses' last), so a flood from many addresses cannot keep a fleet tool or the owner out.
+//! Reads are bounded in size ([`MAX_REQUEST`]) and time, so a slow or silent client only ever
+//! holds its own slot for a bounded while.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -12,6 +14,7 @@ use std::time::Duration;
 
 use svcos_common::Shutdown;
 use svcos_common::connlimit::ConnLimiter;
+use svcos_common::connlimit::{ConnPermit, Refused};
 use svcos_common::status::is_unavailable;
 use svcos_proto::hwagent::v1::hw_agent_service_client::HwAgentServiceClient;
 use svcos_proto::hwagent::v1::{SetChainEnabledRequest, SetFrequencyRequest};
@@ -37,7 +40,7 @@ use crate::reply::{self, Reply, Response, Stamp, Status, code};
 /// Bounds on one connection.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// Connections served at once; more wait in the backlog.
+    /// Connections held at once; at the cap, the one waiting longest for its request goes.
     pub max_clients: usize,
     /// Connections one client address may hold; more are closed at once.
     pub max_clients_per_peer: usize,
@@ -116,38 +119,36 @@ impl Server {
         listener: TcpListener,
         shutdown: Shutdown,
     ) -> std::io::Result<()> {
-        let permits = Arc::new(Semaphore::new(self.limits.max_clients.max(1)));
-        // The per-address cap is checked before a connection may wait for a serving slot, so
-        // one address holding connections open can take at most its share of the slots.
-        let per_peer = ConnLimiter::new(self.limits.max_clients_per_peer, usize::MAX);
+        let total = svcos_common::connlimit::fd_budget(self.limits.max_clients, 1);
+        let limiter = ConnLimiter::new(self.limits.max_clients_per_peer, total);
         let refusals = Arc::new(Semaphore::new(REFUSALS_IN_FLIGHT));
         loop {
-            let permit = tokio::select! {
-                p = permits.clone().acquire_owned() => p.expect("semaphore never closed"),
-                _ = shutdown.wait() => return Ok(()),
-            };
             let (stream, peer) = tokio::select! {
                 r = listener.accept() => match r {
                     Ok(x) => x,
                     Err(e) => {
-                        // EMFILE and friends: back off briefly instead of spinning.
-                        tracing::warn!(error = %e, "accept failed");
+                        // EMFILE and friends: free a descriptor and back off instead of spinning.
+                        let evicted = limiter.evict_idle();
+                        tracing::warn!(error = %e, evicted, "accept failed");
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
                     }
                 },
                 _ = shutdown.wait() => return Ok(()),
             };
-            let Ok(slot) = per_peer.try_acquire(peer.ip()) else {
-                tracing::debug!(peer = %peer.ip(), "too many connections from one address; refused");
-                self.refuse(stream, &refusals);
-                continue;
+            let slot = match limiter.try_acquire(peer.ip()) {
+                Ok(slot) => slot,
+                Err(why) => {
+                    tracing::debug!(peer = %peer.ip(), ?why, "connection over the cap; refused");
+                    self.refuse(stream, why, &refusals);
+                    continue;
+                }
             };
+            if self.allow.privileged(peer.ip()) {
+                slot.authenticated();
+            }
             let server = self.clone();
-            tokio::spawn(async move {
-                server.connection(stream, peer, permit).await;
-                drop(slot);
-            });
+            tokio::spawn(async move { server.connection(stream, peer, slot).await });
         }
     }
 
@@ -156,11 +157,11 @@ impl Server {
     /// holds its socket for at most [`REFUSAL_GRACE`]; while [`REFUSALS_IN_FLIGHT`] are
     /// pending, a flood's further connections are closed without a word, so refusing never
     /// costs more descriptors than serving.
-    fn refuse(&self, mut stream: TcpStream, refusals: &Arc<Semaphore>) {
+    fn refuse(&self, mut stream: TcpStream, why: Refused, refusals: &Arc<Semaphore>) {
         let Ok(permit) = refusals.clone().try_acquire_owned() else {
             return;
         };
-        let reply = self.encode(&Response::Single(over_cap()), Format::Json);
+        let reply = self.encode(&Response::Single(over_cap(why)), Format::Json);
         tokio::spawn(async move {
             let _ = timeout(REFUSAL_GRACE, async {
                 stream.write_all(&reply).await?;
@@ -176,14 +177,14 @@ impl Server {
         });
     }
 
-    async fn connection(
-        &self,
-        mut stream: TcpStream,
-        peer: SocketAddr,
-        permit: tokio::sync::OwnedSemaphorePermit,
-    ) {
+    async fn connection(&self, mut stream: TcpStream, peer: SocketAddr, slot: ConnPermit) {
         let _ = stream.set_nodelay(true);
-        let Some(reply) = self.read_and_answer(&mut stream, peer.ip()).await else {
+        // Evicted while still waiting for its request: closed without a word.
+        let reply = tokio::select! {
+            reply = self.read_and_answer(&mut stream, peer.ip(), &slot) => reply,
+            () = slot.evicted() => None,
+        };
+        let Some(reply) = reply else {
             return;
         };
         let _ = timeout(self.limits.write_timeout, async {
@@ -191,7 +192,7 @@ impl Server {
             stream.shutdown().await
         })
         .await;
-        drop(permit);
+        drop(slot);
         // Closing with unread bytes makes the kernel send RST, which can destroy the reply
         // in flight (a client that sent a trailing newline after its JSON). Drain briefly.
         let mut sink = [0u8; 512];
@@ -211,7 +212,12 @@ impl Server {
     /// client sent no byte before the read timeout, so it may not even speak this protocol).
     /// A client that sent only blanks and closed its side is answered, as cgminer answers an
     /// empty request.
-    async fn read_and_answer(&self, stream: &mut TcpStream, ip: IpAddr) -> Option<Vec<u8>> {
+    async fn read_and_answer(
+        &self,
+        stream: &mut TcpStream,
+        ip: IpAddr,
+        slot: &ConnPermit,
+    ) -> Option<Vec<u8>> {
         let mut buf: Vec<u8> = Vec::with_capacity(256);
         let mut chunk = [0u8; 2048];
         let deadline = Instant::now() + self.limits.read_timeout;
@@ -240,6 +246,9 @@ impl Server {
                 Ok(Err(_)) => return None,
             }
         };
+        // Answered from memory in microseconds: no unauthenticated share to enforce, but a
+        // connection being answered is not evicted.
+        let _busy = slot.busy(ip, true).ok();
         let bytes = &buf[..len.min(buf.len())];
         let request = match protocol::parse(bytes) {
             Ok(r) => r,
@@ -391,10 +400,15 @@ const REFUSALS_IN_FLIGHT: usize = 256;
 /// How long one refusal may hold its socket.
 const REFUSAL_GRACE: Duration = Duration::from_millis(250);
 
-fn over_cap() -> Reply {
+fn over_cap(why: Refused) -> Reply {
     Reply::status(Status::error(
         code::ACCDENY,
-        "Too many connections from this address; close idle connections and retry",
+        match why {
+            Refused::PerPeer => {
+                "Too many connections from this address; close idle connections and retry"
+            }
+            Refused::Total | Refused::Unauthenticated => "Too many connections; retry in a second",
+        },
     ))
 }
 

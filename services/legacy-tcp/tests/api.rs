@@ -550,9 +550,16 @@ async fn max_clients_bounds_concurrent_connections() {
     // A silent client takes the only slot...
     let mut silent = TcpStream::connect(addr).await.unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
-    // ...so this request is served only once the server has given up on the silent one.
-    let answered = cmd(addr, "summary").await;
-    assert_eq!(status(&answered).0, "S");
+    // ...so the same client's next connection is refused (it holds its share of the one
+    // slot; closing its own would let a flood churn without end)...
+    let refused = cmd(addr, "summary").await;
+    assert_eq!(status(&refused).0, "E");
+    assert!(
+        status(&refused).2.contains("Too many connections"),
+        "{refused}"
+    );
+    // ...and served once the server has given up on the silent one.
+    eventually(|| async { status(&cmd(addr, "summary").await).0 == "S" }).await;
     let mut rest = Vec::new();
     let n = tokio::time::timeout(Duration::from_secs(5), silent.read_to_end(&mut rest))
         .await
@@ -607,4 +614,61 @@ async fn one_address_holding_connections_cannot_take_every_slot() {
         assert_eq!(status(&cmd(addr, "summary").await).0, "S");
     }
     drop(flood);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seventeen_flooding_addresses_cannot_keep_the_owner_waiting() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    // The defaults: 64 connections, 8 per client, 2 s to send a request.
+    let (_dir, _fakes, addr) = ready(&[], Limits::default()).await;
+    // 17 × 8 = 136 silent connections, each reopened as soon as the server closes it.
+    let stop = svcos_common::Shutdown::new();
+    let closed = Arc::new(AtomicUsize::new(0));
+    let mut flood = tokio::task::JoinSet::new();
+    for i in 2..=18 {
+        for _ in 0..8 {
+            let (stop, closed) = (stop.clone(), closed.clone());
+            flood.spawn(async move {
+                loop {
+                    let held = async {
+                        let socket = TcpSocket::new_v4().unwrap();
+                        socket
+                            .bind(format!("127.0.0.{i}:0").parse().unwrap())
+                            .unwrap();
+                        if let Ok(mut s) = socket.connect(addr).await {
+                            let mut sink = Vec::new();
+                            let _ = s.read_to_end(&mut sink).await;
+                            closed.fetch_add(1, Ordering::Relaxed);
+                        }
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    };
+                    tokio::select! {
+                        () = held => {}
+                        _ = stop.wait() => return,
+                    }
+                }
+            });
+        }
+    }
+    // At the cap once it starts closing flood connections.
+    tokio::time::timeout(Duration::from_secs(3), async {
+        while closed.load(Ordering::Relaxed) == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the flood reaches the cap");
+    // The owner is answered at once, not after a silent client's 2 s read timeout.
+    for _ in 0..20 {
+        let started = std::time::Instant::now();
+        assert_eq!(status(&cmd(addr, "summary").await).0, "S");
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    stop.trigger();
+    while flood.join_next().await.is_some() {}
 }

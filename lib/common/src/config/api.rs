@@ -26,12 +26,15 @@ pub struct ApiConfig {
     /// proxy's name) or `*.suffix` for any name under a suffix (`*.home.arpa`). At most 32.
     /// Default empty.
     pub allowed_hosts: Vec<String>,
-    /// Connections the REST port holds at once (file descriptors are finite); more are
-    /// refused with 503. Default 512.
+    /// Connections the REST port holds at once (file descriptors are finite; the descriptor
+    /// limit may lower it). At the cap a new one is admitted by closing an idle or
+    /// unauthenticated one; only when all serve authenticated requests is it refused with 503.
+    /// Default 512.
     pub max_connections: usize,
-    /// Connections one client address may hold at once on each HTTP port; more are refused
-    /// with 503, so a flood from one address never locks the owner out. Default 32 (a browser
-    /// opens about 6).
+    /// Connections one client (an IPv4 address, or an IPv6 /64; behind the port-80 proxy, the
+    /// client it forwards for) may hold at once on each HTTP port; more are refused with 503,
+    /// so a flood from one client never locks the owner out. Default 32 (a browser opens
+    /// about 6).
     pub max_connections_per_peer: usize,
 }
 

@@ -18,10 +18,11 @@ pub struct LegacyConfig {
     /// cgminer `api-allow` entries granting privileged commands, e.g. "W:192.168.1.0/24".
     /// Default empty: nobody may change anything over 4028.
     pub allow: Vec<String>,
-    /// Concurrent connections served; more wait. Default 64.
+    /// Connections held at once; at the cap a new one is admitted by closing the one that has
+    /// waited longest without sending its request. Default 64.
     pub max_clients: usize,
-    /// Concurrent connections one client address may hold; more are closed at once, so a
-    /// flood from one address never makes other clients wait. Default 8.
+    /// Concurrent connections one client (an IPv4 address, or an IPv6 /64) may hold; more are
+    /// closed at once, so a flood from one client never makes others wait. Default 8.
     pub max_clients_per_peer: usize,
 }
 

@@ -12,15 +12,12 @@
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::os::unix::fs::MetadataExt;
 
 use crate::{Layout, ServiceName, fsutil};
 
 /// The request header that carries the key from the proxy to the gateway.
 pub const HEADER: &str = "x-svcos-proxy-key";
-
-/// How often the gateway may re-read the key file after a mismatch (the proxy restarted).
-const REREAD_AFTER: Duration = Duration::from_secs(1);
 
 /// Where the proxy keeps its key.
 pub fn key_path(layout: &Layout) -> PathBuf {
@@ -46,7 +43,38 @@ pub fn create(layout: &Layout) -> io::Result<String> {
 #[derive(Debug)]
 pub struct ProxyKeyCheck {
     path: PathBuf,
-    cached: Mutex<(Option<String>, Option<Instant>)>,
+    cached: Mutex<Cached>,
+}
+
+#[derive(Debug, Default)]
+struct Cached {
+    key: Option<String>,
+    /// Which file the key came from: a restarted proxy writes a new file (atomically, so a new
+    /// inode), and only then can a mismatch turn into a match.
+    file: Option<FileId>,
+}
+
+/// What tells one version of the key file from the next without reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileId {
+    dev: u64,
+    ino: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+    len: u64,
+}
+
+impl FileId {
+    fn of(path: &Path) -> Option<Self> {
+        let m = std::fs::metadata(path).ok()?;
+        Some(FileId {
+            dev: m.dev(),
+            ino: m.ino(),
+            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+            ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
+            len: m.len(),
+        })
+    }
 }
 
 impl ProxyKeyCheck {
@@ -54,26 +82,29 @@ impl ProxyKeyCheck {
     pub fn new(path: &Path) -> Self {
         ProxyKeyCheck {
             path: path.to_path_buf(),
-            cached: Mutex::new((None, None)),
+            cached: Mutex::new(Cached::default()),
         }
     }
 
-    /// Whether `presented` is the proxy's current key. A mismatch re-reads the file at most
-    /// once per second (the proxy may have restarted with a new key).
+    /// Whether `presented` is the proxy's current key. On a mismatch the file is re-read only if
+    /// it changed since the last read (one `stat`): the proxy may have restarted with a new key.
+    /// A time-based throttle instead refused the new key for a while after any read, and the
+    /// gateway checks the key on every forwarded request.
     pub fn verify(&self, presented: &str) -> bool {
         let mut cached = self.cached.lock().expect("proxy key lock");
-        if cached.0.as_deref().is_some_and(|k| same(k, presented)) {
+        if cached.key.as_deref().is_some_and(|k| same(k, presented)) {
             return true;
         }
-        if cached.1.is_some_and(|t| t.elapsed() < REREAD_AFTER) {
+        let file = FileId::of(&self.path);
+        if file.is_none() || file == cached.file {
             return false;
         }
         let key = std::fs::read_to_string(&self.path)
             .ok()
             .map(|k| k.trim().to_string())
             .filter(|k| k.len() >= 32);
-        *cached = (key, Some(Instant::now()));
-        cached.0.as_deref().is_some_and(|k| same(k, presented))
+        *cached = Cached { key, file };
+        cached.key.as_deref().is_some_and(|k| same(k, presented))
     }
 }
 
@@ -98,7 +129,6 @@ mod tests {
         assert!(!check.verify("anything"), "no proxy yet");
         let key = create(&layout).unwrap();
         assert_eq!(key.len(), 64);
-        std::thread::sleep(REREAD_AFTER);
         assert!(check.verify(&key));
         assert!(!check.verify(&key[..63]));
         assert!(!check.verify(""));
@@ -109,8 +139,14 @@ mod tests {
         // A restarted proxy has a new key; the old one stops working.
         let key2 = create(&layout).unwrap();
         assert_ne!(key, key2);
-        std::thread::sleep(REREAD_AFTER);
-        assert!(check.verify(&key2));
+        assert!(check.verify(&key2), "the new key at once, with no wait");
         assert!(!check.verify(&key));
+        // Wrong keys between restarts cost a stat, and do not stop the next key from working.
+        for _ in 0..3 {
+            assert!(!check.verify("guess"));
+        }
+        let key3 = create(&layout).unwrap();
+        assert!(check.verify(&key3));
+        assert!(!check.verify(&key2));
     }
 }

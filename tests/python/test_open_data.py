@@ -14,6 +14,7 @@ import http.client
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -633,3 +634,68 @@ def test_hashprice_from_an_esplora_source(tmp_path, upstreams):
         proc.wait(timeout=10)
         log.close()
         httpd.shutdown()
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_memory_returns_after_a_flood(server):
+    """Issue 33: 400 idle connections and 32 clients pulling the largest answers (plain and
+    gzip) for a few seconds; once they are gone the server's memory returns to about where
+    it was (the allocator trimmer gives freed pages back)."""
+    paths = ["/v1/miners", "/v1/error-codes?per_page=500", "/v1/power-profiles", "/v1/reliability"]
+    for p in paths:  # every dataset's answer built once before the baseline
+        assert request("GET", server.url + p)[0] == 200
+    time.sleep(2)
+    before = rss_kib(server.proc.pid)
+    idle = []
+    for _ in range(400):
+        s = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        idle.append(s)
+    peak = [before]
+    stop = time.time() + 6
+    errors = []
+
+    def pull(i):
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        try:
+            n = 0
+            while time.time() < stop:
+                headers = {"Accept-Encoding": "gzip"} if n % 2 else {}
+                conn.request("GET", paths[(i + n) % len(paths)], headers=headers)
+                r = conn.getresponse()
+                r.read()
+                if r.status not in (200, 503):
+                    errors.append(r.status)
+                n += 1
+                if i == 0 and n % 10 == 0:
+                    peak[0] = max(peak[0], rss_kib(server.proc.pid))
+        except (OSError, http.client.HTTPException):
+            conn.close()
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=pull, args=(i,)) for i in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    peak[0] = max(peak[0], rss_kib(server.proc.pid))
+    for s in idle:
+        s.close()
+    assert not errors, errors[:10]
+    # The trimmer runs on its own period; give it a few.
+    limit = before + 2048
+    deadline = time.time() + 60
+    after = rss_kib(server.proc.pid)
+    while after > limit and time.time() < deadline:
+        time.sleep(1)
+        after = rss_kib(server.proc.pid)
+    assert after <= limit, f"RSS {before} KiB before, peak {peak[0]} KiB, {after} KiB a minute after"
+    # Still serving.
+    assert request("GET", server.url + "/v1/catalog")[0] == 200

@@ -10,9 +10,9 @@
 //! `X-Forwarded-For` only on a request carrying the current key ([`ProxyKeyCheck`]).
 
 use std::io::{self, Read};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::os::unix::fs::MetadataExt;
 
 use crate::{Layout, ServiceName, fsutil};
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -30,15 +30,23 @@ async fn start_proxy(h: &Harness) -> SocketAddr {
     let mut config = ProxyConfig::from_config(&Config::default());
     config.upstream = gateway_addr(h);
     config.forward_key = Some(svcos_common::proxykey::create(&h.layout).unwrap());
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    // Same address family as the gateway (the IPv6 flood test runs both on ::1).
+    let listener = TcpListener::bind(SocketAddr::new(gateway_addr(h).ip(), 0))
+        .await
+        .unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(svcos_proxy::serve(listener, config, h.shutdown.clone()));
     addr
 }
 
 async fn connect_from(source: &str, to: SocketAddr) -> std::io::Result<TcpStream> {
-    let socket = TcpSocket::new_v4()?;
-    socket.bind(format!("{source}:0").parse().unwrap())?;
+    let source: IpAddr = source.parse().unwrap();
+    let socket = if source.is_ipv6() {
+        TcpSocket::new_v6()?
+    } else {
+        TcpSocket::new_v4()?
+    };
+    socket.bind(SocketAddr::new(source, 0))?;
     socket.connect(to).await
 }
 
@@ -237,6 +245,9 @@ struct IdleFlood {
     closed: Arc<AtomicUsize>,
     /// Connections open now (as the client sees them).
     open: Arc<AtomicUsize>,
+    /// Connections open now that have been open for a second: the ones the server kept, not
+    /// those it is about to refuse.
+    held: Arc<AtomicUsize>,
 }
 
 /// Keep `per_address` idle connections from each of `sources` open to `to`, reopening each one
@@ -250,8 +261,9 @@ fn idle_flood(
 ) -> IdleFlood {
     let closed = Arc::new(AtomicUsize::new(0));
     let open = Arc::new(AtomicUsize::new(0));
+    let held = Arc::new(AtomicUsize::new(0));
     let (sources, stop) = (sources.to_vec(), stop.clone());
-    let (closed_in, open_in) = (closed.clone(), open.clone());
+    let (closed_in, open_in, held_in) = (closed.clone(), open.clone(), held.clone());
     let thread = std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -265,7 +277,8 @@ fn idle_flood(
                 .enumerate()
             {
                 let (source, stop) = (source.clone(), stop.clone());
-                let (closed, open) = (closed_in.clone(), open_in.clone());
+                let (closed, open, kept_now) =
+                    (closed_in.clone(), open_in.clone(), held_in.clone());
                 tasks.spawn(async move {
                     // Spread the first connects: a burst of hundreds of handshakes can overflow
                     // the listen queue, and an idle client never learns its handshake was lost.
@@ -276,7 +289,16 @@ fn idle_flood(
                                 let opened = Instant::now();
                                 open.fetch_add(1, Ordering::Relaxed);
                                 let mut sink = Vec::new();
-                                let _ = s.read_to_end(&mut sink).await;
+                                let read = s.read_to_end(&mut sink);
+                                tokio::pin!(read);
+                                let kept = tokio::time::timeout(Duration::from_secs(1), &mut read)
+                                    .await
+                                    .is_err();
+                                if kept {
+                                    kept_now.fetch_add(1, Ordering::Relaxed);
+                                    let _ = read.await;
+                                    kept_now.fetch_sub(1, Ordering::Relaxed);
+                                }
                                 open.fetch_sub(1, Ordering::Relaxed);
                                 if opened.elapsed() < HEADER_READ_TIMEOUT - Duration::from_secs(1) {
                                     closed.fetch_add(1, Ordering::Relaxed);
@@ -298,6 +320,7 @@ fn idle_flood(
         thread,
         closed,
         open,
+        held,
     }
 }
 
@@ -306,8 +329,22 @@ fn idle_flood(
 /// at its cap, the owner's 20 status requests from 127.0.0.1: how many were answered 200.
 async fn owner_answered_under_flood(to: SocketAddr, net: u8, pause: Duration) -> usize {
     let sources: Vec<String> = (2..=18).map(|i| format!("127.0.{net}.{i}")).collect();
+    owner_answered_under(&sources, "127.0.0.1", to, pause)
+        .await
+        .0
+}
+
+/// [`owner_answered_under_flood`] from any `sources`, the owner at `owner`; also the most flood
+/// connections seen held at once (open for a second) over the two seconds before the owner
+/// asked.
+async fn owner_answered_under(
+    sources: &[String],
+    owner: &str,
+    to: SocketAddr,
+    pause: Duration,
+) -> (usize, usize) {
     let stop = Shutdown::new();
-    let flood = idle_flood(&sources, 32, to, pause, &stop);
+    let flood = idle_flood(sources, 32, to, pause, &stop);
     // At the cap once it closes flood connections early (a loaded machine may take seconds to
     // open them all).
     tokio::time::timeout(Duration::from_secs(20), async {
@@ -320,15 +357,20 @@ async fn owner_answered_under_flood(to: SocketAddr, net: u8, pause: Duration) ->
         let open = flood.open.load(Ordering::Relaxed);
         panic!("the flood did not reach the cap of {to}: {open} connections open")
     });
+    let mut most_open = 0;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        most_open = most_open.max(flood.held.load(Ordering::Relaxed));
+    }
     let mut answered = 0;
     for _ in 0..20 {
-        answered += usize::from(owner_status("127.0.0.1", to).await == 200);
+        answered += usize::from(owner_status(owner, to).await == 200);
     }
     stop.trigger();
     tokio::task::spawn_blocking(move || flood.thread.join().unwrap())
         .await
         .unwrap();
-    answered
+    (answered, most_open)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -418,4 +460,81 @@ async fn silent_and_idle_keep_alive_connections_are_closed() {
         assert!(took <= IDLE_TIMEOUT + Duration::from_secs(2), "{took:?}");
         assert!(IDLE_TIMEOUT <= Duration::from_secs(60));
     }
+}
+
+/// Seventeen addresses of one IPv6 /64 on loopback (`ip -6 addr add … dev lo nodad`), removed
+/// again on drop; `None` where they cannot be added (not root, no `ip`, IPv6 off), and the test
+/// says so.
+struct V6Sources(Vec<String>);
+
+impl V6Sources {
+    fn add() -> Option<Self> {
+        let all: Vec<String> = (2..=18).map(|i| format!("fd00:5e:33::{i:x}")).collect();
+        let mut added = V6Sources(Vec::new());
+        for a in &all {
+            let ok = std::process::Command::new("ip")
+                .args([
+                    "-6",
+                    "addr",
+                    "add",
+                    &format!("{a}/128"),
+                    "dev",
+                    "lo",
+                    "nodad",
+                ])
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                return None;
+            }
+            added.0.push(a.clone());
+        }
+        Some(added)
+    }
+}
+
+impl Drop for V6Sources {
+    fn drop(&mut self) {
+        for a in &self.0 {
+            let _ = std::process::Command::new("ip")
+                .args(["-6", "addr", "del", &format!("{a}/128"), "dev", "lo"])
+                .status();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_ipv6_64_cannot_lock_the_owner_out_of_either_port() {
+    if std::net::TcpListener::bind("[::1]:0").is_err() {
+        eprintln!("SKIPPED: no IPv6 loopback here");
+        return;
+    }
+    let Some(sources) = V6Sources::add() else {
+        eprintln!("SKIPPED: cannot add IPv6 addresses to lo (needs root and iproute2)");
+        return;
+    };
+    let mut options = Options::default();
+    options.config.api.bind = std::net::Ipv6Addr::LOCALHOST.into();
+    let h = Harness::start(options).await;
+    // 17 addresses × 32 connections from one /64 are one client: they hold its share of
+    // either port, never the whole port, and the owner at ::1 (another /64) gets in.
+    let gateway = gateway_addr(&h);
+    let (answered, open) =
+        owner_answered_under(&sources.0, "::1", gateway, Duration::from_millis(500)).await;
+    assert_eq!(answered, 20, "8080");
+    // Counted per address, the 544 would have held the whole port until evicted.
+    let share = Config::default().api.max_connections_per_peer;
+    assert!(
+        open <= share + 2,
+        "8080: the /64 held {open} connections, its share is {share}"
+    );
+    let proxy = start_proxy(&h).await;
+    let (answered, open) =
+        owner_answered_under(&sources.0, "::1", proxy, Duration::from_millis(500)).await;
+    assert_eq!(answered, 20, "port 80");
+    assert!(
+        open <= share + 2,
+        "port 80: the /64 held {open} connections, its share is {share}"
+    );
 }

@@ -926,7 +926,10 @@ impl Harness {
             tokio::spawn(svcos_tuner::run(ctx, l, shutdown.clone()));
         }
         let grpc = ipc::bind(&layout.socket(ServiceName::Gateway)).unwrap();
-        let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let http =
+            tokio::net::TcpListener::bind(std::net::SocketAddr::new(opts.config.api.bind, 0))
+                .await
+                .unwrap();
         let base = format!("http://{}", http.local_addr().unwrap());
         let ctx = ServiceContext {
             name: ServiceName::Gateway,

@@ -39,10 +39,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::convert::Infallible;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
@@ -51,7 +49,7 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use svcos_common::Shutdown;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use svcos_common::httpserve::Metered;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
@@ -454,7 +452,10 @@ async fn connection(
         .header_read_timeout(limits.header_read_timeout)
         .max_buf_size(MAX_BUF)
         .keep_alive(true)
-        .serve_connection(TokioIo::new(Metered::new(stream, &slot)), service);
+        .serve_connection(
+            TokioIo::new(Metered::new(stream, note_write(&slot))),
+            service,
+        );
     tokio::pin!(conn);
     let hard_stop = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(hard_stop);
@@ -497,74 +498,13 @@ async fn connection(
     }
 }
 
-/// A connection's socket that notes when an answer makes progress, so a client still
-/// downloading a large answer is not taken for idle.
-struct Metered {
-    io: TcpStream,
-    wrote: Arc<AtomicU64>,
-    epoch: Instant,
-}
-
-impl Metered {
-    fn new(io: TcpStream, slot: &Slot) -> Self {
-        Metered {
-            io,
-            wrote: slot.wrote.clone(),
-            epoch: slot.tracker.epoch,
-        }
-    }
-
-    fn note(&self, r: &Poll<std::io::Result<usize>>) {
-        if let Poll::Ready(Ok(n)) = r
-            && *n > 0
-        {
-            let ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
-            self.wrote.store(ms, Ordering::Relaxed);
-        }
-    }
-}
-
-impl AsyncRead for Metered {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Metered {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        let r = Pin::new(&mut self.io).poll_write(cx, buf);
-        self.note(&r);
-        r
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        let r = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
-        self.note(&r);
-        r
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
+/// Notes when an answer makes progress on a slot's idle clock ([`svcos_common::httpserve::Metered`]
+/// calls it), so a client still downloading a large answer is not taken for idle.
+fn note_write(slot: &Slot) -> impl Fn() + Unpin + use<> {
+    let (wrote, epoch) = (slot.wrote.clone(), slot.tracker.epoch);
+    move || {
+        let ms = u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        wrote.store(ms, Ordering::Relaxed);
     }
 }
 

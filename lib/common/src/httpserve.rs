@@ -177,10 +177,8 @@ async fn connection<S, B>(
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let io = Metered {
-        io: stream,
-        permit: permit.clone(),
-    };
+    let noted = permit.clone();
+    let io = Metered::new(stream, move || noted.note_write());
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
@@ -226,24 +224,30 @@ async fn connection<S, B>(
     }
 }
 
-/// A connection's socket that notes when an answer makes progress, so a client still
-/// downloading a large answer (or following a stream) is not taken for idle.
-struct Metered {
+/// A connection's socket that calls `on_write` whenever an answer makes progress, so a client
+/// still downloading a large answer (or following a stream) is not taken for idle. The
+/// open-data server's accept loop uses it with its own idle clock.
+pub struct Metered<F> {
     io: TcpStream,
-    permit: Arc<ConnPermit>,
+    on_write: F,
 }
 
-impl Metered {
+impl<F: Fn() + Unpin> Metered<F> {
+    /// Wrap `io`; `on_write` runs after each write that moved at least one byte.
+    pub fn new(io: TcpStream, on_write: F) -> Self {
+        Metered { io, on_write }
+    }
+
     fn note(&self, r: &Poll<std::io::Result<usize>>) {
         if let Poll::Ready(Ok(n)) = r
             && *n > 0
         {
-            self.permit.note_write();
+            (self.on_write)();
         }
     }
 }
 
-impl AsyncRead for Metered {
+impl<F: Fn() + Unpin> AsyncRead for Metered<F> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -253,7 +257,7 @@ impl AsyncRead for Metered {
     }
 }
 
-impl AsyncWrite for Metered {
+impl<F: Fn() + Unpin> AsyncWrite for Metered<F> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

@@ -674,9 +674,9 @@ def test_memory_returns_after_a_flood(server):
                 n += 1
                 if i == 0 and n % 10 == 0:
                     peak[0] = max(peak[0], rss_kib(server.proc.pid))
-        except (OSError, http.client.HTTPException):
-            conn.close()
-            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        except (OSError, http.client.HTTPException) as e:
+            # Under 432 connections (far below its cap) the server drops no client.
+            errors.append(repr(e))
         finally:
             conn.close()
 

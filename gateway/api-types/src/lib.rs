@@ -8,8 +8,8 @@
 //!   `serde::Serialize`; `schemars::JsonSchema` only with the `schema` feature, which the
 //!   gateway's tests turn on. The miner does not serve the OpenAPI description, so the image
 //!   binary carries no schema code.
-//! - **Which route answers which type** is one table ([`schema::RESPONSES`]), next to the types;
-//!   the generator refuses a row the registry does not mount.
+//! - **Which route answers which type** is said once, in the route's row of the gateway's
+//!   registry (`req:`/`res:`), not in a second table here.
 //! - **Conversions from the peers' messages live here** (`From<&PoolStatus> for Pool`, ...), so
 //!   route groups that show the same peer data share one mapping without importing each other.
 //! - Bodies keep their wire shape: `Option` members are `null` when a source is down (never

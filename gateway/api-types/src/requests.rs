@@ -1,6 +1,6 @@
 //! The REST API's request bodies as types: the gateway's handlers parse a write's JSON body into
 //! one of these (`handlers::parse_body`), and the OpenAPI description derives the operation's
-//! `requestBody` schema from the same type ([`crate::schema::REQUESTS`]), so the schema refuses
+//! `requestBody` schema from the same type (named by the route's row, `req:`), so the schema refuses
 //! exactly what the handler refuses at parse time.
 //!
 //! Every body refuses unknown members (`deny_unknown_fields`, hence

@@ -184,7 +184,12 @@ impl ApiError {
         let message = message.strip_prefix("svcos: ").unwrap_or(message);
         let mut e = ApiError::new(http, message.to_string())
             .detail(format!("{service}: {:?}", status.code()));
-        if status.code() == Code::Unimplemented {
+        if let Some((field, rule)) = svcos_common::status::field_of(status) {
+            // The owner's rule, in the same shape as the gateway's own field errors.
+            e = ApiError::bad_request(format!("invalid value for {field}"))
+                .detail(rule.to_string())
+                .with("field", field);
+        } else if status.code() == Code::Unimplemented {
             e = ApiError::not_implemented(&format!("this operation of {service}"));
         } else if http.is_server_error() {
             tracing::warn!(peer = service, code = ?status.code(), message = status.message(), "peer call failed");

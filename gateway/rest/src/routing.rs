@@ -135,7 +135,17 @@ pub struct RouteMeta {
     pub source: &'static str,
     /// One line saying what the operation does.
     pub summary: &'static str,
+    /// The JSON Schema of the type the handler parses a write's body into, when it is one.
+    #[cfg(feature = "schema")]
+    pub request: Option<SchemaOf>,
+    /// The JSON Schema of the type the handler serialises its `200` body from, when it is one.
+    #[cfg(feature = "schema")]
+    pub response: Option<SchemaOf>,
 }
+
+/// A row's body schema: a `$ref` into the OpenAPI generator's definitions.
+#[cfg(feature = "schema")]
+pub use svcos_api_types::schema::SchemaOf;
 
 impl RouteMeta {
     /// The path in axum/OpenAPI notation (`{id}`).
@@ -300,11 +310,14 @@ impl<S> RouteTable<S> {
 }
 
 /// Register an operation. `route!(GET "/api/status", Bearer, P, Telemetry, Full, "summary", handler)`;
-/// `P` = pinned, `U` = not pinned.
+/// `P` = pinned, `U` = not pinned. A trailing `req: Type` names the type a write's JSON body is
+/// parsed into and `res: Type` the type its `200` body is serialised from, so the OpenAPI
+/// description derives both from the row itself (their schema code exists only with the
+/// feature `schema`, which the tests turn on; the image carries none).
 #[macro_export]
 #[doc(hidden)]
 macro_rules! route {
-    ($m:ident $path:literal, $auth:ident, $pin:ident, $group:ident, $support:ident, $summary:literal, $handler:expr) => {
+    ($m:ident $path:literal, $auth:ident, $pin:ident, $group:ident, $support:ident, $summary:literal, $handler:expr $(, req: $req:ty)? $(, res: $res:ty)?) => {
         $crate::routing::Route {
             meta: $crate::routing::RouteMeta {
                 method: ::axum::http::Method::$m,
@@ -315,12 +328,18 @@ macro_rules! route {
                 support: $crate::routing::Support::$support,
                 source: file!(),
                 summary: $summary,
+                #[cfg(feature = "schema")]
+                request: $crate::route!(@schema $($req)?),
+                #[cfg(feature = "schema")]
+                response: $crate::route!(@schema $($res)?),
             },
             handler: ::axum::routing::on(::axum::routing::MethodFilter::$m, $handler),
         }
     };
     (@pin P) => { true };
     (@pin U) => { false };
+    (@schema) => { None };
+    (@schema $t:ty) => { Some(::svcos_api_types::schema::of::<$t> as $crate::routing::SchemaOf) };
 }
 
 /// Register an operation whose feature has not landed: it answers 501 with the envelope.

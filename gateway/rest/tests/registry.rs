@@ -198,11 +198,9 @@ fn openapi_document_is_generated_from_the_registry_and_committed() {
                     "{method} {p} {status}"
                 );
             }
-            let typed = svcos_api_types::schema::RESPONSES
-                .iter()
-                .any(|(m, path, _)| {
-                    m.eq_ignore_ascii_case(method) && path.replace(':', "{") == p.replace('}', "")
-                });
+            let typed = openapi::typed_responses().any(|(m, path)| {
+                m.eq_ignore_ascii_case(method) && path.replace(':', "{") == p.replace('}', "")
+            });
             let ok = &op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"];
             if typed {
                 assert_eq!(op["x-svc-response-schema"], "derived", "{method} {p}");
@@ -309,7 +307,7 @@ fn every_write_with_a_body_has_a_request_type_or_a_reason() {
     use openapi::{NO_BODY, OTHER_BODY, UNTYPED_BODY, is_write};
     use svcos_gateway::routing::Support;
 
-    let typed: Vec<(&str, &str)> = openapi::typed_requests().map(|r| (r.0, r.1)).collect();
+    let typed: Vec<(&str, &str)> = openapi::typed_requests().collect();
     let no_body: Vec<(&str, &str)> = NO_BODY.iter().map(|r| (r.0, r.1)).collect();
     let other: Vec<(&str, &str)> = OTHER_BODY.iter().map(|r| (r.0, r.1)).collect();
     let untyped: Vec<(&str, &str)> = UNTYPED_BODY.iter().map(|r| (r.0, r.1)).collect();
@@ -358,7 +356,7 @@ fn every_write_with_a_body_has_a_request_type_or_a_reason() {
             tables.len(),
             expected,
             "{} {}: listed in {tables:?}; a write with a JSON body needs a type in \
-             svcos_api_types::requests registered in schema::REQUESTS (or a reason in NO_BODY)",
+             its row's `req:` (or a reason in NO_BODY)",
             meta.method,
             meta.path
         );

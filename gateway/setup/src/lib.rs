@@ -16,12 +16,11 @@
 //!   aside and listed as a recovered state file ([`svcos_common::statefile`]); the wizard then
 //!   starts over instead of failing.
 //! - **Answers** are the API's types ([`svcos_api_types::setup`]), built here from the state.
-//! - **Schemas** of the input types only with feature `schema` ([`schema::REQUESTS`], which the
-//!   gateway's OpenAPI generator reads beside `svcos_api_types::schema::REQUESTS`; this crate
-//!   depends on svcos-api-types, so its rows cannot live in that table).
+//! - **Schemas** of the input types only with feature `schema`; the gateway's route rows name
+//!   them (`req: svcos_setup::SafetyInput`), so the OpenAPI description derives them.
 
-#[cfg(feature = "schema")]
-pub mod schema;
+#[cfg(all(test, feature = "schema"))]
+mod schema_tests;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,8 +1,10 @@
 //! Operating-point bounds every writer of a chip frequency or a chain voltage enforces: config
 //! validation, the gateway's debug and tuning routes, hw-agent's control and diagnostics RPCs,
 //! the tuner's profile store and the cgminer `ascset`; and the power target, which
-//! `[hardware].power_target_watt` and hw-agent's `SetPowerTarget` both check. Defined once so no
-//! path can accept what another refuses.
+//! `[hardware].power_target_watt` and hw-agent's `SetPowerTarget` both check; the fan duties and
+//! the temperature target, which `[thermal]` and hw-agent's `SetFan` check (the gateway and the
+//! other fronts pass hw-agent's verdict on with its field). Defined once so no path can accept
+//! what another refuses.
 
 /// A closed range with its unit, for checks and for the messages that name it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -48,13 +50,43 @@ pub const POWER_TARGET_WATT: Bound = Bound {
     unit: "W",
 };
 
+/// Fan duty, % (a ceiling, a floor, a duty hw-agent reports).
+pub const FAN_PERCENT: Bound = Bound {
+    min: 0.0,
+    max: 100.0,
+    unit: "%",
+};
+
+/// A duty set by hand: 0 would stop the fans, so manual control starts at 1 % (0 in
+/// `[thermal].fan_manual_percent` means automatic control instead).
+pub const FAN_MANUAL_PERCENT: Bound = Bound {
+    min: 1.0,
+    max: 100.0,
+    unit: "%",
+};
+
+/// The chips' temperature target of the fan loop, °C: below 30 the fans could never reach
+/// it, above 95 the chips would sit at the hot limit's door.
+pub const TARGET_TEMP_C: Bound = Bound {
+    min: 30.0,
+    max: 95.0,
+    unit: "C",
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn ends_are_inside_and_nan_is_not() {
-        for b in [FREQUENCY_MHZ, VOLTAGE_MV, POWER_TARGET_WATT] {
+        for b in [
+            FREQUENCY_MHZ,
+            VOLTAGE_MV,
+            POWER_TARGET_WATT,
+            FAN_PERCENT,
+            FAN_MANUAL_PERCENT,
+            TARGET_TEMP_C,
+        ] {
             assert!(b.contains(b.min) && b.contains(b.max));
             assert!(!b.contains(b.min - 0.001) && !b.contains(b.max + 0.001));
             assert!(!b.contains(f64::NAN));
@@ -62,5 +94,6 @@ mod tests {
         assert_eq!(FREQUENCY_MHZ.describe(), "50-1200 MHz");
         assert_eq!(VOLTAGE_MV.describe(), "1000-16000 mV");
         assert_eq!(POWER_TARGET_WATT.describe(), "0-10000 W");
+        assert_eq!(TARGET_TEMP_C.describe(), "30-95 C");
     }
 }

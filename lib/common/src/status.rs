@@ -59,9 +59,50 @@ pub fn is_unavailable(status: &Status) -> bool {
     ) && !status.message().starts_with("svcos:")
 }
 
+/// The metadata key of [`invalid_field`]: which request field an `INVALID_ARGUMENT` names.
+pub const FIELD_METADATA: &str = "svcos-field";
+
+/// `INVALID_ARGUMENT` naming the offending field, so each front (REST's `field`, cgminer's
+/// STATUS=E text, an MQTT command result) reports the owner's own rule without restating it.
+pub fn invalid_field(field: &str, message: impl std::fmt::Display) -> Status {
+    let mut s = Status::invalid_argument(format!("{field}: {message}"));
+    if let Ok(v) = field.parse() {
+        s.metadata_mut().insert(FIELD_METADATA, v);
+    }
+    s
+}
+
+/// The field an `INVALID_ARGUMENT` from [`invalid_field`] names, and the rule without the
+/// field's name in front.
+pub fn field_of(status: &Status) -> Option<(&str, &str)> {
+    if status.code() != Code::InvalidArgument {
+        return None;
+    }
+    let field = status.metadata().get(FIELD_METADATA)?.to_str().ok()?;
+    let message = status.message();
+    let rule = message
+        .strip_prefix(field)
+        .and_then(|m| m.strip_prefix(": "))
+        .unwrap_or(message);
+    Some((field, rule))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_field_error_names_its_field_and_rule() {
+        let s = invalid_field("pwm_percent", "manual mode needs 1-100");
+        assert_eq!(s.code(), Code::InvalidArgument);
+        assert_eq!(s.message(), "pwm_percent: manual mode needs 1-100");
+        assert_eq!(
+            field_of(&s),
+            Some(("pwm_percent", "manual mode needs 1-100"))
+        );
+        assert_eq!(field_of(&Status::invalid_argument("x")), None);
+        assert_eq!(field_of(&Status::not_found("pwm_percent: x")), None);
+    }
 
     #[test]
     fn paths_leave_client_messages_but_the_words_stay() {

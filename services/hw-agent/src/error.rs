@@ -50,7 +50,9 @@ impl ToStatus for HwError {
     fn to_status(&self) -> Status {
         match self {
             HwError::NoSuchChain { .. } => Status::not_found(self.to_string()),
-            HwError::InvalidArgument { .. } => Status::invalid_argument(self.to_string()),
+            HwError::InvalidArgument { field, message } => {
+                svcos_common::status::invalid_field(field, message)
+            }
             HwError::FailedPrecondition(_) => Status::failed_precondition(self.to_string()),
             HwError::Chain(e) => match e {
                 ChainError::NoSuchChip { .. } => Status::not_found(self.to_string()),

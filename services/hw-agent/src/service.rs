@@ -4,7 +4,9 @@
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
-use svcos_common::bounds::{FREQUENCY_MHZ, POWER_TARGET_WATT};
+use svcos_common::bounds::{
+    FAN_MANUAL_PERCENT, FAN_PERCENT, FREQUENCY_MHZ, POWER_TARGET_WATT, TARGET_TEMP_C,
+};
 
 use futures::{Stream, StreamExt};
 use svcos_common::Layout;
@@ -177,25 +179,7 @@ impl HwAgentService for Api {
         request: Request<SetFanRequest>,
     ) -> Result<Response<SetFanResponse>, Status> {
         let r = request.into_inner();
-        let mode = FanMode::try_from(r.mode).unwrap_or(FanMode::Unspecified);
-        if mode == FanMode::Unspecified {
-            return Err(fail(HwError::InvalidArgument {
-                field: "mode",
-                message: "FAN_MODE_AUTO or FAN_MODE_MANUAL".into(),
-            }));
-        }
-        if r.pwm_percent > 100 {
-            return Err(fail(HwError::InvalidArgument {
-                field: "pwm_percent",
-                message: "0-100".into(),
-            }));
-        }
-        if r.target_temp_c != 0.0 && !(30.0..=95.0).contains(&r.target_temp_c) {
-            return Err(fail(HwError::InvalidArgument {
-                field: "target_temp_c",
-                message: "0 (keep) or 30-95 C".into(),
-            }));
-        }
+        let mode = check_set_fan(&r).map_err(fail)?;
         self.control(ControlCommand::SetFan {
             mode,
             pwm_percent: r.pwm_percent,
@@ -377,5 +361,72 @@ impl HwAgentService for Api {
             mode: config.system.mode,
         })?;
         Ok(Response::new(ReloadConfigResponse {}))
+    }
+}
+
+/// `SetFan`'s rules (the fan ranges' one home, [`svcos_common::bounds`]); every front passes
+/// the refusal on with its field.
+pub fn check_set_fan(r: &SetFanRequest) -> Result<FanMode, HwError> {
+    let mode = FanMode::try_from(r.mode).unwrap_or(FanMode::Unspecified);
+    if mode == FanMode::Unspecified {
+        return Err(HwError::InvalidArgument {
+            field: "mode",
+            message: "FAN_MODE_AUTO or FAN_MODE_MANUAL".into(),
+        });
+    }
+    let pwm = f64::from(r.pwm_percent);
+    if mode == FanMode::Manual && !FAN_MANUAL_PERCENT.contains(pwm) {
+        return Err(HwError::InvalidArgument {
+            field: "pwm_percent",
+            message: format!("manual mode needs {}", FAN_MANUAL_PERCENT.describe()),
+        });
+    }
+    if !FAN_PERCENT.contains(pwm) {
+        return Err(HwError::InvalidArgument {
+            field: "pwm_percent",
+            message: FAN_PERCENT.describe(),
+        });
+    }
+    if r.target_temp_c != 0.0 && !TARGET_TEMP_C.contains(r.target_temp_c) {
+        return Err(HwError::InvalidArgument {
+            field: "target_temp_c",
+            message: format!("0 (keep) or {}", TARGET_TEMP_C.describe()),
+        });
+    }
+    Ok(mode)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use svcos_common::status::{ToStatus, field_of};
+
+    #[test]
+    fn set_fan_rules_name_their_field() {
+        let req = |mode: FanMode, pwm, target| SetFanRequest {
+            mode: mode as i32,
+            pwm_percent: pwm,
+            target_temp_c: target,
+        };
+        let field = |r: &SetFanRequest| match check_set_fan(r) {
+            Err(HwError::InvalidArgument { field, .. }) => Some(field),
+            Err(e) => panic!("{e}"),
+            Ok(_) => None,
+        };
+        assert_eq!(field(&req(FanMode::Manual, 0, 0.0)), Some("pwm_percent"));
+        assert_eq!(field(&req(FanMode::Manual, 101, 0.0)), Some("pwm_percent"));
+        assert_eq!(field(&req(FanMode::Auto, 101, 0.0)), Some("pwm_percent"));
+        assert_eq!(field(&req(FanMode::Auto, 0, 29.9)), Some("target_temp_c"));
+        assert_eq!(field(&req(FanMode::Auto, 0, 95.1)), Some("target_temp_c"));
+        assert_eq!(field(&req(FanMode::Unspecified, 50, 0.0)), Some("mode"));
+        assert_eq!(field(&req(FanMode::Manual, 1, 30.0)), None);
+        assert_eq!(field(&req(FanMode::Auto, 0, 0.0)), None);
+        let status = check_set_fan(&req(FanMode::Manual, 0, 0.0))
+            .unwrap_err()
+            .to_status();
+        assert_eq!(
+            field_of(&status),
+            Some(("pwm_percent", "manual mode needs 1-100 %"))
+        );
     }
 }

@@ -26,16 +26,16 @@ pub fn routes<T: 'static>(
     setup_status: impl axum::handler::Handler<T, AppState>,
 ) -> Vec<Route<AppState>> {
     vec![
-        route!(POST "/api/auth/session", Open, P, Auth, Full, "Log in with the password; returns a bearer token", create_session),
-        route!(DELETE "/api/auth/session/current", Bearer, P, Auth, Full, "Log out: revoke the presented token", revoke_current),
-        route!(POST "/api/auth/setup", Open, P, Auth, Full, "Set the first-boot password (3 attempts per 60 s per IP)", setup),
-        route!(GET "/api/auth/status", Open, P, Auth, Full, "Whether a password has been set", auth_status),
-        route!(POST "/api/auth/ws-ticket", Bearer, P, Auth, Full, "One-time /ws ticket (when [api].websocket_tickets)", ws_ticket),
-        route!(GET "/api/setup/status", Open, P, Auth, Full, "Setup wizard state", setup_status),
-        route!(POST "/api/auth/password", Bearer, U, Auth, Full, "Change the password with the current one; other sessions are revoked", change_password),
-        route!(GET "/api/auth/tokens", Bearer, U, Auth, Full, "The read-only API tokens (owner session only)", list_tokens),
-        route!(POST "/api/auth/tokens", Bearer, U, Auth, Full, "Create a read-only API token (owner session only; shown once)", create_token),
-        route!(DELETE "/api/auth/tokens/:id", Bearer, U, Auth, Full, "Revoke a read-only API token (owner session only)", revoke_token),
+        route!(POST "/api/auth/session", Open, P, Auth, Full, "Log in with the password; returns a bearer token", create_session, req: svcos_api_types::requests::PasswordRequest, res: svcos_api_types::auth::SessionBody),
+        route!(DELETE "/api/auth/session/current", Bearer, P, Auth, Full, "Log out: revoke the presented token", revoke_current, res: svcos_api_types::auth::LogoutBody),
+        route!(POST "/api/auth/setup", Open, P, Auth, Full, "Set the first-boot password (3 attempts per 60 s per IP)", setup, req: svcos_api_types::requests::PasswordRequest, res: svcos_api_types::auth::SetupBody),
+        route!(GET "/api/auth/status", Open, P, Auth, Full, "Whether a password has been set", auth_status, res: svcos_api_types::auth::AuthStatusBody),
+        route!(POST "/api/auth/ws-ticket", Bearer, P, Auth, Full, "One-time /ws ticket (when [api].websocket_tickets)", ws_ticket, res: svcos_api_types::auth::WsTicketBody),
+        route!(GET "/api/setup/status", Open, P, Auth, Full, "Setup wizard state", setup_status, res: svcos_api_types::setup::SetupStatusBody),
+        route!(POST "/api/auth/password", Bearer, U, Auth, Full, "Change the password with the current one; other sessions are revoked", change_password, req: svcos_api_types::requests::ChangePasswordRequest, res: svcos_api_types::auth::PasswordChangedBody),
+        route!(GET "/api/auth/tokens", Bearer, U, Auth, Full, "The read-only API tokens (owner session only)", list_tokens, res: svcos_api_types::auth::TokensBody),
+        route!(POST "/api/auth/tokens", Bearer, U, Auth, Full, "Create a read-only API token (owner session only; shown once)", create_token, req: svcos_api_types::requests::CreateTokenRequest, res: svcos_api_types::auth::CreatedTokenBody),
+        route!(DELETE "/api/auth/tokens/:id", Bearer, U, Auth, Full, "Revoke a read-only API token (owner session only)", revoke_token, res: svcos_api_types::auth::TokenRevokedBody),
     ]
 }
 

@@ -24,10 +24,10 @@ fn catalog(id: &'static str, title: &'static str, entries: Value) -> Response {
 
 macro_rules! catalog_route {
     ($path:literal, $id:literal, $title:literal, $entries:expr) => {
-        route!(GET $path, Bearer, P, ReCatalog, Full, $title, || async { catalog($id, $title, $entries) })
+        route!(GET $path, Bearer, P, ReCatalog, Full, $title, || async { catalog($id, $title, $entries) }, res: svcos_api_types::catalog::CatalogBody)
     };
     ($group:ident $path:literal, $id:literal, $title:literal, $entries:expr) => {
-        route!(GET $path, Bearer, P, $group, Full, $title, || async { catalog($id, $title, $entries) })
+        route!(GET $path, Bearer, P, $group, Full, $title, || async { catalog($id, $title, $entries) }, res: svcos_api_types::catalog::CatalogBody)
     };
 }
 

@@ -33,21 +33,21 @@ use crate::{AppState, route};
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route<AppState>> {
     vec![
-        route!(GET "/api/config", Bearer, P, Config, Full, "The whole typed config (secrets masked)", get_config),
-        route!(POST "/api/config", Bearer, P, Config, Full, "Merge a partial config, validate, save atomically, reload owners", post_config),
-        route!(GET "/api/config/backup/manifest", Bearer, P, Config, Full, "What a backup contains and how to restore it", backup_manifest),
-        route!(GET "/api/config/donation", Bearer, P, Config, Full, "Donation settings and what was mined for it", get_donation),
-        route!(POST "/api/config/donation", Bearer, P, Config, Full, "Change donation settings (effective after a restart)", post_donation),
+        route!(GET "/api/config", Bearer, P, Config, Full, "The whole typed config (secrets masked)", get_config, res: svcos_api_types::config::ConfigBody),
+        route!(POST "/api/config", Bearer, P, Config, Full, "Merge a partial config, validate, save atomically, reload owners", post_config, req: svcos_api_types::config::ConfigPatchRequest, res: svcos_api_types::config::ConfigWriteBody),
+        route!(GET "/api/config/backup/manifest", Bearer, P, Config, Full, "What a backup contains and how to restore it", backup_manifest, res: svcos_api_types::config::BackupManifestBody),
+        route!(GET "/api/config/donation", Bearer, P, Config, Full, "Donation settings and what was mined for it", get_donation, res: svcos_api_types::config::DonationBody),
+        route!(POST "/api/config/donation", Bearer, P, Config, Full, "Change donation settings (effective after a restart)", post_donation, req: svcos_api_types::config::DonationPatchRequest, res: svcos_api_types::config::ConfigWriteBody),
         route!(GET "/api/config/export", Bearer, P, Config, Full, "The config file as TOML (includes pool passwords)", export),
-        route!(POST "/api/config/import", Bearer, P, Config, Full, "Merge (or with mode=replace, replace) the config from TOML or JSON; keeps the previous config for undo", import),
-        route!(POST "/api/config/restore", Bearer, U, Config, Full, "Restore a whole backup (exported TOML): validated, then applied; the previous config is kept for undo", restore),
-        route!(POST "/api/config/restore/undo", Bearer, U, Config, Full, "Put back the config an import or restore replaced (one step)", undo),
-        route!(GET "/api/donation/info", Open, U, Config, Full, "Donation disclosure", donation_info),
-        route!(GET "/api/safety/warnings", Open, P, Config, Full, "Current safety warnings", safety_warnings),
-        route!(GET "/api/audit-log", Bearer, U, Config, Full, "Recent writes through the API", audit_log),
-        route!(GET "/api/history/audit", Bearer, P, Telemetry, Full, "Recent writes through the API", audit_log),
-        route!(POST "/api/network/hostname", Bearer, P, Fleet, Full, "Set [system].hostname", set_hostname),
-        route!(POST "/api/setup/step4-mode", Bearer, P, Auth, Full, "Set the operating mode", set_mode),
+        route!(POST "/api/config/import", Bearer, P, Config, Full, "Merge (or with mode=replace, replace) the config from TOML or JSON; keeps the previous config for undo", import, req: svcos_api_types::requests::ConfigImportRequest, res: svcos_api_types::config::ConfigWriteBody),
+        route!(POST "/api/config/restore", Bearer, U, Config, Full, "Restore a whole backup (exported TOML): validated, then applied; the previous config is kept for undo", restore, req: svcos_api_types::requests::ConfigRestoreRequest, res: svcos_api_types::config::ConfigWriteBody),
+        route!(POST "/api/config/restore/undo", Bearer, U, Config, Full, "Put back the config an import or restore replaced (one step)", undo, res: svcos_api_types::config::ConfigWriteBody),
+        route!(GET "/api/donation/info", Open, U, Config, Full, "Donation disclosure", donation_info, res: svcos_api_types::config::DonationInfoBody),
+        route!(GET "/api/safety/warnings", Open, P, Config, Full, "Current safety warnings", safety_warnings, res: svcos_api_types::safety::SafetyWarningsBody),
+        route!(GET "/api/audit-log", Bearer, U, Config, Full, "Recent writes through the API", audit_log, res: svcos_api_types::config::AuditBody),
+        route!(GET "/api/history/audit", Bearer, P, Telemetry, Full, "Recent writes through the API", audit_log, res: svcos_api_types::config::AuditBody),
+        route!(POST "/api/network/hostname", Bearer, P, Fleet, Full, "Set [system].hostname", set_hostname, req: svcos_api_types::requests::HostnameRequest, res: svcos_api_types::config::ConfigWriteBody),
+        route!(POST "/api/setup/step4-mode", Bearer, P, Auth, Full, "Set the operating mode", set_mode, req: svcos_api_types::requests::ModeRequest, res: svcos_api_types::config::ConfigWriteBody),
     ]
 }
 

@@ -122,17 +122,17 @@ pub const DECLARED: [(&str, &str, &str); 72] = [
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route<AppState>> {
     vec![
-        route!(GET "/api/compatibility/manifest", Bearer, P, Identity, Full, "Surfaces and declared routes", manifest),
-        route!(GET "/api/dashboard/health", Bearer, P, Identity, Full, "Which snapshots the gateway has", dashboard_health),
-        route!(GET "/api/dashboard/version", Bearer, P, Identity, Full, "Firmware and API contract versions", version),
-        route!(GET "/api/index", Bearer, P, Identity, Full, "The declared compatibility surface", index),
-        route!(GET "/api/system/api-compatibility/manifest", Bearer, P, Identity, Full, "Surfaces and declared routes", manifest),
-        route!(GET "/api/system/update/metadata", Open, P, Identity, Full, "Installed version and update source", update_metadata),
-        route!(GET "/api/v1/capabilities", Bearer, P, Identity, Full, "What this build can do", capabilities),
-        route!(GET "/api/competitive/readiness", Bearer, P, Other, Full, "The static claims contract", readiness),
-        route!(GET "/api/system/update_capability", Bearer, P, Identity, Full, "Whether this build can update itself, and how", update_capability),
-        route!(GET "/api/network/info", Bearer, P, Fleet, Partial, "Hostname and the endpoints this unit serves", network_info),
-        route!(GET "/api/profiles/presets", Bearer, P, Tuning, Full, "Board presets compiled into this build", board_presets),
+        route!(GET "/api/compatibility/manifest", Bearer, P, Identity, Full, "Surfaces and declared routes", manifest, res: svcos_api_types::discovery::ManifestBody),
+        route!(GET "/api/dashboard/health", Bearer, P, Identity, Full, "Which snapshots the gateway has", dashboard_health, res: svcos_api_types::discovery::DashboardHealthBody),
+        route!(GET "/api/dashboard/version", Bearer, P, Identity, Full, "Firmware and API contract versions", version, res: svcos_api_types::discovery::VersionBody),
+        route!(GET "/api/index", Bearer, P, Identity, Full, "The declared compatibility surface", index, res: svcos_api_types::discovery::IndexBody),
+        route!(GET "/api/system/api-compatibility/manifest", Bearer, P, Identity, Full, "Surfaces and declared routes", manifest, res: svcos_api_types::discovery::ManifestBody),
+        route!(GET "/api/system/update/metadata", Open, P, Identity, Full, "Installed version and update source", update_metadata, res: svcos_api_types::discovery::UpdateMetadataBody),
+        route!(GET "/api/v1/capabilities", Bearer, P, Identity, Full, "What this build can do", capabilities, res: svcos_api_types::discovery::CapabilitiesBody),
+        route!(GET "/api/competitive/readiness", Bearer, P, Other, Full, "The static claims contract", readiness, res: svcos_api_types::discovery::ReadinessBody),
+        route!(GET "/api/system/update_capability", Bearer, P, Identity, Full, "Whether this build can update itself, and how", update_capability, res: svcos_api_types::discovery::UpdateCapabilityBody),
+        route!(GET "/api/network/info", Bearer, P, Fleet, Partial, "Hostname and the endpoints this unit serves", network_info, res: svcos_api_types::discovery::NetworkInfoBody),
+        route!(GET "/api/profiles/presets", Bearer, P, Tuning, Full, "Board presets compiled into this build", board_presets, res: svcos_api_types::discovery::PresetsBody),
     ]
 }
 

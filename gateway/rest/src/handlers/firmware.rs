@@ -36,17 +36,17 @@ const STATUS_TIMEOUT: Duration = Duration::from_secs(20);
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route<AppState>> {
     vec![
-        route!(POST "/api/system/restore-to-stock", Bearer, P, Identity, Full, "Restore the stock firmware (runs the preflight checks first)", restore),
-        route!(POST "/api/system/restore-to-stock/preflight", Bearer, P, Identity, Full, "Run the restore-to-stock checks now", preflight),
-        route!(GET "/api/system/restore-to-stock/preflight-checks", Bearer, P, Identity, Full, "The restore-to-stock checks", preflight),
-        route!(GET "/api/system/restore-to-stock/status", Bearer, P, Identity, Full, "Restore-to-stock state machine", status),
-        route!(GET "/api/system/update/status", Bearer, P, Identity, Full, "Firmware update state machine and slots", status),
-        route!(POST "/api/system/upgrade", Bearer, P, Identity, Full, "Upload a signed RAUC bundle and install it", upload),
-        route!(GET "/api/system/upgrade/status", Bearer, P, Identity, Full, "Firmware update state machine and slots", status),
-        route!(POST "/api/v1/firmware/update", Bearer, P, Identity, Full, "Upload a signed RAUC bundle and install it", upload),
-        route!(GET "/api/v1/firmware/update/status", Bearer, P, Identity, Full, "Firmware update state machine and slots", status),
-        route!(POST "/api/v1/system/upgrade", Bearer, P, Identity, Full, "Upload a signed RAUC bundle and install it", upload),
-        route!(GET "/api/v1/system/upgrade/status", Bearer, P, Identity, Full, "Firmware update state machine and slots", status),
+        route!(POST "/api/system/restore-to-stock", Bearer, P, Identity, Full, "Restore the stock firmware (runs the preflight checks first)", restore, req: svcos_api_types::requests::RestoreToStockRequest, res: svcos_api_types::firmware::UpdateStatusBody),
+        route!(POST "/api/system/restore-to-stock/preflight", Bearer, P, Identity, Full, "Run the restore-to-stock checks now", preflight, res: svcos_api_types::firmware::PreflightBody),
+        route!(GET "/api/system/restore-to-stock/preflight-checks", Bearer, P, Identity, Full, "The restore-to-stock checks", preflight, res: svcos_api_types::firmware::PreflightBody),
+        route!(GET "/api/system/restore-to-stock/status", Bearer, P, Identity, Full, "Restore-to-stock state machine", status, res: svcos_api_types::firmware::UpdateStatusBody),
+        route!(GET "/api/system/update/status", Bearer, P, Identity, Full, "Firmware update state machine and slots", status, res: svcos_api_types::firmware::UpdateStatusBody),
+        route!(POST "/api/system/upgrade", Bearer, P, Identity, Full, "Upload a signed RAUC bundle and install it", upload, res: svcos_api_types::firmware::UpdateStatusBody),
+        route!(GET "/api/system/upgrade/status", Bearer, P, Identity, Full, "Firmware update state machine and slots", status, res: svcos_api_types::firmware::UpdateStatusBody),
+        route!(POST "/api/v1/firmware/update", Bearer, P, Identity, Full, "Upload a signed RAUC bundle and install it", upload, res: svcos_api_types::firmware::UpdateStatusBody),
+        route!(GET "/api/v1/firmware/update/status", Bearer, P, Identity, Full, "Firmware update state machine and slots", status, res: svcos_api_types::firmware::UpdateStatusBody),
+        route!(POST "/api/v1/system/upgrade", Bearer, P, Identity, Full, "Upload a signed RAUC bundle and install it", upload, res: svcos_api_types::firmware::UpdateStatusBody),
+        route!(GET "/api/v1/system/upgrade/status", Bearer, P, Identity, Full, "Firmware update state machine and slots", status, res: svcos_api_types::firmware::UpdateStatusBody),
     ]
 }
 

@@ -33,32 +33,32 @@ use svcos_api_types::hardware::*;
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route<AppState>> {
     vec![
-        route!(GET "/api/system/asic", Bearer, P, Identity, Full, "ASIC model, chains, frequency and voltage", system_asic),
-        route!(GET "/api/system/health", Bearer, P, Identity, Full, "Which services are up", system_health),
-        route!(POST "/api/system/identify", Bearer, P, Identity, Full, "Blink the locate LED", identify),
-        route!(GET "/api/system/info", Bearer, P, Identity, Full, "Identity, model and versions", system_info),
-        route!(POST "/api/system/restart", Bearer, P, Identity, Full, "Restart the whole firmware (software reboot)", reboot),
-        route!(GET "/api/system/stats", Bearer, P, Identity, Full, "Hashrate, power, efficiency, temperatures", system_stats),
-        route!(POST "/api/action/reboot", Bearer, P, Actions, Full, "Restart the whole firmware (software reboot)", reboot),
-        route!(POST "/api/action/restart", Bearer, P, Actions, Full, "Restart the mining services (or one named service)", restart),
-        route!(POST "/api/action/sleep", Bearer, P, Actions, Full, "Stop hashing, keep the control board up", sleep),
-        route!(POST "/api/action/wake", Bearer, P, Actions, Full, "Resume hashing", wake),
-        route!(POST "/api/fan", Bearer, P, Thermal, Full, "Set fan mode and duty", set_fan),
-        route!(GET "/api/thermal/cooling_modes", Bearer, P, Thermal, Full, "Available fan modes and the current one", cooling_modes),
-        route!(GET "/api/hardware/thermal/chipd/chip_temps", Bearer, P, Hardware, Full, "Per-chip temperatures", chip_temps),
-        route!(GET "/api/hardware/thermal/sensors", Bearer, P, Hardware, Full, "Temperature and power sensors", sensors),
-        route!(GET "/api/miner/type", Bearer, P, Hardware, Full, "Miner model, vendor and chip", miner_type),
-        route!(GET "/api/led/config", Bearer, P, Led, Full, "Current LED mode", led_status),
-        route!(POST "/api/led/config", Bearer, P, Led, Full, "Set the LED mode", led_set),
-        route!(POST "/api/led/locate", Bearer, P, Led, Full, "Start the locate pattern", identify),
-        route!(POST "/api/led/locate/stop", Bearer, P, Led, Full, "Back to the normal pattern", locate_stop),
-        route!(POST "/api/led/pattern", Bearer, P, Led, Full, "Set the LED pattern", led_set),
-        route!(GET "/api/led/patterns", Bearer, P, Led, Full, "Available LED patterns", led_patterns),
-        route!(GET "/api/led/status", Bearer, P, Led, Full, "Current LED mode", led_status),
-        route!(POST "/api/debug/chip/frequency", Bearer, P, Diagnostics, Full, "Set chip frequency (Hacker mode, confirm)", debug_frequency),
-        route!(POST "/api/debug/chip/voltage", Bearer, P, Diagnostics, Full, "Set chain voltage (Hacker mode, confirm)", debug_voltage),
-        route!(GET "/api/autotuner/state", Bearer, P, Tuning, Partial, "Tuner state from the tuner service", tuner_state),
-        route!(GET "/api/autotuner/status", Bearer, P, Tuning, Full, "The tuner's full run state: on/off, mode, reason, steps, transitions", tuner_run_state),
+        route!(GET "/api/system/asic", Bearer, P, Identity, Full, "ASIC model, chains, frequency and voltage", system_asic, res: svcos_api_types::hardware::SystemAsicBody),
+        route!(GET "/api/system/health", Bearer, P, Identity, Full, "Which services are up", system_health, res: svcos_api_types::hardware::SystemHealthBody),
+        route!(POST "/api/system/identify", Bearer, P, Identity, Full, "Blink the locate LED", identify, res: svcos_api_types::hardware::LedBody),
+        route!(GET "/api/system/info", Bearer, P, Identity, Full, "Identity, model and versions", system_info, res: svcos_api_types::hardware::SystemInfoBody),
+        route!(POST "/api/system/restart", Bearer, P, Identity, Full, "Restart the whole firmware (software reboot)", reboot, res: svcos_api_types::hardware::RebootBody),
+        route!(GET "/api/system/stats", Bearer, P, Identity, Full, "Hashrate, power, efficiency, temperatures", system_stats, res: svcos_api_types::hardware::SystemStatsBody),
+        route!(POST "/api/action/reboot", Bearer, P, Actions, Full, "Restart the whole firmware (software reboot)", reboot, res: svcos_api_types::hardware::RebootBody),
+        route!(POST "/api/action/restart", Bearer, P, Actions, Full, "Restart the mining services (or one named service)", restart, req: svcos_api_types::requests::RestartRequest, res: svcos_api_types::hardware::RestartBody),
+        route!(POST "/api/action/sleep", Bearer, P, Actions, Full, "Stop hashing, keep the control board up", sleep, res: svcos_api_types::hardware::SleepBody),
+        route!(POST "/api/action/wake", Bearer, P, Actions, Full, "Resume hashing", wake, res: svcos_api_types::hardware::SleepBody),
+        route!(POST "/api/fan", Bearer, P, Thermal, Full, "Set fan mode and duty", set_fan, req: svcos_api_types::requests::FanRequest, res: svcos_api_types::hardware::FanBody),
+        route!(GET "/api/thermal/cooling_modes", Bearer, P, Thermal, Full, "Available fan modes and the current one", cooling_modes, res: svcos_api_types::hardware::CoolingModesBody),
+        route!(GET "/api/hardware/thermal/chipd/chip_temps", Bearer, P, Hardware, Full, "Per-chip temperatures", chip_temps, res: svcos_api_types::hardware::ChipTempsBody),
+        route!(GET "/api/hardware/thermal/sensors", Bearer, P, Hardware, Full, "Temperature and power sensors", sensors, res: svcos_api_types::hardware::SensorsBody),
+        route!(GET "/api/miner/type", Bearer, P, Hardware, Full, "Miner model, vendor and chip", miner_type, res: svcos_api_types::hardware::MinerTypeBody),
+        route!(GET "/api/led/config", Bearer, P, Led, Full, "Current LED mode", led_status, res: svcos_api_types::hardware::LedBody),
+        route!(POST "/api/led/config", Bearer, P, Led, Full, "Set the LED mode", led_set, req: svcos_api_types::requests::LedRequest, res: svcos_api_types::hardware::LedBody),
+        route!(POST "/api/led/locate", Bearer, P, Led, Full, "Start the locate pattern", identify, res: svcos_api_types::hardware::LedBody),
+        route!(POST "/api/led/locate/stop", Bearer, P, Led, Full, "Back to the normal pattern", locate_stop, res: svcos_api_types::hardware::LedBody),
+        route!(POST "/api/led/pattern", Bearer, P, Led, Full, "Set the LED pattern", led_set, req: svcos_api_types::requests::LedRequest, res: svcos_api_types::hardware::LedBody),
+        route!(GET "/api/led/patterns", Bearer, P, Led, Full, "Available LED patterns", led_patterns, res: svcos_api_types::hardware::LedPatternsBody),
+        route!(GET "/api/led/status", Bearer, P, Led, Full, "Current LED mode", led_status, res: svcos_api_types::hardware::LedBody),
+        route!(POST "/api/debug/chip/frequency", Bearer, P, Diagnostics, Full, "Set chip frequency (Hacker mode, confirm)", debug_frequency, req: svcos_api_types::requests::ChipFrequencyRequest, res: svcos_api_types::hardware::FrequencyAppliedBody),
+        route!(POST "/api/debug/chip/voltage", Bearer, P, Diagnostics, Full, "Set chain voltage (Hacker mode, confirm)", debug_voltage, req: svcos_api_types::requests::ChipVoltageRequest, res: svcos_api_types::hardware::VoltageAppliedBody),
+        route!(GET "/api/autotuner/state", Bearer, P, Tuning, Partial, "Tuner state from the tuner service", tuner_state, res: svcos_api_types::hardware::TunerStateBody),
+        route!(GET "/api/autotuner/status", Bearer, P, Tuning, Full, "The tuner's full run state: on/off, mode, reason, steps, transitions", tuner_run_state, res: svcos_api_types::tuning::RunStateBody),
     ]
 }
 
@@ -287,17 +287,9 @@ async fn set_fan(State(state): State<AppState>, headers: HeaderMap, body: Bytes)
         "manual" => FanMode::Manual,
         _ => return Err(field_error("mode", "one of auto, manual")),
     };
+    // The ranges are hw-agent's (svcos_common::bounds); its refusal comes back naming the field.
     let pwm = b.pwm_percent.unwrap_or(0);
-    if mode == FanMode::Manual && !(1..=100).contains(&pwm) {
-        return Err(field_error("pwm_percent", "manual mode needs 1-100"));
-    }
     let target = b.target_temp_c.unwrap_or(0.0);
-    if target != 0.0 && !(30.0..=95.0).contains(&target) {
-        return Err(field_error(
-            "target_temp_c",
-            "30-95 C, or omit to keep the current target",
-        ));
-    }
     let mut hw = state.peers.hw.clone();
     hw.set_fan(SetFanRequest {
         mode: mode as i32,

@@ -24,11 +24,11 @@ const DAY_MS: i64 = 24 * 3_600_000;
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route<AppState>> {
     vec![
-        route!(GET "/api/history", Bearer, P, Telemetry, Full, "Hashrate, power, temperature and shares per minute (30 days) or hour (2 years); default the last 24 h", history),
-        route!(GET "/api/history/shares", Bearer, P, Telemetry, Full, "Share counters per minute, last 24 h by default", history_shares),
-        route!(GET "/api/metrics/rolling", Bearer, U, Telemetry, Full, "Per-second samples, last 15 min", rolling),
+        route!(GET "/api/history", Bearer, P, Telemetry, Full, "Hashrate, power, temperature and shares per minute (30 days) or hour (2 years); default the last 24 h", history, res: svcos_api_types::history::HistoryBody),
+        route!(GET "/api/history/shares", Bearer, P, Telemetry, Full, "Share counters per minute, last 24 h by default", history_shares, res: svcos_api_types::history::SharesBody),
+        route!(GET "/api/metrics/rolling", Bearer, U, Telemetry, Full, "Per-second samples, last 15 min", rolling, res: svcos_api_types::history::RollingBody),
         route!(GET "/api/metrics/rolling.csv", Bearer, U, Telemetry, Full, "Per-second samples, last 15 min, as CSV", rolling_csv),
-        route!(GET "/api/home/history", Bearer, P, Integrations, Full, "Heat output and temperature per minute, last 24 h by default", home_history),
+        route!(GET "/api/home/history", Bearer, P, Integrations, Full, "Heat output and temperature per minute, last 24 h by default", home_history, res: svcos_api_types::history::HomeHistoryBody),
     ]
 }
 

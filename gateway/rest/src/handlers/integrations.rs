@@ -28,13 +28,13 @@ use crate::{AppState, route};
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route<AppState>> {
     vec![
-        route!(GET "/api/config/mqtt", Bearer, P, Config, Full, "MQTT settings (password masked), topics and connection status", get_mqtt),
-        route!(POST "/api/config/mqtt", Bearer, P, Config, Full, "Change MQTT settings; validated, saved atomically, applied live", post_mqtt),
-        route!(POST "/api/config/mqtt/test", Bearer, P, Config, Full, "Connect to a broker, publish a test message, report each step", test_mqtt),
-        route!(GET "/api/config/webhook", Bearer, P, Config, Full, "Webhook settings (secrets masked) and last delivery per hook", get_webhook),
-        route!(POST "/api/config/webhook", Bearer, P, Config, Full, "Change webhook settings; validated, saved atomically, applied live", post_webhook),
-        route!(POST "/api/config/webhook/test", Bearer, P, Config, Full, "Send a signed test event, report status code and latency", test_webhook),
-        route!(GET "/api/mqtt/status", Bearer, P, Integrations, Full, "MQTT connection, last error, messages published", mqtt_status),
+        route!(GET "/api/config/mqtt", Bearer, P, Config, Full, "MQTT settings (password masked), topics and connection status", get_mqtt, res: svcos_api_types::integrations::MqttConfigBody),
+        route!(POST "/api/config/mqtt", Bearer, P, Config, Full, "Change MQTT settings; validated, saved atomically, applied live", post_mqtt, req: svcos_api_types::integrations::MqttPatchRequest, res: svcos_api_types::config::ConfigWriteBody),
+        route!(POST "/api/config/mqtt/test", Bearer, P, Config, Full, "Connect to a broker, publish a test message, report each step", test_mqtt, req: svcos_api_types::integrations::MqttPatchRequest, res: svcos_api_types::integrations::MqttTestBody),
+        route!(GET "/api/config/webhook", Bearer, P, Config, Full, "Webhook settings (secrets masked) and last delivery per hook", get_webhook, res: svcos_api_types::integrations::WebhookConfigBody),
+        route!(POST "/api/config/webhook", Bearer, P, Config, Full, "Change webhook settings; validated, saved atomically, applied live", post_webhook, req: svcos_api_types::integrations::WebhookPatchRequest, res: svcos_api_types::config::ConfigWriteBody),
+        route!(POST "/api/config/webhook/test", Bearer, P, Config, Full, "Send a signed test event, report status code and latency", test_webhook, req: svcos_api_types::requests::WebhookTestRequest, res: svcos_api_types::integrations::WebhookTestBody),
+        route!(GET "/api/mqtt/status", Bearer, P, Integrations, Full, "MQTT connection, last error, messages published", mqtt_status, res: svcos_api_types::integrations::MqttStatusBody),
     ]
 }
 

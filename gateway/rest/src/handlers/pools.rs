@@ -27,16 +27,16 @@ use crate::{AppState, route};
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route<AppState>> {
     vec![
-        route!(GET "/api/pool/sv2/handshake", Bearer, U, Pools, Full, "Stratum V2 Noise handshake state", sv2_handshake),
-        route!(GET "/api/pool/sv2/messages", Bearer, U, Pools, Full, "Recent Stratum V2 messages", sv2_messages),
-        route!(GET "/api/pool/sv2/status", Bearer, U, Pools, Full, "Stratum V2 connection status", sv2_status),
-        route!(GET "/api/pools", Bearer, P, Pools, Full, "Configured pools with their live state", get_pools),
-        route!(POST "/api/pools", Bearer, P, Pools, Full, "Replace the pool list (validated, saved, reloaded)", post_pools),
-        route!(GET "/api/pools/failover_policy", Bearer, P, Pools, Full, "Failover order, hysteresis and recent switches", failover_policy),
-        route!(POST "/api/pools/test", Bearer, P, Pools, Full, "Connect, subscribe, authorise and wait for a job", test_pool),
-        route!(GET "/api/stratum/protocol", Bearer, P, Pools, Full, "Stratum protocols and which one is active", stratum_protocol),
-        route!(POST "/api/setup/test-pool", Bearer, P, Auth, Full, "Setup wizard: test a pool", test_pool),
-        route!(POST "/api/setup/step5-pool", Bearer, P, Auth, Full, "Setup wizard: set the pool list", post_pools),
+        route!(GET "/api/pool/sv2/handshake", Bearer, U, Pools, Full, "Stratum V2 Noise handshake state", sv2_handshake, res: svcos_api_types::pools::Sv2HandshakeBody),
+        route!(GET "/api/pool/sv2/messages", Bearer, U, Pools, Full, "Recent Stratum V2 messages", sv2_messages, res: svcos_api_types::pools::Sv2MessagesBody),
+        route!(GET "/api/pool/sv2/status", Bearer, U, Pools, Full, "Stratum V2 connection status", sv2_status, res: svcos_api_types::pools::Sv2StatusBody),
+        route!(GET "/api/pools", Bearer, P, Pools, Full, "Configured pools with their live state", get_pools, res: svcos_api_types::pools::PoolsBody),
+        route!(POST "/api/pools", Bearer, P, Pools, Full, "Replace the pool list (validated, saved, reloaded)", post_pools, req: svcos_api_types::pools::PoolListRequest, res: svcos_api_types::config::ConfigWriteBody),
+        route!(GET "/api/pools/failover_policy", Bearer, P, Pools, Full, "Failover order, hysteresis and recent switches", failover_policy, res: svcos_api_types::pools::FailoverPolicyBody),
+        route!(POST "/api/pools/test", Bearer, P, Pools, Full, "Connect, subscribe, authorise and wait for a job", test_pool, req: svcos_api_types::requests::PoolTestRequest, res: svcos_api_types::pools::PoolTestBody),
+        route!(GET "/api/stratum/protocol", Bearer, P, Pools, Full, "Stratum protocols and which one is active", stratum_protocol, res: svcos_api_types::pools::StratumProtocolBody),
+        route!(POST "/api/setup/test-pool", Bearer, P, Auth, Full, "Setup wizard: test a pool", test_pool, req: svcos_api_types::requests::PoolTestRequest, res: svcos_api_types::pools::PoolTestBody),
+        route!(POST "/api/setup/step5-pool", Bearer, P, Auth, Full, "Setup wizard: set the pool list", post_pools, req: svcos_api_types::pools::PoolListRequest, res: svcos_api_types::config::ConfigWriteBody),
     ]
 }
 

@@ -27,16 +27,16 @@ use crate::{AppState, route};
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route<AppState>> {
     vec![
-        route!(GET "/api/status", Bearer, P, Telemetry, Full, "Live telemetry and pool summary from the snapshots", status),
-        route!(GET "/api/stats", Bearer, P, Telemetry, Full, "Counters: nonces, errors, shares per pool", stats),
-        route!(GET "/api/chips", Bearer, P, Telemetry, Full, "Per-chip frequency, hashrate, errors, temperature", chips),
-        route!(GET "/api/chips/health", Bearer, U, Telemetry, Full, "Per-chip health verdicts from the error rates", chips_health),
-        route!(GET "/api/mining/chain/presence", Bearer, P, Telemetry, Full, "Chains and detected chips", chain_presence),
+        route!(GET "/api/status", Bearer, P, Telemetry, Full, "Live telemetry and pool summary from the snapshots", status, res: svcos_api_types::status::StatusBody),
+        route!(GET "/api/stats", Bearer, P, Telemetry, Full, "Counters: nonces, errors, shares per pool", stats, res: svcos_api_types::status::StatsBody),
+        route!(GET "/api/chips", Bearer, P, Telemetry, Full, "Per-chip frequency, hashrate, errors, temperature", chips, res: svcos_api_types::status::ChipsBody),
+        route!(GET "/api/chips/health", Bearer, U, Telemetry, Full, "Per-chip health verdicts from the error rates", chips_health, res: svcos_api_types::health::ChipsHealthBody),
+        route!(GET "/api/mining/chain/presence", Bearer, P, Telemetry, Full, "Chains and detected chips", chain_presence, res: svcos_api_types::status::ChainPresenceBody),
         route!(GET "/metrics", Metrics, P, Telemetry, Full, "Prometheus text exposition", metrics),
-        route!(GET "/api/thermal/posture", Bearer, P, Thermal, Full, "Temperatures against the configured limits", thermal_posture),
-        route!(GET "/api/thermal/supervisor", Bearer, P, Thermal, Full, "Thermal supervisor state: fan mode, limits, trip reason", thermal_supervisor),
-        route!(GET "/api/home/status", Bearer, P, Integrations, Full, "Space-heater view: heat output, noise proxy, state", home_status),
-        route!(GET "/api/diagnostics/chain", Bearer, P, Diagnostics, Full, "Per-chain diagnostics from the snapshot", diagnostics_chain),
+        route!(GET "/api/thermal/posture", Bearer, P, Thermal, Full, "Temperatures against the configured limits", thermal_posture, res: svcos_api_types::thermal::PostureBody),
+        route!(GET "/api/thermal/supervisor", Bearer, P, Thermal, Full, "Thermal supervisor state: fan mode, limits, trip reason", thermal_supervisor, res: svcos_api_types::thermal::SupervisorBody),
+        route!(GET "/api/home/status", Bearer, P, Integrations, Full, "Space-heater view: heat output, noise proxy, state", home_status, res: svcos_api_types::energy::HomeStatusBody),
+        route!(GET "/api/diagnostics/chain", Bearer, P, Diagnostics, Full, "Per-chain diagnostics from the snapshot", diagnostics_chain, res: svcos_api_types::health::ChainDiagnosticsBody),
     ]
 }
 

@@ -5,15 +5,15 @@
 //! `4XX`/`5XX` referencing `ApiErrorBody`, plus `x-svc-response-schema`,
 //! `x-svc-request-schema` (writes with a body), `x-svc-source` (the
 //! registering file) and the gateway's own `x-svc-support`, `x-svc-required-mode`,
-//! `x-svc-pinned`. A route listed in `svcos_api_types::schema::RESPONSES` has its `200` body
-//! schema derived from the type the handler serialises (`x-svc-response-schema: derived`, the
+//! `x-svc-pinned`. A route whose row names `res: Type` has its `200` body
+//! schema derived from that type, the one the handler serialises (`x-svc-response-schema: derived`, the
 //! types' schemas under `components/schemas`); a route in [`MEDIA`], whose answer is not such a
 //! JSON document (CSV, Prometheus text, an archive, a peer's document passed through, JSON-RPC),
 //! has each media type it really sends with that body's schema (`x-svc-response-schema: media`);
 //! a planned operation has no `200`, only its `501` envelope (`planned`); the others say
 //! `not-derived`. Likewise a write
-//! listed in `svcos_api_types::schema::REQUESTS` has its JSON body's schema derived from the
-//! type its handler parses the body into (`x-svc-request-schema: derived`); [`NO_BODY`],
+//! whose row names `req: Type` has its JSON body's schema derived from that type, the one its
+//! handler parses the body into (`x-svc-request-schema: derived`); [`NO_BODY`],
 //! [`OTHER_BODY`] and [`UNTYPED_BODY`] account for every other write. The miner does not
 //! serve this document, so its generator lives with the test that writes and checks
 //! `docs/openapi.json` (`tests/registry.rs`), not in the gateway's `src/`, and the schema code
@@ -23,14 +23,22 @@ use std::collections::BTreeMap;
 
 use axum::http::Method;
 use serde_json::{Map, Value, json};
-use svcos_api_types::schema::{RESPONSES, SchemaGenerator, SchemaOf, generator, request_generator};
+use svcos_api_types::schema::{SchemaGenerator, SchemaOf, generator, request_generator};
 
-/// Every typed request body: svcos-api-types' table and the setup wizard's (svcos-setup
-/// depends on svcos-api-types, so its rows live in its own crate).
-pub fn typed_requests() -> impl Iterator<Item = &'static (&'static str, &'static str, SchemaOf)> {
-    svcos_api_types::schema::REQUESTS
+/// `(method, path)` of every row that names its request type.
+pub fn typed_requests() -> impl Iterator<Item = (&'static str, &'static str)> {
+    metas()
         .iter()
-        .chain(svcos_setup::schema::REQUESTS)
+        .filter(|m| m.request.is_some())
+        .map(|m| (m.method.as_str(), m.path))
+}
+
+/// `(method, path)` of every row that names its response type.
+pub fn typed_responses() -> impl Iterator<Item = (&'static str, &'static str)> {
+    metas()
+        .iter()
+        .filter(|m| m.response.is_some())
+        .map(|m| (m.method.as_str(), m.path))
 }
 
 use svcos_gateway::envelope::ErrorCode;
@@ -453,12 +461,9 @@ fn operation(meta: &RouteMeta, body: Body, response: Success) -> Value {
     Value::Object(op)
 }
 
-/// How the document describes `meta`'s body, from the tables above and
-/// `svcos_api_types::schema::REQUESTS`.
+/// How the document describes `meta`'s body, from its row's `req:` type and the tables above.
 fn body_of(meta: &RouteMeta, requests: &mut SchemaGenerator) -> Body {
-    if let Some((_, _, schema_of)) = typed_requests()
-        .find(|(method, path, _)| meta.method.as_str() == *method && meta.path == *path)
-    {
+    if let Some(schema_of) = meta.request {
         let schema = schema_of(requests).to_value();
         let name = schema["$ref"]
             .as_str()
@@ -486,36 +491,25 @@ pub fn document() -> Value {
     let mut paths: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
     let mut schemas = generator();
     let mut requests = request_generator();
-    for (table, rows) in [
-        (
-            "RESPONSES",
-            RESPONSES.iter().map(|r| (r.0, r.1)).collect::<Vec<_>>(),
-        ),
-        ("REQUESTS", typed_requests().map(|r| (r.0, r.1)).collect()),
-        ("MEDIA", MEDIA.iter().map(|r| (r.0, r.1)).collect()),
-    ] {
-        for (method, path) in rows {
-            assert!(
-                metas()
-                    .iter()
-                    .any(|m| m.method.as_str() == method && m.path == path),
-                "{table} names {method} {path}, which the registry does not mount"
-            );
-        }
+    for (method, path, ..) in MEDIA {
+        assert!(
+            metas()
+                .iter()
+                .any(|m| m.method.as_str() == *method && m.path == *path),
+            "MEDIA names {method} {path}, which the registry does not mount"
+        );
     }
     for meta in metas() {
-        let typed = RESPONSES
-            .iter()
-            .find(|(method, path, _)| meta.method.as_str() == *method && meta.path == *path);
+        let typed = meta.response;
         let media = MEDIA
             .iter()
             .find(|(method, path, ..)| meta.method.as_str() == *method && meta.path == *path);
         let response = match (typed, media) {
             (Some(_), Some(_)) => panic!(
-                "{} {} is both in RESPONSES and in MEDIA",
+                "{} {} names a response type and is in MEDIA",
                 meta.method, meta.path
             ),
-            (Some((.., schema_of)), None) => Success::Derived(schema_of(&mut schemas).to_value()),
+            (Some(schema_of), None) => Success::Derived(schema_of(&mut schemas).to_value()),
             (None, Some((_, _, bodies, _))) => Success::Media(
                 bodies
                     .iter()

@@ -1,6 +1,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ConfigError;
+use crate::bounds::{FAN_MANUAL_PERCENT, FAN_PERCENT, TARGET_TEMP_C};
 
 /// `[thermal]`: fan control and temperature limits (chip temperatures, degrees C).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,8 +37,11 @@ impl Default for ThermalConfig {
 
 impl ThermalConfig {
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        if !(30.0..=95.0).contains(&self.target_temp_c) {
-            return Err(ConfigError::invalid("thermal.target_temp_c", "30-95 C"));
+        if !TARGET_TEMP_C.contains(self.target_temp_c) {
+            return Err(ConfigError::invalid(
+                "thermal.target_temp_c",
+                TARGET_TEMP_C.describe(),
+            ));
         }
         if self.hot_temp_c <= self.target_temp_c {
             return Err(ConfigError::invalid(
@@ -51,14 +55,21 @@ impl ThermalConfig {
                 "must be above thermal.hot_temp_c and at most 125 C",
             ));
         }
-        if self.fan_min_percent > self.fan_max_percent || self.fan_max_percent > 100 {
+        if self.fan_min_percent > self.fan_max_percent
+            || !FAN_PERCENT.contains(f64::from(self.fan_max_percent))
+        {
             return Err(ConfigError::invalid(
                 "thermal.fan_max_percent",
                 "fan_min_percent <= fan_max_percent <= 100",
             ));
         }
-        if self.fan_manual_percent > 100 {
-            return Err(ConfigError::invalid("thermal.fan_manual_percent", "0-100"));
+        if self.fan_manual_percent != 0
+            && !FAN_MANUAL_PERCENT.contains(f64::from(self.fan_manual_percent))
+        {
+            return Err(ConfigError::invalid(
+                "thermal.fan_manual_percent",
+                format!("0 (automatic) or {}", FAN_MANUAL_PERCENT.describe()),
+            ));
         }
         Ok(())
     }

@@ -27,12 +27,12 @@ use svcos_api_types::config::{
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route<AppState>> {
     vec![
-        route!(GET "/api/config/power-calibration", Bearer, P, Config, Full, "PSU power-reading correction (factor, offset)", get_calibration),
-        route!(POST "/api/config/power-calibration", Bearer, P, Config, Full, "Set the PSU power-reading correction", post_calibration),
-        route!(GET "/api/config/psu-override", Bearer, P, Config, Full, "Operator-declared PSU model and limits", get_psu_override),
-        route!(POST "/api/config/psu-override", Bearer, P, Config, Full, "Declare the PSU (its rating becomes a power limit)", post_psu_override),
-        route!(GET "/api/config/shared", Bearer, P, Config, Full, "The fleet-shareable config subset: pools, power target, fan limits", get_shared),
-        route!(POST "/api/config/shared", Bearer, P, Config, Full, "Apply a fleet-shared config subset atomically", post_shared),
+        route!(GET "/api/config/power-calibration", Bearer, P, Config, Full, "PSU power-reading correction (factor, offset)", get_calibration, res: svcos_api_types::config::PowerCalibrationBody),
+        route!(POST "/api/config/power-calibration", Bearer, P, Config, Full, "Set the PSU power-reading correction", post_calibration, req: svcos_api_types::config::CalibrationPatchRequest, res: svcos_api_types::config::PowerCalibrationBody),
+        route!(GET "/api/config/psu-override", Bearer, P, Config, Full, "Operator-declared PSU model and limits", get_psu_override, res: svcos_api_types::config::PsuOverrideBody),
+        route!(POST "/api/config/psu-override", Bearer, P, Config, Full, "Declare the PSU (its rating becomes a power limit)", post_psu_override, req: svcos_api_types::config::PsuOverridePatchRequest, res: svcos_api_types::config::PsuOverrideBody),
+        route!(GET "/api/config/shared", Bearer, P, Config, Full, "The fleet-shareable config subset: pools, power target, fan limits", get_shared, res: svcos_api_types::config::SharedBody),
+        route!(POST "/api/config/shared", Bearer, P, Config, Full, "Apply a fleet-shared config subset atomically", post_shared, req: svcos_api_types::config::SharedPatchRequest, res: svcos_api_types::config::SharedBody),
     ]
 }
 

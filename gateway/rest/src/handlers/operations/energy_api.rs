@@ -30,16 +30,16 @@ use crate::{AppState, route};
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route<AppState>> {
     vec![
-        route!(GET "/api/offgrid/config", Bearer, P, OffGrid, Full, "Off-grid following: battery source and thresholds", get_offgrid_config),
-        route!(POST "/api/offgrid/config", Bearer, P, OffGrid, Full, "Set off-grid following", post_offgrid_config),
-        route!(GET "/api/offgrid/presets", Bearer, P, OffGrid, Full, "Battery threshold presets (constants)", offgrid_presets),
-        route!(GET "/api/offgrid/status", Bearer, P, OffGrid, Full, "Off-grid follower: last reading and decision", offgrid_status),
-        route!(POST "/api/offgrid/test", Bearer, P, OffGrid, Full, "Read the battery source once and say what would be done", offgrid_test),
-        route!(GET "/api/solar/config", Bearer, P, OffGrid, Full, "Solar following: surplus source and thresholds", get_solar_config),
-        route!(POST "/api/solar/config", Bearer, P, OffGrid, Full, "Set solar following", post_solar_config),
-        route!(GET "/api/solar/status", Bearer, P, OffGrid, Full, "Solar follower: last reading and decision", solar_status),
-        route!(POST "/api/solar/test", Bearer, P, OffGrid, Full, "Read the surplus source once and say what would be done", solar_test),
-        route!(GET "/api/solar/verification-history", Bearer, P, OffGrid, Full, "Each follower decision with its reading and the measured power", solar_history),
+        route!(GET "/api/offgrid/config", Bearer, P, OffGrid, Full, "Off-grid following: battery source and thresholds", get_offgrid_config, res: svcos_api_types::energy::FollowerConfigBody<svcos_common::config::OffgridConfig>),
+        route!(POST "/api/offgrid/config", Bearer, P, OffGrid, Full, "Set off-grid following", post_offgrid_config, req: svcos_api_types::energy::OffgridPatchRequest, res: svcos_api_types::energy::FollowerConfigBody<svcos_common::config::OffgridConfig>),
+        route!(GET "/api/offgrid/presets", Bearer, P, OffGrid, Full, "Battery threshold presets (constants)", offgrid_presets, res: svcos_api_types::energy::OffgridPresetsBody),
+        route!(GET "/api/offgrid/status", Bearer, P, OffGrid, Full, "Off-grid follower: last reading and decision", offgrid_status, res: svcos_api_types::energy::FollowerStatusBody),
+        route!(POST "/api/offgrid/test", Bearer, P, OffGrid, Full, "Read the battery source once and say what would be done", offgrid_test, req: svcos_api_types::requests::EnergySourceTestRequest, res: svcos_api_types::energy::SourceTestBody),
+        route!(GET "/api/solar/config", Bearer, P, OffGrid, Full, "Solar following: surplus source and thresholds", get_solar_config, res: svcos_api_types::energy::FollowerConfigBody<svcos_common::config::SolarConfig>),
+        route!(POST "/api/solar/config", Bearer, P, OffGrid, Full, "Set solar following", post_solar_config, req: svcos_api_types::energy::SolarPatchRequest, res: svcos_api_types::energy::FollowerConfigBody<svcos_common::config::SolarConfig>),
+        route!(GET "/api/solar/status", Bearer, P, OffGrid, Full, "Solar follower: last reading and decision", solar_status, res: svcos_api_types::energy::FollowerStatusBody),
+        route!(POST "/api/solar/test", Bearer, P, OffGrid, Full, "Read the surplus source once and say what would be done", solar_test, req: svcos_api_types::requests::EnergySourceTestRequest, res: svcos_api_types::energy::SourceTestBody),
+        route!(GET "/api/solar/verification-history", Bearer, P, OffGrid, Full, "Each follower decision with its reading and the measured power", solar_history, res: svcos_api_types::energy::VerificationHistoryBody),
     ]
 }
 

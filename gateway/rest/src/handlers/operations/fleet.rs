@@ -29,11 +29,11 @@ fn fleet(state: &AppState) -> std::sync::Arc<Fleet> {
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route<AppState>> {
     vec![
-        route!(POST "/api/fleet/discover", Bearer, P, Fleet, Full, "Scan a LAN range (<= /22) for cgminer-API miners on TCP 4028", discover),
-        route!(GET "/api/fleet/miners", Bearer, P, Fleet, Full, "Miners found by the last discovery", miners),
-        route!(GET "/api/fleet/pool-stats", Bearer, P, Fleet, Full, "Pools and hashrate aggregated over the last discovery", pool_stats),
-        route!(GET "/api/network/block", Bearer, P, Fleet, Full, "Network block data from the current pool job (prev hash, BIP34 height, difficulty)", network_block),
-        route!(GET "/api/network/config_schema", Bearer, P, Fleet, Full, "JSON Schema of the network-related config", config_schema),
+        route!(POST "/api/fleet/discover", Bearer, P, Fleet, Full, "Scan a LAN range (<= /22) for cgminer-API miners on TCP 4028", discover, req: svcos_api_types::requests::FleetDiscoverRequest, res: svcos_api_types::fleet::FleetMinersBody),
+        route!(GET "/api/fleet/miners", Bearer, P, Fleet, Full, "Miners found by the last discovery", miners, res: svcos_api_types::fleet::FleetMinersBody),
+        route!(GET "/api/fleet/pool-stats", Bearer, P, Fleet, Full, "Pools and hashrate aggregated over the last discovery", pool_stats, res: svcos_api_types::fleet::FleetPoolStatsBody),
+        route!(GET "/api/network/block", Bearer, P, Fleet, Full, "Network block data from the current pool job (prev hash, BIP34 height, difficulty)", network_block, res: svcos_api_types::discovery::NetworkBlockBody),
+        route!(GET "/api/network/config_schema", Bearer, P, Fleet, Full, "JSON Schema of the network-related config", config_schema, res: svcos_api_types::discovery::ConfigSchemaBody),
     ]
 }
 

@@ -16,10 +16,10 @@ use crate::{AppState, config_write::patch_config, route, routing::Route};
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route<AppState>> {
     vec![
-        route!(POST "/api/autotuner/noise-profile", Bearer, P, Tuning, Full, "Fan-duty ceiling met by a lower power target (slow controller with hysteresis)", write::<NoiseProfileRequest>),
-        route!(POST "/api/autotuner/quota", Bearer, U, Tuning, Full, "Daily energy budget (kWh per local day), spread over the day as a power limit", write::<QuotaRequest>),
-        route!(POST "/api/autotuner/room-temp-factor", Bearer, P, Tuning, Full, "Power target compensated for the room temperature (W per degree C)", write::<RoomTempFactorRequest>),
-        route!(GET "/api/thermal/cold_environment", Bearer, P, Thermal, Full, "Cold starts: minimum fan duty and the warm-up power cap, settings and state", cold_environment),
+        route!(POST "/api/autotuner/noise-profile", Bearer, P, Tuning, Full, "Fan-duty ceiling met by a lower power target (slow controller with hysteresis)", write::<NoiseProfileRequest>, req: svcos_api_types::requests::NoiseProfileRequest, res: svcos_api_types::governor::NoiseProfileBody),
+        route!(POST "/api/autotuner/quota", Bearer, U, Tuning, Full, "Daily energy budget (kWh per local day), spread over the day as a power limit", write::<QuotaRequest>, req: svcos_api_types::requests::QuotaRequest, res: svcos_api_types::governor::QuotaBody),
+        route!(POST "/api/autotuner/room-temp-factor", Bearer, P, Tuning, Full, "Power target compensated for the room temperature (W per degree C)", write::<RoomTempFactorRequest>, req: svcos_api_types::requests::RoomTempFactorRequest, res: svcos_api_types::governor::RoomTempFactorBody),
+        route!(GET "/api/thermal/cold_environment", Bearer, P, Thermal, Full, "Cold starts: minimum fan duty and the warm-up power cap, settings and state", cold_environment, res: svcos_api_types::governor::ColdEnvironmentBody),
     ]
 }
 

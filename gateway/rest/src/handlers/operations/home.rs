@@ -23,11 +23,11 @@ use crate::{AppState, route};
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route<AppState>> {
     vec![
-        route!(GET "/api/home/night-mode", Bearer, P, Integrations, Full, "Night (quiet) hours: window, power and fan caps", get_night_mode),
-        route!(POST "/api/home/night-mode", Bearer, P, Integrations, Full, "Set night (quiet) hours", post_night_mode),
-        route!(GET "/api/home/presets", Bearer, P, Integrations, Full, "Thermostat presets (constants)", presets),
-        route!(POST "/api/home/room-temp", Bearer, P, Integrations, Full, "Post the room temperature; the thermostat moves the power target", room_temp),
-        route!(POST "/api/home/target", Bearer, P, Integrations, Full, "Set the room-temperature target (and thermostat limits)", target),
+        route!(GET "/api/home/night-mode", Bearer, P, Integrations, Full, "Night (quiet) hours: window, power and fan caps", get_night_mode, res: svcos_api_types::energy::NightModeBody),
+        route!(POST "/api/home/night-mode", Bearer, P, Integrations, Full, "Set night (quiet) hours", post_night_mode, req: svcos_api_types::energy::NightModePatchRequest, res: svcos_api_types::energy::NightModeBody),
+        route!(GET "/api/home/presets", Bearer, P, Integrations, Full, "Thermostat presets (constants)", presets, res: svcos_api_types::energy::HomePresetsBody),
+        route!(POST "/api/home/room-temp", Bearer, P, Integrations, Full, "Post the room temperature; the thermostat moves the power target", room_temp, req: svcos_api_types::requests::RoomTempRequest, res: svcos_api_types::energy::ThermostatBody),
+        route!(POST "/api/home/target", Bearer, P, Integrations, Full, "Set the room-temperature target (and thermostat limits)", target, req: svcos_api_types::requests::HomeTargetRequest, res: svcos_api_types::energy::ThermostatBody),
     ]
 }
 

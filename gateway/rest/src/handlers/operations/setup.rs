@@ -33,15 +33,15 @@ use crate::{AppState, route};
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route<AppState>> {
     vec![
-        route!(POST "/api/setup/complete", Bearer, P, Auth, Full, "Finish the setup wizard (needs safety, circuit and a password)", complete),
-        route!(POST "/api/setup/quiet-hours", Bearer, P, Auth, Full, "Wizard: quiet hours (writes [home.night_mode])", quiet_hours),
-        route!(POST "/api/setup/skip-password", Bearer, P, Auth, Full, "Wizard: keep the password that is already set", skip_password),
-        route!(POST "/api/setup/skip-safety", Bearer, P, Auth, Full, "Wizard: skip the safety step (recorded as skipped)", skip_safety),
-        route!(POST "/api/setup/step-economics", Bearer, P, Auth, Full, "Wizard: electricity price and currency", economics),
-        route!(POST "/api/setup/step1-safety", Bearer, P, Auth, Full, "Wizard: acknowledge the safety warnings", step1_safety),
-        route!(POST "/api/setup/step2-circuit", Bearer, P, Auth, Full, "Wizard: circuit voltage and breaker; 80 % becomes the power cap", step2_circuit),
-        route!(POST "/api/setup/step3-password", Bearer, P, Auth, Full, "Wizard: set the first password (through the auth service)", step3_password),
-        route!(POST "/api/safety/acknowledge", Bearer, P, Config, Full, "Record that the current safety warnings were read", acknowledge),
+        route!(POST "/api/setup/complete", Bearer, P, Auth, Full, "Finish the setup wizard (needs safety, circuit and a password)", complete, res: svcos_api_types::setup::SetupStepBody),
+        route!(POST "/api/setup/quiet-hours", Bearer, P, Auth, Full, "Wizard: quiet hours (writes [home.night_mode])", quiet_hours, req: svcos_setup::QuietHoursInput, res: svcos_api_types::setup::SetupStepBody),
+        route!(POST "/api/setup/skip-password", Bearer, P, Auth, Full, "Wizard: keep the password that is already set", skip_password, req: svcos_setup::SkipInput, res: svcos_api_types::setup::SetupStepBody),
+        route!(POST "/api/setup/skip-safety", Bearer, P, Auth, Full, "Wizard: skip the safety step (recorded as skipped)", skip_safety, req: svcos_setup::SkipInput, res: svcos_api_types::setup::SetupStepBody),
+        route!(POST "/api/setup/step-economics", Bearer, P, Auth, Full, "Wizard: electricity price and currency", economics, req: svcos_setup::EconomicsInput, res: svcos_api_types::setup::SetupStepBody),
+        route!(POST "/api/setup/step1-safety", Bearer, P, Auth, Full, "Wizard: acknowledge the safety warnings", step1_safety, req: svcos_setup::SafetyInput, res: svcos_api_types::setup::SetupStepBody),
+        route!(POST "/api/setup/step2-circuit", Bearer, P, Auth, Full, "Wizard: circuit voltage and breaker; 80 % becomes the power cap", step2_circuit, req: svcos_setup::CircuitInput, res: svcos_api_types::setup::SetupStepBody),
+        route!(POST "/api/setup/step3-password", Bearer, P, Auth, Full, "Wizard: set the first password (through the auth service)", step3_password, req: svcos_api_types::requests::PasswordRequest, res: svcos_api_types::setup::SetupStepBody),
+        route!(POST "/api/safety/acknowledge", Bearer, P, Config, Full, "Record that the current safety warnings were read", acknowledge, req: svcos_setup::AcknowledgeInput, res: svcos_api_types::setup::AcknowledgeBody),
     ]
 }
 

@@ -193,3 +193,51 @@ def test_the_last_pool_cannot_be_removed_over_cgminer_or_grpc(privileged, token)
 
     assert (stack.dir / "config.toml").read_bytes() == before
     assert len(rest_pool_urls(stack, token)) == 1
+
+
+def test_one_rule_one_home_every_front_shows_the_owners_verdict(stack, token):
+    """Issue 29 item 4: a range, a J/TH and a thermal verdict each come from their owner.
+
+    The fan target's range is hw-agent's (svcos_common::bounds): REST's direct fan write and a
+    config write refuse an out-of-range target with the same words, each naming its field, and
+    the file is untouched. J/TH and the posture are hw-agent's figures in telemetry: REST and
+    the gateway's own surfaces show them, consistent with the power and hashrate beside them.
+    """
+    status, _, body = http("POST", f"{stack.api_url}/api/config", token, {"system": {"mode": "standard"}})
+    assert status == 200, body
+    before = (stack.dir / "config.toml").read_text()
+
+    status, _, body = http("POST", f"{stack.api_url}/api/fan", token, {"mode": "manual"})
+    assert status == 400, body
+    assert body["field"] == "pwm_percent", body
+    assert body["detail"] == "manual mode needs 1-100 %", body
+
+    status, _, fan = http("POST", f"{stack.api_url}/api/fan", token, {"mode": "auto", "target_temp_c": 20})
+    assert status == 400, fan
+    assert fan["field"] == "target_temp_c", fan
+    status, _, cfg = http("POST", f"{stack.api_url}/api/config", token, {"thermal": {"target_temp_c": 20}})
+    assert status == 400, cfg
+    assert cfg["field"] == "thermal.target_temp_c", cfg
+    # One rule, one wording: the config's refusal and hw-agent's carry the same range.
+    assert "30-95 C" in fan["detail"] and cfg["detail"] == "30-95 C", (fan, cfg)
+    assert (stack.dir / "config.toml").read_text() == before
+
+    def efficient():
+        s, _, e = http("GET", f"{stack.api_url}/api/autotuner/efficiency", token)
+        return e if s == 200 and e.get("efficiency_j_per_th") else None
+
+    e = wait_for(efficient, 90, "a J/TH from hw-agent")
+    implied = e["power_watt"] / (e["hashrate_ghs_1m"] / 1000.0)
+    assert abs(e["efficiency_j_per_th"] - implied) <= implied * 0.01, e
+    for c in e["chains"]:
+        if c["efficiency_j_per_th"] is not None:
+            chain_implied = c["power_watt"] / (c["hashrate_ghs_1m"] / 1000.0)
+            assert abs(c["efficiency_j_per_th"] - chain_implied) <= chain_implied * 0.02, c
+
+    status, _, posture = http("GET", f"{stack.api_url}/api/thermal/posture", token)
+    assert status == 200, posture
+    hottest, target = posture["temp_max_c"], posture["target_temp_c"]
+    expected = ("dangerous" if hottest >= posture["dangerous_temp_c"] else
+                "hot" if hottest >= posture["hot_temp_c"] else
+                "warm" if hottest > target + 5.0 else "normal")
+    assert posture["posture"] == expected, posture

@@ -357,10 +357,7 @@ impl HomeStatusBody {
             hashrate_ghs_1m: crate::round(t.hashrate.as_ref().map_or(0.0, |h| h.ghs_1m), 3),
             sleeping: t.state() == MiningState::Sleeping,
             thermostat,
-            efficiency_j_per_th: crate::mining::j_per_th(
-                t.power_watt,
-                t.hashrate.as_ref().map_or(0.0, |h| h.ghs_1m),
-            ),
+            efficiency_j_per_th: crate::mining::j_per_th(t.efficiency_j_per_th),
             tuned_levels: profiles.map(HeatLevel::of).unwrap_or_default(),
         }
     }
@@ -738,12 +735,14 @@ mod tests {
     #[test]
     fn home_status_lists_the_tuned_power_levels_by_power() {
         use svcos_proto::hwagent::v1 as hw;
+        // hw-agent's own figure is shown, not one derived here (1000 W / 12.5 TH/s would be 80).
         let t = hw::Telemetry {
             power_watt: 1000.0,
             hashrate: Some(hw::Hashrate {
                 ghs_1m: 12_500.0,
                 ..Default::default()
             }),
+            efficiency_j_per_th: 80.004,
             ..Default::default()
         };
         let tuned = |mode: pb::TuneMode, target: f64, w: f64, ths: f64| pb::Profile {

@@ -263,11 +263,7 @@ impl SystemStatsBody {
             schema: "svcos.api.system.stats.v1",
             hashrate_ghs_1m: round(ghs, 3),
             power_watt: round(t.power_watt, 1),
-            efficiency_j_per_th: if ghs > 0.0 {
-                round(t.power_watt / (ghs / 1000.0), 2)
-            } else {
-                0.0
-            },
+            efficiency_j_per_th: round(t.efficiency_j_per_th, 2),
             temp_max_c: round(t.temp_max_c, 1),
             fan_rpm: t.fans.iter().map(|f| f.rpm).collect(),
             shares_accepted: p.map(|p| p.accepted),

@@ -519,9 +519,9 @@ impl AsicCommBody {
     }
 }
 
-/// J/TH from power and a hashrate in GH/s (2 decimals); `None` without either.
-pub(crate) fn j_per_th(watt: f64, ghs: f64) -> Option<f64> {
-    (ghs > 0.0 && watt > 0.0).then(|| round(watt / (ghs / 1000.0), 2))
+/// hw-agent's J/TH (0 = unknown) as the API shows it: 2 decimals, `null` when unknown.
+pub(crate) fn j_per_th(efficiency_j_per_th: f64) -> Option<f64> {
+    (efficiency_j_per_th > 0.0).then(|| round(efficiency_j_per_th, 2))
 }
 
 /// Efficiency of the unit or one chain.
@@ -559,7 +559,7 @@ impl From<&Telemetry> for EfficiencyBody {
         let ghs = t.hashrate.map_or(0.0, |h| h.ghs_1m);
         EfficiencyBody {
             schema: "svcos.api.efficiency.v1",
-            efficiency_j_per_th: j_per_th(t.power_watt, ghs),
+            efficiency_j_per_th: j_per_th(t.efficiency_j_per_th),
             power_watt: round(t.power_watt, 1),
             hashrate_ghs_1m: round(ghs, 3),
             chains: t
@@ -569,7 +569,7 @@ impl From<&Telemetry> for EfficiencyBody {
                     let ghs = c.hashrate.map_or(0.0, |h| h.ghs_1m);
                     ChainEfficiency {
                         chain_id: c.chain_id,
-                        efficiency_j_per_th: j_per_th(c.power_watt, ghs),
+                        efficiency_j_per_th: j_per_th(c.efficiency_j_per_th),
                         power_watt: round(c.power_watt, 1),
                         hashrate_ghs_1m: round(ghs, 3),
                     }

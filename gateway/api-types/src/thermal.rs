@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 use svcos_common::config::ThermalConfig;
-use svcos_proto::hwagent::v1::{MiningState, Telemetry};
+use svcos_proto::hwagent::v1::{MiningState, Telemetry, ThermalPosture};
 
 use crate::status::Fan;
 use crate::{enum_word, round};
@@ -26,7 +26,8 @@ pub struct ChainTemps {
 pub struct PostureBody {
     /// `svcos.api.thermal.posture.v1`.
     pub schema: &'static str,
-    /// normal, warm (over target + 5 °C), hot or dangerous (at or over those limits).
+    /// hw-agent's verdict: normal, warm (over the fan target + 5 °C), hot or dangerous (at or
+    /// over those limits).
     pub posture: &'static str,
     /// Hottest chip, °C (1 decimal).
     pub temp_max_c: f64,
@@ -45,14 +46,12 @@ pub struct PostureBody {
 impl PostureBody {
     /// Telemetry `t` against the limits `th`.
     pub fn new(t: &Telemetry, th: &ThermalConfig) -> Self {
-        let posture = if t.temp_max_c >= th.dangerous_temp_c {
-            "dangerous"
-        } else if t.temp_max_c >= th.hot_temp_c {
-            "hot"
-        } else if t.temp_max_c > th.target_temp_c + 5.0 {
-            "warm"
-        } else {
-            "normal"
+        // hw-agent's verdict (unknown before its first reading: normal, as before).
+        let posture = match t.thermal_posture() {
+            ThermalPosture::Dangerous => "dangerous",
+            ThermalPosture::Hot => "hot",
+            ThermalPosture::Warm => "warm",
+            ThermalPosture::Normal | ThermalPosture::Unspecified => "normal",
         };
         PostureBody {
             schema: "svcos.api.thermal.posture.v1",

@@ -132,10 +132,9 @@ pub fn state(
             .find(|x| p.active_index >= 0 && x.index == p.active_index as u32)
     });
     let hr = t.and_then(|t| t.hashrate).unwrap_or_default();
-    let efficiency = t.and_then(|t| {
-        (hr.ghs_1m > 0.0 && t.power_watt > 0.0)
-            .then(|| round(t.power_watt / (hr.ghs_1m / 1000.0), 2))
-    });
+    // hw-agent's figure; only rounded here, as REST rounds it.
+    let efficiency =
+        t.and_then(|t| (t.efficiency_j_per_th > 0.0).then(|| round(t.efficiency_j_per_th, 2)));
     json!({
         "schema": STATE_SCHEMA,
         "hostname": hostname,
@@ -511,6 +510,8 @@ mod tests {
             }),
             temp_max_c: 71.26,
             power_watt: 1350.0,
+            // hw-agent's figure, rounded as REST rounds it (not re-derived from the two above).
+            efficiency_j_per_th: 99.996,
             ..Default::default()
         };
         let v = state("h", "home", 1, Some(&t), None);

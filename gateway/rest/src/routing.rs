@@ -137,15 +137,11 @@ pub struct RouteMeta {
     pub summary: &'static str,
     /// The JSON Schema of the type the handler parses a write's body into, when it is one.
     #[cfg(feature = "schema")]
-    pub request: Option<SchemaOf>,
+    pub request: Option<svcos_api_types::schema::SchemaOf>,
     /// The JSON Schema of the type the handler serialises its `200` body from, when it is one.
     #[cfg(feature = "schema")]
-    pub response: Option<SchemaOf>,
+    pub response: Option<svcos_api_types::schema::SchemaOf>,
 }
-
-/// A row's body schema: a `$ref` into the OpenAPI generator's definitions.
-#[cfg(feature = "schema")]
-pub use svcos_api_types::schema::SchemaOf;
 
 impl RouteMeta {
     /// The path in axum/OpenAPI notation (`{id}`).
@@ -339,7 +335,7 @@ macro_rules! route {
     (@pin P) => { true };
     (@pin U) => { false };
     (@schema) => { None };
-    (@schema $t:ty) => { Some(::svcos_api_types::schema::of::<$t> as $crate::routing::SchemaOf) };
+    (@schema $t:ty) => { Some(::svcos_api_types::schema::of::<$t> as ::svcos_api_types::schema::SchemaOf) };
 }
 
 /// Register an operation whose feature has not landed: it answers 501 with the envelope.

@@ -37,6 +37,7 @@ pub mod status;
 pub mod time;
 pub mod timewin;
 pub mod trace;
+pub mod units;
 
 pub use paths::Layout;
 pub use service::ServiceName;

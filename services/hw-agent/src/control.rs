@@ -15,7 +15,8 @@ use svcos_common::bounds::VOLTAGE_MV;
 
 use svcos_common::config::{HardwareConfig, Mode, PowerConfig, ThermalConfig};
 use svcos_proto::hwagent::v1::{
-    ButtonEvent, FanMode, FaultEvent, HwEvent, LedMode, MiningState, StateEvent, hw_event,
+    ButtonEvent, FanMode, FaultEvent, HwEvent, LedMode, MiningState, StateEvent, ThermalPosture,
+    hw_event,
 };
 use tokio::sync::{Notify, broadcast, oneshot, watch};
 
@@ -204,6 +205,8 @@ pub struct BoardSnapshot {
     pub frequency_scale: f64,
     /// Whether the operator asked for sleep.
     pub sleep: bool,
+    /// The one thermal verdict ([`ThermalPolicy::posture`]).
+    pub posture: ThermalPosture,
 }
 
 impl BoardSnapshot {
@@ -235,6 +238,7 @@ impl BoardSnapshot {
             psu_raw_power_watt: 0.0,
             frequency_scale: 1.0,
             sleep: false,
+            posture: ThermalPosture::Unspecified,
         }
     }
 
@@ -759,6 +763,7 @@ impl BoardThread {
         }
         st.snap.temp_max_c = temp_max;
         st.snap.target_c = st.policy.target_c();
+        st.snap.posture = st.policy.posture(temp_max);
         st.snap.frequency_scale = decision.frequency_scale * st.power_scale;
         self.snapshot.send_replace(Arc::new(st.snap.clone()));
         if std::mem::take(&mut st.operator_changed) {

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use svcos_common::units::j_per_th;
 
 use svcos_proto::hwagent::v1::{
     ChainState as ApiChainState, ChainTelemetry, ChipTelemetry, FanTelemetry, Hashrate,
@@ -151,6 +152,7 @@ pub fn build(src: &Sources, seq: u64) -> Telemetry {
             temp_board_c: board_c.unwrap_or(0.0),
             temp_chip_c: chip_c.unwrap_or(0.0),
             power_watt: psu_power * share,
+            efficiency_j_per_th: j_per_th(psu_power * share, c.rates.hs_1m / 1e9).unwrap_or(0.0),
             chips: c
                 .chips
                 .iter()
@@ -211,6 +213,8 @@ pub fn build(src: &Sources, seq: u64) -> Telemetry {
         power_limit_source: board.power_limit.map_or("", |l| l.source).into(),
         frequency_scale: board.frequency_scale,
         power_backstop_share: board.power_backstop_share,
+        thermal_posture: board.posture as i32,
+        efficiency_j_per_th: j_per_th(psu_power, sum.hs_1m / 1e9).unwrap_or(0.0),
     }
 }
 

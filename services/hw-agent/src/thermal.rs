@@ -5,6 +5,7 @@
 //! latch, fan-stall grace, Home-mode frequency cut) is unit-tested with made-up readings.
 
 use svcos_common::config::{Mode, ThermalConfig};
+use svcos_proto::hwagent::v1::ThermalPosture;
 
 /// A PID controller whose output rises when the measurement is above the set point (a fan).
 #[derive(Debug, Clone)]
@@ -121,6 +122,9 @@ pub enum Condition {
 pub const FAN_STALL_GRACE_S: f64 = 3.0;
 /// Duty below which a fan may legitimately stand still.
 pub const FAN_STALL_MIN_DUTY: u32 = 5;
+/// Degrees over the fan loop's target at which the board counts as warm: the loop holds the
+/// target within a few degrees, so beyond this margin the fans are losing ground.
+pub const WARM_MARGIN_C: f64 = 5.0;
 /// Degrees below the target the board must cool to before an overheat latch lets go.
 pub const OVERHEAT_HYSTERESIS_C: f64 = 5.0;
 /// Frequency step of the Home-mode and hot cut-back, fraction per step.
@@ -183,6 +187,18 @@ impl ThermalPolicy {
     /// tens of seconds its integral needs to climb back.
     pub fn adopt_fan_duty(&mut self, duty_percent: u32) {
         self.pid.adopt(f64::from(duty_percent));
+    }
+
+    /// The thermal verdict every surface shows: the hottest reading against the target in
+    /// force and `[thermal]`'s hot and dangerous limits (unknown without a reading).
+    pub fn posture(&self, temp_max_c: Option<f64>) -> ThermalPosture {
+        match temp_max_c {
+            None => ThermalPosture::Unspecified,
+            Some(t) if t >= self.config.dangerous_temp_c => ThermalPosture::Dangerous,
+            Some(t) if t >= self.config.hot_temp_c => ThermalPosture::Hot,
+            Some(t) if t > self.target_c + WARM_MARGIN_C => ThermalPosture::Warm,
+            Some(_) => ThermalPosture::Normal,
+        }
     }
 
     /// Change the PID target (SetFan with a target).
@@ -313,6 +329,30 @@ impl ThermalPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn posture_is_one_verdict_of_the_hottest_reading() {
+        let config = ThermalConfig {
+            target_temp_c: 75.0,
+            hot_temp_c: 90.0,
+            dangerous_temp_c: 100.0,
+            ..ThermalConfig::default()
+        };
+        let mut p = ThermalPolicy::new(config, Mode::Standard);
+        for (reading, want) in [
+            (None, ThermalPosture::Unspecified),
+            (Some(60.0), ThermalPosture::Normal),
+            (Some(80.0), ThermalPosture::Normal),
+            (Some(80.1), ThermalPosture::Warm),
+            (Some(90.0), ThermalPosture::Hot),
+            (Some(100.0), ThermalPosture::Dangerous),
+        ] {
+            assert_eq!(p.posture(reading), want, "{reading:?}");
+        }
+        // Warm follows the target in force (SetFan with a target), not only the config's.
+        p.set_target(65.0);
+        assert_eq!(p.posture(Some(72.0)), ThermalPosture::Warm);
+    }
 
     fn inputs(temp: f64) -> ThermalInputs {
         ThermalInputs {

@@ -1446,11 +1446,8 @@ impl Engine {
         let efficiency = self
             .latest
             .as_ref()
-            .and_then(|t| {
-                let ghs = t.hashrate.as_ref().map_or(0.0, |h| h.ghs_1m);
-                crate::efficiency_j_per_th(t.power_watt, ghs)
-            })
-            .unwrap_or(0.0);
+            // hw-agent's own figure, as every other surface shows it.
+            .map_or(0.0, |t| t.efficiency_j_per_th);
         let power_target = if mode == Mode::Power {
             target
         } else {

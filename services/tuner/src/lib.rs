@@ -58,11 +58,6 @@ use crate::engine::{Action, Engine};
 use crate::model::BoardInfo;
 use crate::store::Store;
 
-/// Joules per terahash from a power draw and a hashrate; `None` when either is unknown.
-pub fn efficiency_j_per_th(power_watt: f64, ghs: f64) -> Option<f64> {
-    (power_watt > 0.0 && ghs > 0.0).then(|| power_watt / (ghs / 1000.0))
-}
-
 /// What the tuner needs from the board's owner.
 pub trait Hardware: Send + Sync + 'static {
     /// Serial, chains and nominal figures.
@@ -330,22 +325,4 @@ pub fn entry(args: Vec<OsString>) -> ExitCode {
         Err(code) => return code,
     };
     run_service(ServiceName::Tuner, args, Flavor::CurrentThread, run)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn efficiency_table() {
-        let cases = [
-            (1350.0, 13_500.0, Some(100.0)),
-            (3250.0, 95_000.0, Some(3250.0 / 95.0)),
-            (0.0, 13_500.0, None),
-            (1350.0, 0.0, None),
-        ];
-        for (w, ghs, want) in cases {
-            assert_eq!(efficiency_j_per_th(w, ghs), want, "{w} W at {ghs} GH/s");
-        }
-    }
 }

@@ -3,7 +3,6 @@
 //! for 30 days and 1 h for 2 years on disk). Each handler makes one call and maps the answer;
 //! nothing is sampled or stored here, so a gateway restart loses nothing.
 
-use std::fmt::Write as _;
 
 use axum::Json;
 use axum::extract::{Query, State};
@@ -96,25 +95,33 @@ async fn rolling(State(state): State<AppState>) -> ApiResult {
 
 /// The rolling samples as CSV (header + one row per sample).
 pub fn rolling_csv_text(samples: &[HistoryPoint]) -> String {
-    let mut out =
-        String::from("t_ms,state,ghs_1m,ghs_5s,power_watt,temp_max_c,accepted,rejected,stale\n");
     let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
-    for s in samples {
-        let _ = writeln!(
-            out,
-            "{},{},{},{},{},{},{},{},{}",
-            s.t_ms,
-            state_word(s),
-            s.ghs_1m,
-            s.ghs_5s,
-            s.power_watt,
-            s.temp_max_c,
-            opt(s.accepted),
-            opt(s.rejected),
-            opt(s.stale)
-        );
-    }
-    out
+    super::csv_table(
+        &[
+            "t_ms",
+            "state",
+            "ghs_1m",
+            "ghs_5s",
+            "power_watt",
+            "temp_max_c",
+            "accepted",
+            "rejected",
+            "stale",
+        ],
+        samples.iter().map(|s| {
+            vec![
+                s.t_ms.to_string(),
+                state_word(s).to_string(),
+                s.ghs_1m.to_string(),
+                s.ghs_5s.to_string(),
+                s.power_watt.to_string(),
+                s.temp_max_c.to_string(),
+                opt(s.accepted),
+                opt(s.rejected),
+                opt(s.stale),
+            ]
+        }),
+    )
 }
 
 async fn rolling_csv(State(state): State<AppState>) -> ApiResult {

@@ -2,7 +2,6 @@
 //! tuner service (`TunerService`); a few read-only views are derived from its state and the
 //! telemetry snapshot. The governor's noise, quota and room routes are `operations::governor`.
 
-use std::fmt::Write as _;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -432,26 +431,34 @@ async fn silicon_report(State(state): State<AppState>) -> ApiResult {
 
 /// The tuner's history as CSV, header row first.
 pub fn history_csv(samples: &[pb::HistorySample]) -> String {
-    let mut out = String::from(
-        "at_ms,state,power_watt,power_target_watt,hashrate_ths,voltage_mv,frequency_mhz,temp_max_c,nonces,hw_errors\n",
-    );
-    for s in samples {
-        let _ = writeln!(
-            out,
-            "{},{},{},{},{},{},{},{},{},{}",
-            s.at_ms,
-            s.state,
-            round(s.power_watt, 1),
-            round(s.power_target_watt, 1),
-            round(s.hashrate_ths, 4),
-            round(s.voltage_mv, 1),
-            round(s.frequency_mhz, 2),
-            round(s.temp_max_c, 1),
-            s.nonces,
-            s.hw_errors
-        );
-    }
-    out
+    super::csv_table(
+        &[
+            "at_ms",
+            "state",
+            "power_watt",
+            "power_target_watt",
+            "hashrate_ths",
+            "voltage_mv",
+            "frequency_mhz",
+            "temp_max_c",
+            "nonces",
+            "hw_errors",
+        ],
+        samples.iter().map(|s| {
+            vec![
+                s.at_ms.to_string(),
+                s.state.clone(),
+                round(s.power_watt, 1).to_string(),
+                round(s.power_target_watt, 1).to_string(),
+                round(s.hashrate_ths, 4).to_string(),
+                round(s.voltage_mv, 1).to_string(),
+                round(s.frequency_mhz, 2).to_string(),
+                round(s.temp_max_c, 1).to_string(),
+                s.nonces.to_string(),
+                s.hw_errors.to_string(),
+            ]
+        }),
+    )
 }
 
 async fn telemetry_csv(State(state): State<AppState>) -> ApiResult {

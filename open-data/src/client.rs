@@ -93,7 +93,9 @@ impl Url {
         Ok(Url {
             tls,
             host,
-            port: parsed.port_or_known_default().unwrap_or(if tls { 443 } else { 80 }),
+            port: parsed
+                .port_or_known_default()
+                .unwrap_or(if tls { 443 } else { 80 }),
             path: parsed[url::Position::BeforePath..url::Position::AfterQuery].to_string(),
             userinfo,
         })

@@ -161,8 +161,14 @@ mod tests {
         let p = UrlParts::parse("stratum2+tcp://h:1/key@x").unwrap();
         assert_eq!((p.username.as_str(), p.host.as_str()), ("", "h"));
         assert_eq!((p.path.as_str(), p.password), ("/key@x", None));
-        assert_eq!(UrlParts::parse("stratum+tcp://tok@h:1").unwrap().password, None);
-        assert_eq!(UrlParts::parse("stratum+tcp://u:@h:1").unwrap().password, None);
+        assert_eq!(
+            UrlParts::parse("stratum+tcp://tok@h:1").unwrap().password,
+            None
+        );
+        assert_eq!(
+            UrlParts::parse("stratum+tcp://u:@h:1").unwrap().password,
+            None
+        );
         let p = UrlParts::parse("stratum+tcp://Pool.Example:3333").unwrap();
         assert_eq!((p.host.as_str(), p.path.as_str()), ("Pool.Example", ""));
         // `h:1` is scheme `h` with path `1`: no host, which every reader then refuses.

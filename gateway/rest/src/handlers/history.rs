@@ -3,7 +3,6 @@
 //! for 30 days and 1 h for 2 years on disk). Each handler makes one call and maps the answer;
 //! nothing is sampled or stored here, so a gateway restart loses nothing.
 
-
 use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::{HeaderValue, header};

@@ -2,7 +2,6 @@
 //! tuner service (`TunerService`); a few read-only views are derived from its state and the
 //! telemetry snapshot. The governor's noise, quota and room routes are `operations::governor`.
 
-
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};

@@ -299,9 +299,18 @@ mod tests {
         assert_eq!(field_of(&e).as_deref(), Some("energy.solar.source_url"));
         e.solar.source_url = "http://user:secret@10.0.0.2/x".into();
         assert_eq!(field_of(&e).as_deref(), Some("energy.solar.source_url"));
-        for bad in ["http://", "http://10.0.0.2:99999/x", "http://a b/", "10.0.0.2/x"] {
+        for bad in [
+            "http://",
+            "http://10.0.0.2:99999/x",
+            "http://a b/",
+            "10.0.0.2/x",
+        ] {
             e.solar.source_url = bad.into();
-            assert_eq!(field_of(&e).as_deref(), Some("energy.solar.source_url"), "{bad}");
+            assert_eq!(
+                field_of(&e).as_deref(),
+                Some("energy.solar.source_url"),
+                "{bad}"
+            );
         }
         e.solar.source_url = "http://10.0.0.2/x".into();
         assert_eq!(field_of(&e), None);

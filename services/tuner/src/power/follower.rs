@@ -530,15 +530,24 @@ mod tests {
         let doc = fetch_json(&url).await.unwrap();
         assert_eq!(doc["soc"], 71);
         let request = served.await.unwrap().to_ascii_lowercase();
-        assert!(request.starts_with("get /api/live?x=1 http/1.1\r\n"), "{request}");
+        assert!(
+            request.starts_with("get /api/live?x=1 http/1.1\r\n"),
+            "{request}"
+        );
         assert!(request.contains("\r\nhost: 127.0.0.1:"), "{request}");
-        assert!(request.contains("\r\nuser-agent: svcos-energy-follower\r\n"), "{request}");
+        assert!(
+            request.contains("\r\nuser-agent: svcos-energy-follower\r\n"),
+            "{request}"
+        );
     }
 
     #[tokio::test]
     async fn source_failures_say_what_failed() {
         let (url, served) = serve_once("500 Internal Server Error", "{}").await;
-        assert_eq!(fetch_json(&url).await.unwrap_err(), "source answered HTTP 500");
+        assert_eq!(
+            fetch_json(&url).await.unwrap_err(),
+            "source answered HTTP 500"
+        );
         served.await.unwrap();
         let (url, served) = serve_once("200 OK", "not json").await;
         let err = fetch_json(&url).await.unwrap_err();

@@ -8,7 +8,7 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderValue, header};
 use axum::response::IntoResponse;
 use serde::Deserialize;
-use svcos_proto::tuner::v1::{HistoryPoint, ListSamplesRequest, ListSamplesResponse, Resolution};
+use svcos_proto::tuner::v1::{ListSamplesRequest, ListSamplesResponse, Resolution};
 
 use super::ApiResult;
 use crate::envelope::ApiError;
@@ -92,40 +92,9 @@ async fn rolling(State(state): State<AppState>) -> ApiResult {
     Ok(Json(RollingBody::from(&r)).into_response())
 }
 
-/// The rolling samples as CSV (header + one row per sample).
-pub fn rolling_csv_text(samples: &[HistoryPoint]) -> String {
-    let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
-    super::csv_table(
-        &[
-            "t_ms",
-            "state",
-            "ghs_1m",
-            "ghs_5s",
-            "power_watt",
-            "temp_max_c",
-            "accepted",
-            "rejected",
-            "stale",
-        ],
-        samples.iter().map(|s| {
-            vec![
-                s.t_ms.to_string(),
-                state_word(s).to_string(),
-                s.ghs_1m.to_string(),
-                s.ghs_5s.to_string(),
-                s.power_watt.to_string(),
-                s.temp_max_c.to_string(),
-                opt(s.accepted),
-                opt(s.rejected),
-                opt(s.stale),
-            ]
-        }),
-    )
-}
-
 async fn rolling_csv(State(state): State<AppState>) -> ApiResult {
     let r = list(&state, Resolution::Second, &RangeQuery::default()).await?;
-    let text = rolling_csv_text(&r.points);
+    let text = svcos_api_types::downloads::rolling_csv(&r.points);
     Ok((
         [(
             header::CONTENT_TYPE,
@@ -139,28 +108,4 @@ async fn rolling_csv(State(state): State<AppState>) -> ApiResult {
 async fn home_history(State(state): State<AppState>, Query(q): Query<RangeQuery>) -> ApiResult {
     let r = list(&state, resolution(&q)?, &q).await?;
     Ok(Json(HomeHistoryBody::from(&r)).into_response())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use svcos_proto::hwagent::v1::MiningState;
-
-    #[test]
-    fn csv_has_header_and_rows() {
-        let at = |t_ms| HistoryPoint {
-            t_ms,
-            state: MiningState::Mining as i32,
-            ghs_1m: 1.0,
-            ghs_5s: 1.0,
-            power_watt: 1.0,
-            temp_max_c: 1.0,
-            accepted: Some(1),
-            ..Default::default()
-        };
-        let text = rolling_csv_text(&[at(1000), at(2000)]);
-        let lines: Vec<_> = text.lines().collect();
-        assert_eq!(lines.len(), 3);
-        assert_eq!(lines[1], "1000,mining,1,1,1,1,1,,");
-    }
 }

@@ -81,22 +81,6 @@ pub async fn tuner_get_state(
         .into_inner())
 }
 
-/// A CSV download: the header row, then one row per item, `\n` after each (csv's quoting).
-pub fn csv_table<R, F>(header: &[&str], rows: R) -> String
-where
-    R: IntoIterator<Item = Vec<F>>,
-    F: AsRef<[u8]>,
-{
-    let mut out = csv::Writer::from_writer(Vec::new());
-    // Writing into a Vec cannot fail, and every row is as long as the header.
-    let _ = out.write_record(header);
-    for row in rows {
-        let _ = out.write_record(row);
-    }
-    // Every cell came from a `String` or `&str`: the bytes are UTF-8.
-    String::from_utf8(out.into_inner().unwrap_or_default()).unwrap_or_default()
-}
-
 /// Round a float for JSON output (telemetry does not need 15 digits).
 pub fn round(x: f64, digits: i32) -> f64 {
     let p = 10f64.powi(digits);

@@ -1,6 +1,7 @@
-//! A minimal HTTP/1.1 client for the upstreams (JSON-RPC, Esplora, price, catalogue feed):
-//! one request per connection, http or https (rustls with the webpki roots), credentials from
-//! the URL's userinfo as Basic auth, a deadline on the whole exchange and a cap on the body.
+//! The HTTP/1.1 client of the upstreams (JSON-RPC, Esplora, price, catalogue feed): hyper-util's
+//! client with hyper-rustls (rustls, ring, the webpki roots), URLs read by the `url` crate; one
+//! request per connection, credentials from the URL's userinfo as Basic auth, a deadline on the
+//! whole exchange and a cap on the body.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,8 +9,9 @@ use std::time::Duration;
 use base64::Engine as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 
 /// Largest upstream body accepted.
 const MAX_BODY: usize = 8 * 1024 * 1024;
@@ -59,58 +61,42 @@ pub struct Url {
 }
 
 impl Url {
-    /// Parse `http(s)://[user[:pass]@]host[:port][/path]`.
+    /// Parse `http(s)://[user[:pass]@]host[:port][/path][?query]` (the `url` crate; a fragment
+    /// is dropped, as it never goes to a server).
     pub fn parse(s: &str) -> Result<Url, FetchError> {
-        let (tls, rest) = if let Some(r) = s.strip_prefix("https://") {
-            (true, r)
-        } else if let Some(r) = s.strip_prefix("http://") {
-            (false, r)
-        } else {
-            return Err(FetchError::Url(
-                "only http:// and https:// are supported".into(),
-            ));
-        };
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, "/"),
-        };
-        let (userinfo, hostport) = match authority.rsplit_once('@') {
-            Some((u, h)) => (
-                Some(
-                    crate::query::percent_decode(u)
-                        .ok_or_else(|| FetchError::Url("bad userinfo".into()))?,
-                ),
-                h,
-            ),
-            None => (None, authority),
-        };
-        let default_port = if tls { 443 } else { 80 };
-        let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
-            let (h, after) = v6
-                .split_once(']')
-                .ok_or_else(|| FetchError::Url("unclosed [".into()))?;
-            let port = match after.strip_prefix(':') {
-                Some(p) => p.parse().map_err(|_| FetchError::Url("bad port".into()))?,
-                None => default_port,
-            };
-            (h.to_string(), port)
-        } else {
-            match hostport.rsplit_once(':') {
-                Some((h, p)) => (
-                    h.to_string(),
-                    p.parse().map_err(|_| FetchError::Url("bad port".into()))?,
-                ),
-                None => (hostport.to_string(), default_port),
+        let parsed = url::Url::parse(s).map_err(|e| FetchError::Url(e.to_string()))?;
+        let tls = match parsed.scheme() {
+            "https" => true,
+            "http" => false,
+            _ => {
+                return Err(FetchError::Url(
+                    "only http:// and https:// are supported".into(),
+                ));
             }
         };
-        if host.is_empty() {
-            return Err(FetchError::Url("no host".into()));
-        }
+        let host = match parsed.host() {
+            Some(url::Host::Ipv6(v6)) => v6.to_string(),
+            Some(host) => host.to_string(),
+            None => return Err(FetchError::Url("no host".into())),
+        };
+        let decode = |part: &str| {
+            percent_encoding::percent_decode_str(part)
+                .decode_utf8()
+                .map(|text| text.into_owned())
+                .map_err(|_| FetchError::Url("bad userinfo".into()))
+        };
+        let userinfo = match (parsed.username(), parsed.password()) {
+            ("", None) => None,
+            (user, None) => Some(decode(user)?),
+            (user, Some(pass)) => Some(format!("{}:{}", decode(user)?, decode(pass)?)),
+        };
         Ok(Url {
             tls,
             host,
-            port,
-            path: path.to_string(),
+            port: parsed
+                .port_or_known_default()
+                .unwrap_or(if tls { 443 } else { 80 }),
+            path: parsed[url::Position::BeforePath..url::Position::AfterQuery].to_string(),
             userinfo,
         })
     }
@@ -133,21 +119,38 @@ impl Url {
     }
 }
 
-fn tls_config() -> Arc<rustls::ClientConfig> {
-    static CONFIG: std::sync::OnceLock<Arc<rustls::ClientConfig>> = std::sync::OnceLock::new();
-    CONFIG
+fn tls_config() -> rustls::ClientConfig {
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth()
+}
+
+type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// hyper-util's client over rustls (webpki roots), http and https. It keeps no idle
+/// connection: one request per connection, as the upstreams are polled minutes apart, and a
+/// pooled connection would outlive the runtime of a test that made it.
+fn client() -> HttpsClient {
+    static CLIENT: std::sync::OnceLock<HttpsClient> = std::sync::OnceLock::new();
+    CLIENT
         .get_or_init(|| {
-            let roots = rustls::RootCertStore {
-                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-            };
-            let provider = Arc::new(rustls::crypto::ring::default_provider());
-            Arc::new(
-                rustls::ClientConfig::builder_with_provider(provider)
-                    .with_safe_default_protocol_versions()
-                    .expect("ring supports the default protocol versions")
-                    .with_root_certificates(roots)
-                    .with_no_client_auth(),
-            )
+            let mut http = HttpConnector::new();
+            http.enforce_http(false);
+            http.set_nodelay(true);
+            let connector = hyper_rustls::HttpsConnectorBuilder::new()
+                .with_tls_config(tls_config())
+                .https_or_http()
+                .enable_http1()
+                .wrap_connector(http);
+            Client::builder(TokioExecutor::new())
+                .pool_max_idle_per_host(0)
+                .build(connector)
         })
         .clone()
 }
@@ -163,21 +166,27 @@ pub async fn fetch(
         .map_err(|_| FetchError::Timeout(url.host_port()))?
 }
 
+/// The innermost cause of an error: hyper-util's own text ("client error (Connect)") says less
+/// than the I/O or TLS error under it.
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
 async fn fetch_inner(url: &Url, body: Option<Vec<u8>>) -> Result<Bytes, FetchError> {
     let host = url.host_port();
-    let io_err = |e: &dyn std::fmt::Display| FetchError::Io {
+    let io_err = |message: String| FetchError::Io {
         host: host.clone(),
-        message: e.to_string(),
+        message,
     };
-    let tcp = TcpStream::connect((url.host.as_str(), url.port))
-        .await
-        .map_err(|e| io_err(&e))?;
-    let _ = tcp.set_nodelay(true);
+    let scheme = if url.tls { "https" } else { "http" };
     let method = if body.is_some() { "POST" } else { "GET" };
     let mut req = http::Request::builder()
         .method(method)
-        .uri(url.path.as_str())
-        .header(http::header::HOST, host.as_str())
+        .uri(format!("{scheme}://{host}{}", url.path))
         .header(http::header::USER_AGENT, "svcos-open-data/1")
         .header(http::header::ACCEPT, "application/json");
     if let Some(u) = &url.userinfo {
@@ -189,25 +198,16 @@ async fn fetch_inner(url: &Url, body: Option<Vec<u8>>) -> Result<Bytes, FetchErr
     }
     let req = req
         .body(Full::new(Bytes::from(body.unwrap_or_default())))
-        .map_err(|e| io_err(&e))?;
-    let resp = if url.tls {
-        let name =
-            rustls::pki_types::ServerName::try_from(url.host.clone()).map_err(|e| io_err(&e))?;
-        let stream = tokio_rustls::TlsConnector::from(tls_config())
-            .connect(name, tcp)
-            .await
-            .map_err(|e| io_err(&e))?;
-        send(TokioIo::new(stream), req)
-            .await
-            .map_err(|e| io_err(&e))?
-    } else {
-        send(TokioIo::new(tcp), req).await.map_err(|e| io_err(&e))?
-    };
+        .map_err(|e| io_err(e.to_string()))?;
+    let resp = client()
+        .request(req)
+        .await
+        .map_err(|e| io_err(root_cause(&e)))?;
     let status = resp.status();
     let bytes = Limited::new(resp.into_body(), MAX_BODY)
         .collect()
         .await
-        .map_err(|e| io_err(&e))?
+        .map_err(|e| io_err(e.to_string()))?
         .to_bytes();
     if !status.is_success() {
         return Err(FetchError::Status {
@@ -217,20 +217,6 @@ async fn fetch_inner(url: &Url, body: Option<Vec<u8>>) -> Result<Bytes, FetchErr
         });
     }
     Ok(bytes)
-}
-
-async fn send<T>(
-    io: TokioIo<T>,
-    req: http::Request<Full<Bytes>>,
-) -> Result<http::Response<hyper::body::Incoming>, hyper::Error>
-where
-    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    sender.send_request(req).await
 }
 
 #[cfg(test)]
@@ -257,5 +243,12 @@ mod tests {
         );
         assert!(Url::parse("ftp://x").is_err());
         assert!(Url::parse("http://:80").is_err());
+        assert!(Url::parse("http://h:99999/").is_err());
+        let u = Url::parse("https://u%3Ax:p%2Bq@rpc.example/a/b?c=d#frag").unwrap();
+        assert_eq!(u.userinfo.as_deref(), Some("u:x:p+q"));
+        assert_eq!((u.port, u.path.as_str()), (443, "/a/b?c=d"));
+        let u = Url::parse("http://bob@10.0.0.2:8080").unwrap();
+        assert_eq!(u.userinfo.as_deref(), Some("bob"));
+        assert_eq!(u.host_port(), "10.0.0.2:8080");
     }
 }

@@ -28,14 +28,6 @@ pub enum ExportError {
     Corrupt(String),
 }
 
-fn csv_cell(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
     match v {
         Value::Object(o) => {
@@ -55,8 +47,10 @@ fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
     }
 }
 
-/// CSV of records: nested objects become dotted columns, arrays JSON text, null empty.
-pub fn to_csv(records: &[Map<String, Value>]) -> String {
+/// CSV of records: nested objects become dotted columns, arrays JSON text, null empty; records
+/// end in CRLF (RFC 4180). Without records the header is `empty_header`, so a reader such as
+/// pandas still finds the columns (no header at all if that is empty too).
+pub fn to_csv(records: &[Map<String, Value>], empty_header: &[String]) -> String {
     let mut columns: Vec<String> = Vec::new();
     let mut rows: Vec<Vec<(String, String)>> = Vec::new();
     for r in records {
@@ -69,26 +63,42 @@ pub fn to_csv(records: &[Map<String, Value>]) -> String {
         }
         rows.push(cells);
     }
-    let mut out = columns
-        .iter()
-        .map(|c| csv_cell(c))
-        .collect::<Vec<_>>()
-        .join(",");
-    out.push_str("\r\n");
-    for cells in rows {
-        let line: Vec<String> = columns
-            .iter()
-            .map(|c| {
-                cells
-                    .iter()
-                    .find(|(k, _)| k == c)
-                    .map_or(String::new(), |(_, v)| csv_cell(v))
-            })
-            .collect();
-        out.push_str(&line.join(","));
-        out.push_str("\r\n");
+    if records.is_empty() {
+        columns = empty_header.to_vec();
     }
-    out
+    let mut out = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::CRLF)
+        .from_writer(Vec::new());
+    // Writing into a Vec cannot fail; a record is always as long as the header.
+    if !columns.is_empty() {
+        let _ = out.write_record(&columns);
+    }
+    for cells in rows {
+        let _ = out.write_record(columns.iter().map(|c| {
+            cells
+                .iter()
+                .find(|(k, _)| k == c)
+                .map_or("", |(_, v)| v.as_str())
+        }));
+    }
+    let bytes = out.into_inner().unwrap_or_default();
+    // Every cell came from a `&str`: the bytes are UTF-8.
+    String::from_utf8(bytes).unwrap_or_default()
+}
+
+/// The columns of a hashprice record, for the header of an empty history.
+fn hashprice_columns() -> Vec<String> {
+    let chain = crate::hashprice::ChainState {
+        height: 0,
+        difficulty: 1.0,
+        avg_fees_sat: 0.0,
+        fee_blocks: 0,
+    };
+    let price = crate::hashprice::Price { usd: 0.0, cad: 0.0 };
+    let sample = crate::hashprice::compute(&chain, price, 0, "", "");
+    let mut cells = Vec::new();
+    flatten("", &sample, &mut cells);
+    cells.into_iter().map(|(k, _)| k).collect()
 }
 
 fn write(dir: &Path, name: &str, data: &[u8]) -> Result<(), ExportError> {
@@ -155,7 +165,7 @@ pub fn export(store: &Store, out: &Path) -> Result<Vec<String>, ExportError> {
         write(
             out,
             &format!("{name}.csv"),
-            to_csv(&parsed(&ds.records)?).as_bytes(),
+            to_csv(&parsed(&ds.records)?, &[]).as_bytes(),
         )?;
         written.push(format!("{name}.json"));
         written.push(format!("{name}.csv"));
@@ -176,7 +186,7 @@ pub fn export(store: &Store, out: &Path) -> Result<Vec<String>, ExportError> {
     write(
         out,
         "hashprice-history.csv",
-        to_csv(&parsed(&history)?).as_bytes(),
+        to_csv(&parsed(&history)?, &hashprice_columns()).as_bytes(),
     )?;
     written.push("hashprice-history.json".into());
     written.push("hashprice-history.csv".into());
@@ -196,10 +206,25 @@ mod tests {
                 .unwrap(),
             json!({"a": 2, "extra": true}).as_object().cloned().unwrap(),
         ];
-        let csv = to_csv(&recs);
+        let csv = to_csv(&recs, &[]);
         let lines: Vec<&str> = csv.split("\r\n").collect();
         assert_eq!(lines[0], "a,l,n,o.b,s,extra");
         assert_eq!(lines[1], "1,\"[1,2]\",,\"q\"\"q\",\"x,y\",");
         assert_eq!(lines[2], "2,,,,,true");
+        assert_eq!(lines[3], "");
+        assert_eq!(lines.len(), 4);
+        // A multi-line cell is quoted whole.
+        let recs = vec![json!({"a": "1\n2"}).as_object().cloned().unwrap()];
+        assert_eq!(to_csv(&recs, &[]), "a\r\n\"1\n2\"\r\n");
+    }
+
+    #[test]
+    fn an_empty_history_still_has_its_header() {
+        let header = hashprice_columns();
+        assert!(header.contains(&"network.height".to_string()), "{header:?}");
+        assert!(header.contains(&"usd.per_th_day.fee_inclusive".to_string()));
+        let csv = to_csv(&[], &header);
+        assert_eq!(csv, format!("{}\r\n", header.join(",")));
+        assert_eq!(to_csv(&[], &[]), "");
     }
 }

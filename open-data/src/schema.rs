@@ -186,12 +186,16 @@ fn check_format(format: &str, text: &str) -> Result<(), String> {
     match format {
         // Public sources only: an address a reader can open, not a file on someone's disk.
         "uri" => {
-            let rest = text
-                .strip_prefix("https://")
-                .or_else(|| text.strip_prefix("http://"))
-                .ok_or_else(|| format!("{text:?} is not an http(s) URL"))?;
-            if rest.is_empty() || rest.starts_with('/') || text.contains(char::is_whitespace) {
-                return Err(format!("{text:?} is not an http(s) URL"));
+            let bad = || format!("{text:?} is not an http(s) URL");
+            let parsed = url::Url::parse(text).map_err(|_| bad())?;
+            // The url crate forgives what a careful writer would not: surrounding whitespace
+            // and a third slash before the host (`https:///x` reads as host `x`).
+            if !matches!(parsed.scheme(), "http" | "https")
+                || parsed.host_str().is_none_or(str::is_empty)
+                || text.contains(":///")
+                || text.contains(char::is_whitespace)
+            {
+                return Err(bad());
             }
             Ok(())
         }

@@ -1,15 +1,20 @@
 //! systemd's notify protocol: READY, STATUS, STOPPING and the watchdog. Every call is a no-op
 //! when NOTIFY_SOCKET is unset (sim, tests, a shell).
 //!
-//! Datagrams are sent non-blocking: a service manager that stopped reading must never freeze
-//! the supervisor (which would then stop restarting services). A dropped notification is
-//! harmless; the next status or watchdog ping follows soon.
+//! The messages and the watchdog settings come from the `sd-notify` crate (`NotifyState`,
+//! `watchdog_enabled`). The datagram is sent here rather than with `sd_notify::notify`, for two
+//! reasons that crate does not cover: it sends blocking, and a service manager that stopped
+//! reading must never freeze the supervisor (which would then stop restarting services), so
+//! the send is non-blocking and a dropped notification is harmless (the next status or
+//! watchdog ping follows soon); and it connects to NOTIFY_SOCKET as a path, while systemd may
+//! name an abstract socket (`@/org/freedesktop/systemd1/notify`).
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::time::Duration;
 
+use sd_notify::NotifyState;
 use std::os::linux::net::SocketAddrExt;
 
 fn target(socket: &OsString) -> std::io::Result<SocketAddr> {
@@ -21,13 +26,18 @@ fn target(socket: &OsString) -> std::io::Result<SocketAddr> {
     }
 }
 
-fn send(message: &str) {
+fn send(state: NotifyState<'_>) {
     let Some(socket) = std::env::var_os("NOTIFY_SOCKET") else {
         return;
     };
-    if let Err(e) = send_to(&socket, message) {
+    if let Err(e) = send_to(&socket, &message(&state)) {
         tracing::debug!(error = %e, "sd_notify failed");
     }
+}
+
+/// One state as its datagram: `KEY=value` and a line break, as `sd_notify::notify` writes it.
+fn message(state: &NotifyState<'_>) -> String {
+    format!("{state}\n")
 }
 
 fn send_to(socket: &OsString, message: &str) -> std::io::Result<()> {
@@ -39,35 +49,31 @@ fn send_to(socket: &OsString, message: &str) -> std::io::Result<()> {
 
 /// Boot is complete.
 pub fn ready() {
-    send("READY=1\n");
+    send(NotifyState::Ready);
 }
 
 /// One-line status shown by `systemctl status`.
 pub fn status(text: &str) {
-    send(&format!("STATUS={}\n", text.replace('\n', " ")));
+    send(NotifyState::Status(&text.replace('\n', " ")));
 }
 
 /// Shutdown has begun.
 pub fn stopping() {
-    send("STOPPING=1\n");
+    send(NotifyState::Stopping);
 }
 
 /// Keep the watchdog fed.
 pub fn watchdog() {
-    send("WATCHDOG=1\n");
+    send(NotifyState::Watchdog);
 }
 
 /// How often to feed the watchdog (half its timeout), when systemd asked for one.
 pub fn watchdog_interval() -> Option<Duration> {
     std::env::var_os("NOTIFY_SOCKET")?;
-    let usec: u64 = std::env::var("WATCHDOG_USEC").ok()?.parse().ok()?;
-    // WATCHDOG_PID, when set, names the process the watchdog is meant for.
-    if let Ok(pid) = std::env::var("WATCHDOG_PID")
-        && pid.parse::<u32>().ok() != Some(std::process::id())
-    {
-        return None;
-    }
-    (usec > 0).then(|| Duration::from_micros(usec / 2))
+    // WATCHDOG_PID, when set, names the process the watchdog is meant for (the crate checks it).
+    sd_notify::watchdog_enabled()
+        .filter(|timeout| !timeout.is_zero())
+        .map(|timeout| timeout / 2)
 }
 
 #[cfg(test)]
@@ -87,6 +93,17 @@ mod tests {
         // Nobody reads any more: sends fail fast once the queue is full instead of blocking.
         let refused = (0..100_000).any(|_| send_to(&socket, "WATCHDOG=1\n").is_err());
         assert!(refused);
+    }
+
+    #[test]
+    fn messages_are_the_protocol_lines() {
+        assert_eq!(message(&NotifyState::Ready), "READY=1\n");
+        assert_eq!(message(&NotifyState::Stopping), "STOPPING=1\n");
+        assert_eq!(message(&NotifyState::Watchdog), "WATCHDOG=1\n");
+        assert_eq!(
+            message(&NotifyState::Status("9/9 services running")),
+            "STATUS=9/9 services running\n"
+        );
     }
 
     #[test]

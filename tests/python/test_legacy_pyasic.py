@@ -173,3 +173,37 @@ def test_stratum_agent_down_is_reported_and_known_values_kept(mining, token):
         return cgminer(mining, "pools")["STATUS"][0]["STATUS"] == "S"
 
     wait_for(pools_back, 30, "pools to come back")
+
+
+# What pyasic's stock S9 backend reads for power, MAC and hostname: nothing. `BMMinerS9` is
+# `BMMiner` (pyasic/miners/backends/bmminer.py), whose data locations name the cgminer
+# commands `version`, `summary`, `stats` and `pools` only; `wattage`, `mac` and `hostname` fall
+# through to `MinerProtocol`'s `_get_wattage`/`_get_mac`/`_get_hostname`, which return None
+# without asking the miner anything. pyasic reads those fields only in backends of other
+# firmware (Braiins OS, LuxOS, VNish, ePIC, Hiveon ...) or of newer stock models through the
+# Antminer web API (AntminerModern: /cgi-bin/get_system_info.cgi), so svcOS cannot fill them
+# without pretending to be one of those. The firmware still offers the truth on port 4028:
+# `stats` and `summary` carry hw-agent's calibrated `Power`, which pyasic's RPC client returns.
+UNREAD = ("wattage", "mac", "hostname")
+
+
+def test_pyasic_s9_backend_asks_the_miner_nothing_for_power_mac_and_hostname(mining):
+    """If a pyasic release starts reading one of these, this fails: then serve what it reads."""
+    miner = run(pyasic.get_miner(mining.bind))
+    for field in UNREAD:
+        location = getattr(miner.data_locations, field)
+        assert location.kwargs == [], (field, location)
+    data = run(miner.get_data(include=list(UNREAD)))
+    assert (data.wattage, data.mac, data.hostname) == (None, None, None)
+
+
+def test_power_reaches_pyasic_through_stats_as_rest_reports_it(mining, token):
+    miner = run(pyasic.get_miner(mining.bind))
+    before = rest_status(mining, token)
+    stats = run(miner.rpc.stats())
+    summary = run(miner.rpc.summary())
+    after = rest_status(mining, token)
+    lo, hi = before["mining"]["power_watt"], after["mining"]["power_watt"]
+    assert hi > 0
+    for watts in (stats["STATS"][1]["Power"], summary["SUMMARY"][0]["Power"]):
+        assert between(watts, lo, hi, slack=0.05 * hi), (watts, lo, hi)

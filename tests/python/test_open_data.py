@@ -9,6 +9,7 @@ byte-equal to the API's, and a bad dataset row stopping the service with file:li
 """
 
 import base64
+import csv
 import gzip
 import http.client
 import json
@@ -527,6 +528,14 @@ def test_export_mirrors_equal_the_api(server):
         assert len(csv_lines) == 1 + len(json.loads(api)["records"]), dataset
     hist = json.loads((out / "hashprice-history.json").read_text())
     assert hist["meta"]["license"] == "CC BY 4.0" and isinstance(hist["records"], list)
+    # The CSV mirror of the history has its header row even with no records yet, so a CSV
+    # reader (pandas, Python's csv) finds the columns of a hashprice record.
+    with open(out / "hashprice-history.csv", newline="") as f:
+        reader = csv.DictReader(f)
+        rows = list(reader)
+    columns = set(reader.fieldnames or [])
+    assert {"refreshed_at", "network.height", "usd.per_th_day.fee_inclusive"} <= columns, columns
+    assert len(rows) == len(hist["records"])
 
 
 def test_a_bad_row_stops_the_service_with_file_and_line(tmp_path):

@@ -20,6 +20,7 @@ pub mod catalog;
 pub mod config;
 pub mod diagnostics;
 pub mod discovery;
+pub mod downloads;
 pub mod energy;
 pub mod firmware;
 pub mod fleet;

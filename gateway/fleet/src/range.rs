@@ -2,6 +2,8 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
+use ipnet::Ipv4Net;
+
 use svcos_common::net::is_lan;
 
 use crate::MAX_HOSTS;
@@ -17,17 +19,17 @@ fn ipv4(text: &str) -> Result<Ipv4Addr, String> {
 pub fn expand_range(range: &str) -> Result<Vec<Ipv4Addr>, String> {
     let range = range.trim();
     let (first, last) = if let Some((net, len)) = range.split_once('/') {
-        let net = ipv4(net)?;
-        let len: u32 = len
-            .trim()
-            .parse()
-            .map_err(|_| format!("/{len} is not a prefix length"))?;
-        if len > 32 {
-            return Err("prefix length is 0-32".into());
+        // ipnet reads the CIDR (host bits may be set: 10.0.0.7/29 is 10.0.0.0/29); the checks
+        // before it only say which half is wrong.
+        ipv4(net)?;
+        let len = len.trim();
+        if len.parse::<u32>().is_err() {
+            return Err(format!("/{len} is not a prefix length"));
         }
-        let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
-        let base = u32::from(net) & mask;
-        (base, base | !mask)
+        let net: Ipv4Net = format!("{}/{len}", net.trim())
+            .parse()
+            .map_err(|_| "prefix length is 0-32".to_string())?;
+        (u32::from(net.network()), u32::from(net.broadcast()))
     } else if let Some((a, b)) = range.split_once('-') {
         (u32::from(ipv4(a)?), u32::from(ipv4(b)?))
     } else {

@@ -22,6 +22,20 @@ fn ranges_are_bounded_and_lan_only() {
     assert!(expand_range("8.8.8.0/30").unwrap_err().contains("LAN"));
     assert!(expand_range("10.0.0.9-10.0.0.1").is_err());
     assert!(expand_range("10.0.0.0/33").is_err());
+    // Host bits in a CIDR are ignored; both ends of the block are scanned.
+    let block = expand_range("192.168.1.77/30").unwrap();
+    assert_eq!(block.first(), Some(&Ipv4Addr::new(192, 168, 1, 76)));
+    assert_eq!(block.last(), Some(&Ipv4Addr::new(192, 168, 1, 79)));
+    assert!(
+        expand_range("10.0.0.0/x")
+            .unwrap_err()
+            .contains("prefix length")
+    );
+    assert!(
+        expand_range("10.0.0/24")
+            .unwrap_err()
+            .contains("IPv4 address")
+    );
     assert!(expand_range("10.0.0.0/x").is_err());
     assert!(expand_range("10.0.0.1-nonsense").is_err());
     assert!(expand_range("nonsense").is_err());

@@ -11,76 +11,88 @@ use std::borrow::Cow;
 /// What replaces a secret in every answer; sending it back on a write keeps the stored secret.
 pub const SECRET_MASK: &str = "********";
 
-/// A URL cut around its authority (RFC 3986 §3.2): the one rule every reader of a pool URL
-/// follows, so the host a connection dials, the password a login sends and the part a mask
-/// hides can never disagree about where the credentials end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UrlParts<'a> {
-    /// Before `://`.
-    pub scheme: &'a str,
-    /// Before the authority's last `@`; `None` without one.
-    pub userinfo: Option<&'a str>,
-    /// After that `@`: `host:port` (a bracketed IPv6 host keeps its brackets).
-    pub host_port: &'a str,
-    /// From the first `/`, `?` or `#` after `://` on (may be empty).
-    pub tail: &'a str,
+/// A URL read by the `url` crate (WHATWG rules) and cut around its authority: the one reader
+/// of a pool URL, so the host a connection dials, the password a login sends and the part a mask
+/// hides can never disagree about where the credentials end (the last `@` of the authority).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UrlParts {
+    /// The scheme, lower case (`stratum+tcp`).
+    pub scheme: String,
+    /// The user name of the userinfo, percent-decoded (empty without one).
+    pub username: String,
+    /// The password of the userinfo, percent-decoded; `None` when absent or empty.
+    pub password: Option<String>,
+    /// The host as written (a bracketed IPv6 host keeps its brackets); empty without one.
+    pub host: String,
+    /// The port, when one is written.
+    pub port: Option<u16>,
+    /// The path (the Stratum V2 authority key as `/key`; may be empty).
+    pub path: String,
+    /// Whether a query (`?`) or fragment (`#`) follows the path.
+    pub has_query_or_fragment: bool,
 }
 
-impl<'a> UrlParts<'a> {
-    /// `None` for a string without `://`.
-    pub fn split(url: &'a str) -> Option<Self> {
-        let (scheme, rest) = url.split_once("://")?;
-        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        let (authority, tail) = rest.split_at(end);
-        // An '@' may appear in a password, never in a host: the last one ends the userinfo.
-        let (userinfo, host_port) = match authority.rsplit_once('@') {
-            Some((u, h)) => (Some(u), h),
-            None => (None, authority),
-        };
-        Some(UrlParts {
-            scheme,
-            userinfo,
-            host_port,
-            tail,
-        })
-    }
+/// Why [`UrlParts::parse`] refused a URL (the `url` crate's reason).
+pub type UrlError = url::ParseError;
 
-    /// The password in the userinfo (after its first `:`), if any and not empty.
-    pub fn password(&self) -> Option<&'a str> {
-        self.userinfo?
-            .split_once(':')
-            .map(|(_, pw)| pw)
-            .filter(|pw| !pw.is_empty())
+fn decode(part: &str) -> String {
+    percent_encoding::percent_decode_str(part)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+impl UrlParts {
+    /// Read `scheme://[user[:password]@]host[:port][/path]`.
+    pub fn parse(text: &str) -> Result<Self, UrlError> {
+        let url = url::Url::parse(text)?;
+        Ok(UrlParts {
+            scheme: url.scheme().to_string(),
+            username: decode(url.username()),
+            password: url.password().map(decode).filter(|p| !p.is_empty()),
+            host: url.host_str().unwrap_or_default().to_string(),
+            port: url.port(),
+            path: url.path().to_string(),
+            has_query_or_fragment: url.query().is_some() || url.fragment().is_some(),
+        })
     }
 }
 
 /// `scheme://user:pass@host/…` → `scheme://user:********@host/…`; a URL without a password in
 /// its userinfo is returned unchanged (borrowed). A userinfo without `:` is a bare secret for
-/// some schemes, so it is masked whole.
-pub fn mask_url_userinfo(url: &str) -> Cow<'_, str> {
-    let Some(parts) = UrlParts::split(url) else {
-        return Cow::Borrowed(url);
+/// some schemes, so it is masked whole. A string that is not a URL but has an `@` is masked
+/// whole: whatever it is, it may hold a secret.
+pub fn mask_url_userinfo(text: &str) -> Cow<'_, str> {
+    let Ok(mut url) = url::Url::parse(text) else {
+        return if text.contains('@') {
+            Cow::Borrowed(SECRET_MASK)
+        } else {
+            Cow::Borrowed(text)
+        };
     };
-    let Some(userinfo) = parts.userinfo else {
-        return Cow::Borrowed(url);
+    if (url.username().is_empty() && url.password().is_none()) || is_masked(&url) {
+        return Cow::Borrowed(text);
+    }
+    // Setting a userinfo fails only for URLs without a host, which have no userinfo either.
+    let masked = match url.password() {
+        Some(_) => url.set_password(Some(SECRET_MASK)),
+        None => url.set_username(SECRET_MASK),
     };
-    let masked_userinfo = match userinfo.split_once(':') {
-        Some((_, pass)) if pass == SECRET_MASK => return Cow::Borrowed(url),
-        Some((user, _)) => format!("{user}:{SECRET_MASK}"),
-        None if userinfo == SECRET_MASK => return Cow::Borrowed(url),
-        None => SECRET_MASK.to_string(),
-    };
-    Cow::Owned(format!(
-        "{}://{masked_userinfo}@{}{}",
-        parts.scheme, parts.host_port, parts.tail
-    ))
+    match masked {
+        Ok(()) => Cow::Owned(url.into()),
+        Err(()) => Cow::Borrowed(SECRET_MASK),
+    }
+}
+
+fn is_masked(url: &url::Url) -> bool {
+    match url.password() {
+        Some(p) => p == SECRET_MASK,
+        None => url.username() == SECRET_MASK,
+    }
 }
 
 /// Whether a URL shows the mask where its password would be (a client echoing a masked URL).
-pub fn is_masked_url(url: &str) -> bool {
-    UrlParts::split(url)
-        .and_then(|p| p.userinfo)
-        .is_some_and(|u| u == SECRET_MASK || u.ends_with(&format!(":{SECRET_MASK}")))
+pub fn is_masked_url(text: &str) -> bool {
+    url::Url::parse(text).is_ok_and(|u| is_masked(&u))
 }
 
 #[cfg(test)]
@@ -117,6 +129,8 @@ mod tests {
             ),
             ("not a url", "not a url"),
             ("", ""),
+            // Not a URL (the port is out of range) but maybe a secret: masked whole.
+            ("stratum+tcp://u:pw@h:99999", "********"),
         ];
         for (url, want) in table {
             assert_eq!(mask_url_userinfo(url), want, "{url}");
@@ -131,29 +145,36 @@ mod tests {
 
     #[test]
     fn authority_split_table() {
-        let p = UrlParts::split("stratum+tcp://u:p@ss@[::1]:3333/k?x#y").unwrap();
+        let p = UrlParts::parse("stratum+tcp://u:p@ss@[::1]:3333/k?x#y").unwrap();
         assert_eq!(
             p,
             UrlParts {
-                scheme: "stratum+tcp",
-                userinfo: Some("u:p@ss"),
-                host_port: "[::1]:3333",
-                tail: "/k?x#y",
+                scheme: "stratum+tcp".into(),
+                username: "u".into(),
+                password: Some("p@ss".into()),
+                host: "[::1]".into(),
+                port: Some(3333),
+                path: "/k".into(),
+                has_query_or_fragment: true,
             }
         );
-        assert_eq!(p.password(), Some("p@ss"));
-        let p = UrlParts::split("stratum2+tcp://h:1/key@x").unwrap();
-        assert_eq!((p.userinfo, p.host_port, p.tail), (None, "h:1", "/key@x"));
-        assert_eq!(p.password(), None);
+        let p = UrlParts::parse("stratum2+tcp://h:1/key@x").unwrap();
+        assert_eq!((p.username.as_str(), p.host.as_str()), ("", "h"));
+        assert_eq!((p.path.as_str(), p.password), ("/key@x", None));
         assert_eq!(
-            UrlParts::split("stratum+tcp://tok@h:1").unwrap().password(),
+            UrlParts::parse("stratum+tcp://tok@h:1").unwrap().password,
             None
         );
         assert_eq!(
-            UrlParts::split("stratum+tcp://u:@h:1").unwrap().password(),
+            UrlParts::parse("stratum+tcp://u:@h:1").unwrap().password,
             None
         );
-        assert_eq!(UrlParts::split("h:1"), None);
+        let p = UrlParts::parse("stratum+tcp://Pool.Example:3333").unwrap();
+        assert_eq!((p.host.as_str(), p.path.as_str()), ("Pool.Example", ""));
+        // `h:1` is scheme `h` with path `1`: no host, which every reader then refuses.
+        assert_eq!(UrlParts::parse("h:1").unwrap().host, "");
+        assert!(UrlParts::parse("pool.example").is_err());
+        assert!(UrlParts::parse("stratum+tcp://h:99999").is_err());
     }
 
     #[test]

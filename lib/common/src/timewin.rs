@@ -91,24 +91,11 @@ impl Zone {
         }
     }
 
-    /// The instant as RFC 3339 with this zone's offset at that instant ("2026-03-08T03:00:00-04:00").
+    /// The instant as RFC 3339 with this zone's offset at that instant ("2026-03-08T03:00:00-04:00"),
+    /// in whole seconds.
     pub fn rfc3339(&self, at: Timestamp) -> String {
-        let offset = self.tz.to_offset(at);
-        let local = offset.to_datetime(at);
-        let secs = offset.seconds();
-        let sign = if secs < 0 { '-' } else { '+' };
-        let m = secs.unsigned_abs() / 60;
-        format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}{sign}{:02}:{:02}",
-            local.year(),
-            local.month(),
-            local.day(),
-            local.hour(),
-            local.minute(),
-            local.second(),
-            m / 60,
-            m % 60
-        )
+        let whole = Timestamp::from_second(at.as_second()).unwrap_or(at);
+        whole.display_with_offset(self.tz.to_offset(at)).to_string()
     }
 }
 
@@ -497,6 +484,10 @@ mod tests {
         assert_eq!(
             Zone::utc().rfc3339(at("2026-07-01T21:00:00Z")),
             "2026-07-01T21:00:00+00:00"
+        );
+        assert_eq!(
+            Zone::fixed_offset(-330).rfc3339(at("2026-07-01T21:00:00.75Z")),
+            "2026-07-01T15:30:00-05:30"
         );
         for bad in ["Mars/Olympus", "", "../../etc/passwd", "/etc/localtime"] {
             assert!(Zone::named(bad).is_err(), "{bad}");

@@ -412,13 +412,14 @@ fn pool_status_word(p: &PoolStatus) -> &'static str {
 }
 
 /// cgminer's "Stratum URL" is the host it connected to, without scheme or port.
-fn stratum_host(url: &str) -> &str {
-    // Never the userinfo (even masked, it is not part of the host).
-    let host_port = svcos_common::redact::UrlParts::split(url).map_or(url, |p| p.host_port);
-    match host_port.rsplit_once(':') {
-        Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => host,
-        _ => host_port,
-    }
+fn stratum_host(url: &str) -> String {
+    // Never the userinfo (even masked, it is not part of the host). The config refuses a pool
+    // URL without a host, so the fallback only shows what was configured.
+    svcos_common::redact::UrlParts::parse(url)
+        .ok()
+        .map(|p| p.host)
+        .filter(|host| !host.is_empty())
+        .unwrap_or_else(|| url.to_string())
 }
 
 fn pools(view: &View<'_>) -> Reply {
@@ -463,7 +464,7 @@ fn pools(view: &View<'_>) -> Reply {
                     "Stratum Active",
                     pool.active && PoolState::try_from(pool.state) == Ok(PoolState::Alive),
                 )
-                .add_owned("Stratum URL".into(), stratum_host(&pool.url).to_string())
+                .add_owned("Stratum URL".into(), stratum_host(&pool.url))
                 .add("Stratum Difficulty", diff(pool.difficulty))
                 .add("Has Vmask", pool.version_rolling)
                 .add("Has GBT", false)

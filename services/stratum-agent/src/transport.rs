@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
+use std::borrow::Cow;
+
 use svcos_common::redact::UrlParts;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -78,28 +80,24 @@ impl PoolUrl {
     /// Parse `stratum+tcp://host:port`, `stratum+ssl://host:port` or `stratum2+tcp://host:port/key`.
     pub fn parse(url: &str) -> Result<Self, ConnectError> {
         let bad = || ConnectError::Url(svcos_common::redact::mask_url_userinfo(url).into_owned());
-        let parts = UrlParts::split(url).ok_or_else(bad)?;
-        let scheme = match parts.scheme {
+        let parts = UrlParts::parse(url).map_err(|_| bad())?;
+        let scheme = match parts.scheme.as_str() {
             "stratum+tcp" => Scheme::Tcp,
             "stratum+ssl" => Scheme::Tls,
             "stratum2+tcp" => Scheme::V2,
             _ => return Err(bad()),
         };
         // A query or fragment means nothing to a pool: refuse it rather than drop it.
-        if !(parts.tail.is_empty() || parts.tail.starts_with('/')) {
+        if parts.has_query_or_fragment {
             return Err(bad());
         }
         // Credentials are never dialled: the host is what follows the userinfo.
-        let authority_key = parts
-            .tail
-            .strip_prefix('/')
-            .map(|k| k.trim_end_matches('/'))
+        let authority_key = Some(parts.path.trim_matches('/'))
             .filter(|k| !k.is_empty())
             .map(str::to_string);
-        let (host, port) = parts.host_port.rsplit_once(':').ok_or_else(bad)?;
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        let port: u16 = port.parse().map_err(|_| bad())?;
-        if host.is_empty() || port == 0 {
+        let host = parts.host.trim_start_matches('[').trim_end_matches(']');
+        let port = parts.port.filter(|p| *p != 0).ok_or_else(bad)?;
+        if host.is_empty() {
             return Err(bad());
         }
         Ok(PoolUrl {
@@ -115,13 +113,14 @@ impl PoolUrl {
     /// Some pools print their URLs that way, and an owner who pasted one meant that password;
     /// a password typed into the field says more than one inside a pasted URL, so it wins. A
     /// user name in the URL is never sent: `user` is required and always says who mines.
-    pub fn login_password<'a>(url: &'a str, configured: &'a str) -> &'a str {
+    pub fn login_password<'a>(url: &str, configured: &'a str) -> Cow<'a, str> {
         if !(configured.is_empty() || configured == "x") {
-            return configured;
+            return Cow::Borrowed(configured);
         }
-        UrlParts::split(url)
-            .and_then(|p| p.password())
-            .unwrap_or(configured)
+        UrlParts::parse(url)
+            .ok()
+            .and_then(|p| p.password)
+            .map_or(Cow::Borrowed(configured), Cow::Owned)
     }
 
     /// `host:port` for messages and connect.

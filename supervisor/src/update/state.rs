@@ -279,50 +279,32 @@ pub fn resume(record: &Record, facts: &BootFacts) -> Resume {
     }
 }
 
-/// Compare two dotted versions (`1.2.10` > `1.2.9`; a `-pre` suffix sorts before the release).
-/// Non-numeric parts compare as text.
+/// Compare two versions by SemVer 2.0 precedence (`1.2.10` > `1.2.9`; a `-pre` suffix sorts
+/// before the release; `+build` metadata is ignored). A leading `v` and a missing minor or patch
+/// (`1.0` = `1.0.0`) are accepted, as bundle manifests have carried both. A version that still
+/// does not parse sorts after every one that does, so it is never refused as a downgrade.
 pub fn compare_versions(a: &str, b: &str) -> std::cmp::Ordering {
     use std::cmp::Ordering;
-    fn split(v: &str) -> (&str, Option<&str>) {
+    fn parse(v: &str) -> Option<semver::Version> {
         let v = v.trim().trim_start_matches('v');
-        let v = v.split('+').next().unwrap_or(v);
-        match v.split_once('-') {
-            Some((core, pre)) => (core, Some(pre)),
-            None => (v, None),
+        if let Ok(version) = semver::Version::parse(v) {
+            return Some(version);
         }
+        // `1` or `1.2`: the parts semver requires, as zeros.
+        let end = v.find(['-', '+']).unwrap_or(v.len());
+        let (core, suffix) = v.split_at(end);
+        let padded = match core.split('.').count() {
+            1 => format!("{core}.0.0{suffix}"),
+            2 => format!("{core}.0{suffix}"),
+            _ => return None,
+        };
+        semver::Version::parse(&padded).ok()
     }
-    fn cmp_parts(a: &str, b: &str, sep: char) -> Ordering {
-        let mut x = a.split(sep);
-        let mut y = b.split(sep);
-        loop {
-            match (x.next(), y.next()) {
-                (None, None) => return Ordering::Equal,
-                (Some(_), None) => return Ordering::Greater,
-                (None, Some(_)) => return Ordering::Less,
-                (Some(p), Some(q)) => {
-                    let o = match (p.parse::<u64>(), q.parse::<u64>()) {
-                        (Ok(m), Ok(n)) => m.cmp(&n),
-                        (Ok(_), Err(_)) => Ordering::Less,
-                        (Err(_), Ok(_)) => Ordering::Greater,
-                        (Err(_), Err(_)) => p.cmp(q),
-                    };
-                    if o != Ordering::Equal {
-                        return o;
-                    }
-                }
-            }
-        }
-    }
-    let (ca, pa) = split(a);
-    let (cb, pb) = split(b);
-    match cmp_parts(ca, cb, '.') {
-        Ordering::Equal => match (pa, pb) {
-            (None, None) => Ordering::Equal,
-            (None, Some(_)) => Ordering::Greater,
-            (Some(_), None) => Ordering::Less,
-            (Some(p), Some(q)) => cmp_parts(p, q, '.'),
-        },
-        o => o,
+    match (parse(a), parse(b)) {
+        (Some(x), Some(y)) => x.cmp_precedence(&y),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => a.trim().cmp(b.trim()),
     }
 }
 
@@ -384,6 +366,10 @@ mod tests {
             ("1.0", "1.0.1", Less),
             ("v2.0.0", "1.9.9", Greater),
             ("0.1.0+build7", "0.1.0", Equal),
+            ("1.0.0-rc.2", "1.0.0-rc.10", Less),
+            ("1.0.0-alpha", "1.0.0-1", Greater),
+            ("1", "0.9.9", Greater),
+            ("nightly", "9.9.9", Greater),
         ] {
             assert_eq!(compare_versions(a, b), want, "{a} vs {b}");
         }

@@ -3,14 +3,12 @@
 //! for 30 days and 1 h for 2 years on disk). Each handler makes one call and maps the answer;
 //! nothing is sampled or stored here, so a gateway restart loses nothing.
 
-use std::fmt::Write as _;
-
 use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::{HeaderValue, header};
 use axum::response::IntoResponse;
 use serde::Deserialize;
-use svcos_proto::tuner::v1::{HistoryPoint, ListSamplesRequest, ListSamplesResponse, Resolution};
+use svcos_proto::tuner::v1::{ListSamplesRequest, ListSamplesResponse, Resolution};
 
 use super::ApiResult;
 use crate::envelope::ApiError;
@@ -94,32 +92,9 @@ async fn rolling(State(state): State<AppState>) -> ApiResult {
     Ok(Json(RollingBody::from(&r)).into_response())
 }
 
-/// The rolling samples as CSV (header + one row per sample).
-pub fn rolling_csv_text(samples: &[HistoryPoint]) -> String {
-    let mut out =
-        String::from("t_ms,state,ghs_1m,ghs_5s,power_watt,temp_max_c,accepted,rejected,stale\n");
-    let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
-    for s in samples {
-        let _ = writeln!(
-            out,
-            "{},{},{},{},{},{},{},{},{}",
-            s.t_ms,
-            state_word(s),
-            s.ghs_1m,
-            s.ghs_5s,
-            s.power_watt,
-            s.temp_max_c,
-            opt(s.accepted),
-            opt(s.rejected),
-            opt(s.stale)
-        );
-    }
-    out
-}
-
 async fn rolling_csv(State(state): State<AppState>) -> ApiResult {
     let r = list(&state, Resolution::Second, &RangeQuery::default()).await?;
-    let text = rolling_csv_text(&r.points);
+    let text = svcos_api_types::downloads::rolling_csv(&r.points);
     Ok((
         [(
             header::CONTENT_TYPE,
@@ -133,28 +108,4 @@ async fn rolling_csv(State(state): State<AppState>) -> ApiResult {
 async fn home_history(State(state): State<AppState>, Query(q): Query<RangeQuery>) -> ApiResult {
     let r = list(&state, resolution(&q)?, &q).await?;
     Ok(Json(HomeHistoryBody::from(&r)).into_response())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use svcos_proto::hwagent::v1::MiningState;
-
-    #[test]
-    fn csv_has_header_and_rows() {
-        let at = |t_ms| HistoryPoint {
-            t_ms,
-            state: MiningState::Mining as i32,
-            ghs_1m: 1.0,
-            ghs_5s: 1.0,
-            power_watt: 1.0,
-            temp_max_c: 1.0,
-            accepted: Some(1),
-            ..Default::default()
-        };
-        let text = rolling_csv_text(&[at(1000), at(2000)]);
-        let lines: Vec<_> = text.lines().collect();
-        assert_eq!(lines.len(), 3);
-        assert_eq!(lines[1], "1000,mining,1,1,1,1,1,,");
-    }
 }

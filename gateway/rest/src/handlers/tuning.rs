@@ -2,8 +2,6 @@
 //! tuner service (`TunerService`); a few read-only views are derived from its state and the
 //! telemetry snapshot. The governor's noise, quota and room routes are `operations::governor`.
 
-use std::fmt::Write as _;
-
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -24,7 +22,7 @@ use svcos_api_types::tuning::{
 use svcos_common::timewin::{parse_hhmm, parse_hhmm_end};
 use svcos_proto::tuner::v1 as pb;
 
-use super::{ApiResult, json, ok, parse_body, round};
+use super::{ApiResult, json, ok, parse_body};
 use crate::envelope::ApiError;
 use crate::routing::Route;
 use crate::{AppState, route};
@@ -430,30 +428,6 @@ async fn silicon_report(State(state): State<AppState>) -> ApiResult {
     ok(SiliconReportBody::new(&h, &l))
 }
 
-/// The tuner's history as CSV, header row first.
-pub fn history_csv(samples: &[pb::HistorySample]) -> String {
-    let mut out = String::from(
-        "at_ms,state,power_watt,power_target_watt,hashrate_ths,voltage_mv,frequency_mhz,temp_max_c,nonces,hw_errors\n",
-    );
-    for s in samples {
-        let _ = writeln!(
-            out,
-            "{},{},{},{},{},{},{},{},{},{}",
-            s.at_ms,
-            s.state,
-            round(s.power_watt, 1),
-            round(s.power_target_watt, 1),
-            round(s.hashrate_ths, 4),
-            round(s.voltage_mv, 1),
-            round(s.frequency_mhz, 2),
-            round(s.temp_max_c, 1),
-            s.nonces,
-            s.hw_errors
-        );
-    }
-    out
-}
-
 async fn telemetry_csv(State(state): State<AppState>) -> ApiResult {
     let mut t = state.peers.tuner.clone();
     let r = t
@@ -472,7 +446,7 @@ async fn telemetry_csv(State(state): State<AppState>) -> ApiResult {
                 HeaderValue::from_static("attachment; filename=\"autotuner-telemetry.csv\""),
             ),
         ],
-        history_csv(&r.samples),
+        svcos_api_types::downloads::tuner_history_csv(&r.samples),
     )
         .into_response())
 }
@@ -585,25 +559,4 @@ async fn tou_set(State(state): State<AppState>, headers: HeaderMap, body: Bytes)
         .map_err(grpc)?
         .into_inner();
     ok(TouScheduleBody::from(&r))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn csv_has_a_header_row_then_one_row_per_sample() {
-        let text = history_csv(&[pb::HistorySample {
-            at_ms: 5,
-            state: "tuned".into(),
-            power_watt: 1000.04,
-            nonces: 7,
-            ..Default::default()
-        }]);
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 2);
-        assert!(lines[0].starts_with("at_ms,state,power_watt"));
-        assert!(lines[1].starts_with("5,tuned,1000,"));
-        assert_eq!(lines[0].split(',').count(), lines[1].split(',').count());
-    }
 }

@@ -110,32 +110,33 @@ impl Default for OffgridConfig {
     }
 }
 
-fn check_url(field: &str, url: &str, enabled: bool) -> Result<(), ConfigError> {
-    if url.is_empty() && !enabled {
+fn check_url(field: &str, text: &str, enabled: bool) -> Result<(), ConfigError> {
+    if text.is_empty() && !enabled {
         return Ok(());
     }
-    let rest = url.strip_prefix("http://").ok_or_else(|| {
-        ConfigError::invalid(
-            field,
-            "an http:// URL on the LAN (https and cloud services are not used)",
-        )
-    })?;
-    let host = rest.split(['/', '?']).next().unwrap_or_default();
-    if host.contains('@') {
+    let shape = || ConfigError::invalid(field, "http://host[:port]/path, at most 512 characters");
+    let url = match url::Url::parse(text) {
+        Ok(url) if url.scheme() == "http" => url,
+        Ok(_) | Err(url::ParseError::RelativeUrlWithoutBase) => {
+            return Err(ConfigError::invalid(
+                field,
+                "an http:// URL on the LAN (https and cloud services are not used)",
+            ));
+        }
+        Err(_) => return Err(shape()),
+    };
+    if !url.username().is_empty() || url.password().is_some() {
         // GET answers show the URL: it must not carry a secret.
         return Err(ConfigError::invalid(
             field,
             "credentials in the URL are not supported (the URL is shown in GET answers)",
         ));
     }
-    if host.is_empty()
-        || url.len() > 512
-        || url.chars().any(|c| c.is_whitespace() || c.is_control())
+    if url.host_str().is_none_or(str::is_empty)
+        || text.len() > 512
+        || text.chars().any(|c| c.is_whitespace() || c.is_control())
     {
-        return Err(ConfigError::invalid(
-            field,
-            "http://host[:port]/path, at most 512 characters",
-        ));
+        return Err(shape());
     }
     Ok(())
 }
@@ -298,6 +299,19 @@ mod tests {
         assert_eq!(field_of(&e).as_deref(), Some("energy.solar.source_url"));
         e.solar.source_url = "http://user:secret@10.0.0.2/x".into();
         assert_eq!(field_of(&e).as_deref(), Some("energy.solar.source_url"));
+        for bad in [
+            "http://",
+            "http://10.0.0.2:99999/x",
+            "http://a b/",
+            "10.0.0.2/x",
+        ] {
+            e.solar.source_url = bad.into();
+            assert_eq!(
+                field_of(&e).as_deref(),
+                Some("energy.solar.source_url"),
+                "{bad}"
+            );
+        }
         e.solar.source_url = "http://10.0.0.2/x".into();
         assert_eq!(field_of(&e), None);
         e.offgrid.enabled = true;

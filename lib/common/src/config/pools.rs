@@ -86,10 +86,25 @@ pub fn check_pool_url(url: &str) -> Result<(), String> {
             "contains {c:?}; spaces, control characters, quotes and , | = \\ are not allowed"
         ));
     }
-    let parts = crate::redact::UrlParts::split(url)
-        .filter(|p| matches!(p.scheme, "stratum+tcp" | "stratum+ssl" | "stratum2+tcp"))
-        .ok_or("must start with stratum+tcp://, stratum+ssl:// or stratum2+tcp://")?;
-    if !(parts.tail.is_empty() || parts.tail.starts_with('/')) {
+    const SCHEMES: &str = "must start with stratum+tcp://, stratum+ssl:// or stratum2+tcp://";
+    const SHAPE: &str = "needs host:port, e.g. stratum+tcp://pool.example:3333";
+    let parts = crate::redact::UrlParts::parse(url).map_err(|e| match e {
+        url::ParseError::RelativeUrlWithoutBase => SCHEMES.to_string(),
+        url::ParseError::InvalidPort => format!(
+            "port {:?} is not a number 1-65535",
+            url.rsplit(':').next().unwrap_or_default()
+        ),
+        url::ParseError::InvalidIpv6Address => "host is not an IPv6 address".to_string(),
+        url::ParseError::EmptyHost => SHAPE.to_string(),
+        other => format!("is not a URL ({other})"),
+    })?;
+    if !matches!(
+        parts.scheme.as_str(),
+        "stratum+tcp" | "stratum+ssl" | "stratum2+tcp"
+    ) {
+        return Err(SCHEMES.into());
+    }
+    if parts.has_query_or_fragment {
         return Err(
             "has a query or fragment (? or #); a pool URL is host:port and, for \
                     stratum2+tcp, /authority-key"
@@ -97,13 +112,12 @@ pub fn check_pool_url(url: &str) -> Result<(), String> {
         );
     }
     // Credentials in the URL are masked wherever it is shown (`redact::mask_url_userinfo`).
-    let host_port = parts.host_port;
-    const SHAPE: &str = "needs host:port, e.g. stratum+tcp://pool.example:3333";
-    let (host, port) = host_port.rsplit_once(':').ok_or(SHAPE)?;
-    if host.is_empty() || port.is_empty() {
+    let host = parts.host.as_str();
+    let port = parts.port.ok_or(SHAPE)?;
+    if host.is_empty() {
         return Err(SHAPE.into());
     }
-    if !port.parse::<u16>().is_ok_and(|p| p > 0) {
+    if port == 0 {
         return Err(format!("port {port:?} is not a number 1-65535"));
     }
     if let Some(v6) = host.strip_prefix('[') {

@@ -120,42 +120,42 @@ pub fn event_matches(filters: &[String], event: &str) -> bool {
         })
 }
 
-/// Check a webhook URL: `http://` with a host and optional port. Returns what is wrong.
-pub fn check_webhook_url(url: &str) -> Result<(), &'static str> {
-    let rest = if let Some(rest) = url.strip_prefix("http://") {
-        rest
-    } else if url.starts_with("https://") {
-        return Err(
-            "https is not supported: this firmware has no TLS client; use http:// on your own network",
-        );
-    } else {
-        return Err("must start with http://");
+/// Check a webhook URL: `http://` with a host and optional port (read by the `url` crate).
+/// Returns what is wrong.
+pub fn check_webhook_url(text: &str) -> Result<(), &'static str> {
+    let url = match url::Url::parse(text) {
+        Ok(url) => url,
+        Err(url::ParseError::InvalidPort) => return Err("invalid port (1-65535)"),
+        Err(url::ParseError::RelativeUrlWithoutBase) => return Err("must start with http://"),
+        Err(_) => return Err("missing or invalid host"),
     };
-    if url.len() > 2048 || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+    match url.scheme() {
+        "http" => {}
+        "https" => {
+            return Err(
+                "https is not supported: this firmware has no TLS client; use http:// on your own network",
+            );
+        }
+        _ => return Err("must start with http://"),
+    }
+    if text.len() > 2048 || text.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err("at most 2048 characters, no spaces");
     }
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    if authority.contains('@') {
+    if !url.username().is_empty() || url.password().is_some() {
         return Err("credentials in the URL are not supported; use the hook's secret");
     }
-    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-        let (h, after) = v6.split_once(']').ok_or("unterminated [IPv6] host")?;
-        (h, after.strip_prefix(':'))
-    } else {
-        match authority.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (authority, None),
-        }
+    let host_ok = match url.host() {
+        Some(url::Host::Domain(name)) => is_valid_host(name),
+        Some(url::Host::Ipv4(_) | url::Host::Ipv6(_)) => true,
+        None => false,
     };
-    if !is_valid_host(host) {
+    if !host_ok {
         return Err("missing or invalid host");
     }
-    if let Some(p) = port
-        && !p.parse::<u16>().is_ok_and(|p| p > 0)
-    {
+    if url.port() == Some(0) {
         return Err("invalid port (1-65535)");
     }
-    if !url.bytes().all(|b| b.is_ascii_graphic()) {
+    if !text.bytes().all(|b| b.is_ascii_graphic()) {
         return Err("only printable ASCII (percent-encode anything else)");
     }
     Ok(())
@@ -225,6 +225,9 @@ mod tests {
             "http://h:0/",
             "http://h:99999/",
             "http://u:p@h/",
+            "http://u@h/",
+            "http://[::1/",
+            "http://-h/",
             "192.168.1.1",
         ] {
             assert!(check_webhook_url(bad).is_err(), "{bad}");

@@ -156,7 +156,9 @@ pub(super) fn sv2_idle<'a>(
     mut pools: impl Iterator<Item = (bool, &'a str)>,
 ) -> GetSv2StatusResponse {
     let enabled = stratum.sv2_enabled;
-    let configured = pools.any(|(on, url)| on && url.starts_with("stratum2+tcp://"));
+    let configured = pools.any(|(on, url)| {
+        on && svcos_common::redact::UrlParts::parse(url).is_ok_and(|p| p.scheme == "stratum2+tcp")
+    });
     GetSv2StatusResponse {
         enabled,
         state: match (enabled, configured) {

@@ -368,6 +368,43 @@ pub struct HistoryEntry {
     pub hw_state: Option<String>,
 }
 
+/// hyper-util's client for one request to `addr`, the LAN address the caller resolved and
+/// checked: its resolver answers that address only, so the connection can never go to another
+/// address a second lookup might return. No idle connection is kept between polls.
+fn lan_client(
+    addr: SocketAddr,
+) -> hyper_util::client::legacy::Client<
+    hyper_util::client::legacy::connect::HttpConnector<VettedAddr>,
+    http_body_util::Empty<Bytes>,
+> {
+    let connector =
+        hyper_util::client::legacy::connect::HttpConnector::new_with_resolver(VettedAddr(addr));
+    hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .pool_max_idle_per_host(0)
+        .build(connector)
+}
+
+/// The resolver of [`lan_client`]: every name is the one vetted address.
+#[derive(Clone, Copy)]
+struct VettedAddr(SocketAddr);
+
+impl tower::Service<hyper_util::client::legacy::connect::dns::Name> for VettedAddr {
+    type Response = std::iter::Once<SocketAddr>;
+    type Error = std::io::Error;
+    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: hyper_util::client::legacy::connect::dns::Name) -> Self::Future {
+        std::future::ready(Ok(std::iter::once(self.0)))
+    }
+}
+
 /// GET a JSON document from a LAN `http://` URL (the host must resolve to a LAN address).
 pub async fn fetch_json(url: &str) -> Result<Value, String> {
     tokio::time::timeout(FETCH_TIMEOUT, fetch_inner(url))
@@ -376,16 +413,17 @@ pub async fn fetch_json(url: &str) -> Result<Value, String> {
 }
 
 async fn fetch_inner(url: &str) -> Result<Value, String> {
-    let uri: http::Uri = url.parse().map_err(|e| format!("bad URL: {e}"))?;
-    if uri.scheme_str() != Some("http") {
+    let parsed = url::Url::parse(url).map_err(|e| format!("bad URL: {e}"))?;
+    if parsed.scheme() != "http" {
         return Err("only http:// sources on the LAN are read".into());
     }
-    let authority = uri.authority().ok_or("URL has no host")?.clone();
-    let port = authority.port_u16().unwrap_or(80);
-    let host = authority
-        .host()
-        .trim_start_matches('[')
-        .trim_end_matches(']');
+    let port = parsed.port_or_known_default().unwrap_or(80);
+    let host = match parsed.host() {
+        Some(url::Host::Ipv6(v6)) => v6.to_string(),
+        Some(host) => host.to_string(),
+        None => return Err("URL has no host".into()),
+    };
+    let host = host.as_str();
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
         .await
         .map_err(|e| format!("cannot resolve {host}: {e}"))?
@@ -395,27 +433,21 @@ async fn fetch_inner(url: &str) -> Result<Value, String> {
         .copied()
         .find(|a| is_lan(a.ip()))
         .ok_or_else(|| format!("{host} is not a LAN address; svcOS reads local sources only"))?;
-    let stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .map_err(|e| format!("HTTP handshake with {addr}: {e}"))?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    let path = uri.path_and_query().map_or("/", |p| p.as_str());
-    let req = http::Request::get(path)
-        .header(http::header::HOST, authority.as_str())
+    let client = lan_client(addr);
+    // Without the fragment, which never goes to a server.
+    let req = http::Request::get(&parsed[..url::Position::AfterQuery])
         .header(http::header::ACCEPT, "application/json")
         .header(http::header::USER_AGENT, "svcOS-energy-follower")
         .body(http_body_util::Empty::<Bytes>::new())
         .map_err(|e| e.to_string())?;
-    let resp = sender
-        .send_request(req)
-        .await
-        .map_err(|e| format!("request to {addr}: {e}"))?;
+    let resp = client.request(req).await.map_err(|e| {
+        let cause = std::error::Error::source(&e).map_or_else(|| e.to_string(), |c| c.to_string());
+        if e.is_connect() {
+            format!("cannot connect to {addr}: {cause}")
+        } else {
+            format!("request to {addr}: {cause}")
+        }
+    })?;
     if !resp.status().is_success() {
         return Err(format!("source answered HTTP {}", resp.status().as_u16()));
     }
@@ -461,6 +493,74 @@ pub async fn read_source(p: &Params) -> Result<Reading, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A one-shot HTTP server on loopback answering `status` and `body`; returns its URL and
+    /// the request it received.
+    async fn serve_once(
+        status: &'static str,
+        body: &'static str,
+    ) -> (String, tokio::task::JoinHandle<String>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let served = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.ends_with(b"\r\n\r\n") {
+                let n = conn.read(&mut buf).await.unwrap();
+                if n == 0 {
+                    break;
+                }
+                request.extend_from_slice(&buf[..n]);
+            }
+            let answer = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            conn.write_all(answer.as_bytes()).await.unwrap();
+            String::from_utf8(request).unwrap()
+        });
+        (format!("http://127.0.0.1:{port}/api/live?x=1"), served)
+    }
+
+    #[tokio::test]
+    async fn a_lan_source_is_read_with_one_get() {
+        let (url, served) = serve_once("200 OK", r#"{"soc": 71}"#).await;
+        let doc = fetch_json(&url).await.unwrap();
+        assert_eq!(doc["soc"], 71);
+        let request = served.await.unwrap().to_ascii_lowercase();
+        assert!(
+            request.starts_with("get /api/live?x=1 http/1.1\r\n"),
+            "{request}"
+        );
+        assert!(request.contains("\r\nhost: 127.0.0.1:"), "{request}");
+        assert!(
+            request.contains("\r\nuser-agent: svcos-energy-follower\r\n"),
+            "{request}"
+        );
+    }
+
+    #[tokio::test]
+    async fn source_failures_say_what_failed() {
+        let (url, served) = serve_once("500 Internal Server Error", "{}").await;
+        assert_eq!(
+            fetch_json(&url).await.unwrap_err(),
+            "source answered HTTP 500"
+        );
+        served.await.unwrap();
+        let (url, served) = serve_once("200 OK", "not json").await;
+        let err = fetch_json(&url).await.unwrap_err();
+        assert!(err.starts_with("source did not answer JSON"), "{err}");
+        served.await.unwrap();
+        // Nobody listens on port 9 of loopback.
+        let err = fetch_json("http://127.0.0.1:9/").await.unwrap_err();
+        assert!(err.starts_with("cannot connect to 127.0.0.1:9: "), "{err}");
+        let err = fetch_json("http://8.8.8.8/").await.unwrap_err();
+        assert!(err.contains("not a LAN address"), "{err}");
+        let err = fetch_json("https://127.0.0.1/").await.unwrap_err();
+        assert!(err.contains("only http://"), "{err}");
+    }
 
     fn solar() -> Params {
         Params::solar(&SolarConfig {

@@ -213,6 +213,12 @@ pub fn target_from_difficulty(difficulty: f64) -> [u8; 32] {
     f64_to_le(DIFF1 / difficulty)
 }
 
+/// Whether a little-endian hash is at or below a little-endian target (exact comparison; an SV2
+/// channel's target arrives as bytes, not as a difficulty).
+pub fn meets_target(hash: &[u8; 32], target: &[u8; 32]) -> bool {
+    le_cmp(hash, target) != std::cmp::Ordering::Greater
+}
+
 /// Whether a hash meets the block's own target (nbits): a found block.
 pub fn meets_nbits(hash: &[u8; 32], nbits: u32) -> bool {
     let target = bitcoin::Target::from_compact(CompactTarget::from_consensus(nbits));

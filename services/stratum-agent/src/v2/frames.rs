@@ -101,46 +101,12 @@ pub fn summary(message: &AnyMessageOwned) -> String {
     s
 }
 
-/// Difficulty 1 as a number: 0xffff · 2^208.
-fn diff1() -> f64 {
-    65535.0 * 2f64.powi(208)
-}
-
-/// A little-endian 256-bit value as a float (exact enough for difficulty accounting).
-fn le_value(bytes: &[u8; 32]) -> f64 {
-    bytes
-        .iter()
-        .rev()
-        .fold(0.0f64, |acc, b| acc * 256.0 + f64::from(*b))
-}
-
-/// The share difficulty a little-endian target stands for.
-pub fn target_to_difficulty(target: &[u8; 32]) -> f64 {
-    let v = le_value(target);
-    if v == 0.0 { f64::INFINITY } else { diff1() / v }
-}
-
-/// The little-endian target of a share difficulty (rounded down; saturates at 2^256 - 1).
-pub fn difficulty_to_target(difficulty: f64) -> [u8; 32] {
-    let v = diff1() / difficulty;
-    if !v.is_finite() || v >= 2f64.powi(256) || difficulty <= 0.0 {
-        return [0xff; 32];
-    }
-    let mut out = [0u8; 32];
-    let mut rest = v.floor();
-    for i in (0..32).rev() {
-        let scale = 2f64.powi(8 * i as i32);
-        let byte = (rest / scale).floor().clamp(0.0, 255.0);
-        out[i] = byte as u8;
-        rest -= byte * scale;
-    }
-    out
-}
-
-/// Whether a little-endian hash is at or below a little-endian target (exact comparison).
-pub fn meets_target(hash: &[u8; 32], target: &[u8; 32]) -> bool {
-    hash.iter().rev().cmp(target.iter().rev()) != std::cmp::Ordering::Greater
-}
+// Targets and difficulties are Bitcoin arithmetic: svcos_work's (rust-bitcoin's definitions),
+// the same conversions the V1 path and the test pool use.
+pub use svcos_work::{
+    hash_difficulty as target_to_difficulty, meets_target,
+    target_from_difficulty as difficulty_to_target,
+};
 
 #[cfg(test)]
 mod tests {

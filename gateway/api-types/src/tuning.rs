@@ -825,33 +825,28 @@ pub struct ProfitabilityBody {
     pub source: &'static str,
 }
 
-impl ProfitabilityBody {
-    /// The estimate for `ghs` GH/s at `power_watt` W with `inputs`, in `currency`.
-    pub fn new(ghs: f64, power_watt: f64, inputs: ProfitInputs, currency: String) -> Self {
-        let hashes_per_s = ghs * 1e9;
-        // Expected blocks a day: hashes a day over the hashes a block takes (difficulty x 2^32).
-        let btc_day = hashes_per_s * 86_400.0 / (inputs.network_difficulty * 4_294_967_296.0)
-            * inputs.block_reward_btc
-            * (1.0 - inputs.pool_fee_percent / 100.0);
-        let revenue = btc_day * inputs.btc_price;
-        let kwh_day = power_watt * 24.0 / 1000.0;
-        let cost = kwh_day * inputs.electricity_price_per_kwh;
+impl From<&pb::EstimateProfitabilityResponse> for ProfitabilityBody {
+    /// The tuner's estimate, rounded as documented; a figure extreme prices overflowed is `null`.
+    fn from(e: &pb::EstimateProfitabilityResponse) -> Self {
+        let p = e.prices.unwrap_or_default();
         ProfitabilityBody {
             schema: "svcos.api.autotuner.profitability.v1",
-            hashrate_ths: round(ghs / 1000.0, 3),
-            power_watt: round(power_watt, 1),
-            btc_per_day: finite(btc_day),
-            revenue_per_day: finite(round(revenue, 4)),
-            energy_kwh_per_day: round(kwh_day, 3),
-            cost_per_day: finite(round(cost, 4)),
-            margin_per_day: finite(round(revenue - cost, 4)),
-            break_even_price_per_kwh: finite(if kwh_day > 0.0 {
-                round(revenue / kwh_day, 5)
-            } else {
-                0.0
-            }),
-            currency,
-            inputs,
+            hashrate_ths: round(e.hashrate_ghs / 1000.0, 3),
+            power_watt: round(e.power_watt, 1),
+            btc_per_day: finite(e.btc_per_day),
+            revenue_per_day: finite(round(e.revenue_per_day, 4)),
+            energy_kwh_per_day: round(e.energy_kwh_per_day, 3),
+            cost_per_day: finite(round(e.cost_per_day, 4)),
+            margin_per_day: finite(round(e.margin_per_day, 4)),
+            break_even_price_per_kwh: finite(round(e.break_even_price_per_kwh, 5)),
+            currency: e.currency.clone(),
+            inputs: ProfitInputs {
+                btc_price: p.btc_price,
+                network_difficulty: p.network_difficulty,
+                block_reward_btc: p.block_reward_btc,
+                electricity_price_per_kwh: p.electricity_price_per_kwh,
+                pool_fee_percent: p.pool_fee_percent,
+            },
             source: "measured 1-minute hashrate and PSU power; prices and difficulty as given (no internet data)",
         }
     }
@@ -965,34 +960,28 @@ impl From<&pb::SetTouScheduleResponse> for TouScheduleBody {
 mod tests {
     use super::*;
 
-    fn inputs(btc_price: f64, network_difficulty: f64) -> ProfitInputs {
-        ProfitInputs {
-            btc_price,
-            network_difficulty,
-            block_reward_btc: 3.125,
-            electricity_price_per_kwh: 0.1,
-            pool_fee_percent: 0.0,
-        }
-    }
-
     #[test]
-    fn an_estimate_that_overflows_is_null_not_a_number_json_cannot_carry() {
-        let body =
-            ProfitabilityBody::new(10_000.0, 1300.0, inputs(1.27e16, 2.2e-309), "USD".into());
+    fn an_estimate_that_overflowed_is_null_not_a_number_json_cannot_carry() {
+        let e = pb::EstimateProfitabilityResponse {
+            hashrate_ghs: 10_000.0,
+            power_watt: 1300.0,
+            btc_per_day: 1.0,
+            revenue_per_day: f64::INFINITY,
+            energy_kwh_per_day: 31.2,
+            cost_per_day: 3.123_456,
+            margin_per_day: f64::INFINITY,
+            break_even_price_per_kwh: f64::NAN,
+            currency: "USD".into(),
+            ..Default::default()
+        };
+        let body = ProfitabilityBody::from(&e);
         assert_eq!(body.revenue_per_day, None);
         assert_eq!(body.margin_per_day, None);
         assert_eq!(body.break_even_price_per_kwh, None);
+        assert_eq!(body.cost_per_day, Some(3.1235));
         let text = serde_json::to_value(&body).unwrap();
         assert!(text["revenue_per_day"].is_null(), "{text}");
         assert_eq!(text["energy_kwh_per_day"], 31.2);
-    }
-
-    #[test]
-    fn ordinary_inputs_give_every_number() {
-        let body =
-            ProfitabilityBody::new(13_400.0, 1320.0, inputs(100_000.0, 1.0e14), "USD".into());
-        assert!(body.btc_per_day.is_some_and(|b| b > 0.0));
-        assert_eq!(body.cost_per_day, Some(3.168));
-        assert!(body.margin_per_day.is_some());
+        assert_eq!(text["hashrate_ths"], 10.0);
     }
 }

@@ -404,6 +404,11 @@ pub enum EngineError {
 }
 
 impl Engine {
+    /// The newest telemetry from hw-agent, if any arrived.
+    pub fn latest(&self) -> Option<&Telemetry> {
+        self.latest.as_ref()
+    }
+
     /// An engine over a store, starting from saved settings or the config's defaults.
     pub fn new(config: Config, store: Store, now_ms: i64) -> Result<Engine, StoreError> {
         let settings = match store.load_settings()? {

@@ -26,6 +26,7 @@ pub mod engine;
 pub mod history;
 pub mod model;
 pub mod power;
+pub mod profit;
 pub mod search;
 pub mod service;
 pub mod store;
@@ -302,7 +303,10 @@ pub async fn run(
     };
     let loop_task = tokio::spawn(driver.run(interval, shutdown.clone()));
     let router = ipc::server()
-        .add_service(TunerServiceServer::new(service::TunerApi::new(shared)))
+        .add_service(TunerServiceServer::new(service::TunerApi::new(
+            shared,
+            Arc::clone(&power),
+        )))
         .add_service(PowerServiceServer::new(power::service::PowerApi::new(
             power,
         )))

@@ -6,9 +6,12 @@ use svcos_proto::tuner::v1::tuner_service_server::TunerService;
 use svcos_proto::tuner::v1::*;
 use tonic::{Request, Response, Status};
 
+use std::sync::Arc;
+
 use crate::Shared;
 use crate::engine::EngineError;
 use crate::model::Mode;
+use crate::power::Power;
 use crate::store::{StoreError, TouSchedule, TouWindow as StoreWindow};
 
 impl ToStatus for EngineError {
@@ -33,12 +36,14 @@ fn fail(e: EngineError) -> Status {
 #[derive(Debug, Clone)]
 pub struct TunerApi {
     shared: Shared,
+    /// The governor, whose config copy is kept current (the prices' defaults).
+    power: Arc<Power>,
 }
 
 impl TunerApi {
     /// Serve an engine.
-    pub fn new(shared: Shared) -> TunerApi {
-        TunerApi { shared }
+    pub fn new(shared: Shared, power: Arc<Power>) -> TunerApi {
+        TunerApi { shared, power }
     }
 
     fn state(&self) -> GetStateResponse {
@@ -323,6 +328,30 @@ impl TunerService for TunerApi {
             chips,
             window_start_ms: since,
         }))
+    }
+
+    async fn estimate_profitability(
+        &self,
+        request: Request<EstimateProfitabilityRequest>,
+    ) -> Result<Response<EstimateProfitabilityResponse>, Status> {
+        let config = self.power.lock().config.clone();
+        let prices = crate::profit::prices(
+            &request.into_inner(),
+            config.tuner.electricity_price_per_kwh,
+        )?;
+        let t = self
+            .shared
+            .lock()
+            .latest()
+            .cloned()
+            .ok_or_else(|| Status::unavailable("no telemetry from hw-agent yet"))?;
+        let ghs = t.hashrate.as_ref().map_or(0.0, |h| h.ghs_1m);
+        Ok(Response::new(crate::profit::estimate(
+            ghs,
+            t.power_watt,
+            prices,
+            config.tuner.currency.clone(),
+        )))
     }
 
     async fn recalibrate(

@@ -15,9 +15,9 @@ use svcos_api_types::requests::{
 };
 use svcos_api_types::tuning::{
     ChipHealthBody, DpsBody, ImportBody, PostProfilesBody, ProfileSavedBody, ProfilesBody,
-    ProfitInputs, ProfitabilityBody, RunStateBody, SavedStatusBody, SiliconBoardBody,
-    SiliconDeletedBody, SiliconListBody, SiliconReloadBody, SiliconReportBody, SiliconRow,
-    SiliconTableBody, TouScheduleBody, TunedProfilesBody,
+    ProfitabilityBody, RunStateBody, SavedStatusBody, SiliconBoardBody, SiliconDeletedBody,
+    SiliconListBody, SiliconReloadBody, SiliconReportBody, SiliconRow, SiliconTableBody,
+    TouScheduleBody, TunedProfilesBody,
 };
 use svcos_common::timewin::{parse_hhmm, parse_hhmm_end};
 use svcos_proto::tuner::v1 as pb;
@@ -457,43 +457,20 @@ async fn profitability(
     body: Bytes,
 ) -> ApiResult {
     let b: ProfitabilityRequest = parse_body(&headers, &body)?;
-    let config = state.config();
-    let reward = b.block_reward_btc.unwrap_or(3.125);
-    let price_kwh = b
-        .electricity_price_per_kwh
-        .unwrap_or(config.tuner.electricity_price_per_kwh);
-    let fee = b.pool_fee_percent.unwrap_or(0.0);
-    for (field, v, ok) in [
-        ("btc_price", b.btc_price, b.btc_price >= 0.0),
-        (
-            "network_difficulty",
-            b.network_difficulty,
-            b.network_difficulty > 0.0,
-        ),
-        ("block_reward_btc", reward, reward >= 0.0),
-        ("electricity_price_per_kwh", price_kwh, price_kwh >= 0.0),
-        ("pool_fee_percent", fee, (0.0..=100.0).contains(&fee)),
-    ] {
-        if !v.is_finite() || !ok {
-            return Err(field_error(
-                field,
-                "a finite number in range (difficulty > 0, fee 0-100, others >= 0)",
-            ));
-        }
-    }
-    let t = state
-        .telemetry()
-        .ok_or_else(|| ApiError::unavailable("hw-agent"))?;
-    let ghs = t.hashrate.as_ref().map_or(0.0, |h| h.ghs_1m);
-    let inputs = ProfitInputs {
-        btc_price: b.btc_price,
-        network_difficulty: b.network_difficulty,
-        block_reward_btc: reward,
-        electricity_price_per_kwh: price_kwh,
-        pool_fee_percent: fee,
-    };
-    let currency = config.tuner.currency.clone();
-    ok(ProfitabilityBody::new(ghs, t.power_watt, inputs, currency))
+    // The tuner owns the money math and its ranges; a refusal comes back naming the field.
+    let mut tuner = state.peers.tuner.clone();
+    let e = tuner
+        .estimate_profitability(pb::EstimateProfitabilityRequest {
+            btc_price: b.btc_price,
+            network_difficulty: b.network_difficulty,
+            block_reward_btc: b.block_reward_btc,
+            electricity_price_per_kwh: b.electricity_price_per_kwh,
+            pool_fee_percent: b.pool_fee_percent,
+        })
+        .await
+        .map_err(|s| ApiError::from_grpc("tuner", &s))?
+        .into_inner();
+    ok(ProfitabilityBody::from(&e))
 }
 
 async fn dps(State(state): State<AppState>) -> ApiResult {

@@ -5,9 +5,13 @@
 //! true — a one-time `ticket` from `POST /api/auth/ws-ticket`. The query string is never logged.
 //!
 //! Messages are text frames of JSON `{"type": "telemetry", "schema": "svcos.ws.telemetry.v1",
-//! ...}`, one right after the upgrade and one per snapshot change (telemetry publishes at 1 Hz,
-//! pools on change). The stream reads the same snapshots as `/api/status`; no peer is called
-//! per client. A stream closes (code 1008) when its session is revoked, evicted or logged out.
+//! ...}`, one right after the upgrade and then one per change of its content (telemetry
+//! publishes at 1 Hz, pools on change; a snapshot that changes nothing this message shows, such
+//! as a pool's job notification, sends nothing). When nothing has been sent for [`HEARTBEAT`],
+//! a `{"type": "heartbeat", "schema": "svcos.ws.heartbeat.v1", "timestamp_ms"}` frame goes out,
+//! so a client (and a proxy in between) can tell a quiet stream from a dead one. The stream
+//! reads the same snapshots as `/api/status`; no peer is called per client. A stream closes
+//! (code 1008) when its session is revoked, evicted or logged out.
 
 use axum::extract::ws::{
     Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection,
@@ -26,6 +30,15 @@ use crate::AppState;
 use crate::authn::bearer_token;
 use crate::envelope::{ApiError, ErrorCode};
 use svcos_api_types::enum_word;
+
+/// Longest silence on a stream: with no new telemetry frame for this long, a heartbeat frame
+/// is sent.
+pub const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The heartbeat frame (schema `svcos.ws.heartbeat.v1`); `now_ms` is the gateway's clock.
+pub fn heartbeat_message(now_ms: i64) -> Value {
+    json!({"type": "heartbeat", "schema": "svcos.ws.heartbeat.v1", "timestamp_ms": now_ms})
+}
 
 /// Query parameters of `/ws`.
 #[derive(Debug, Deserialize, Default)]
@@ -140,23 +153,37 @@ async fn stream(state: AppState, mut socket: WebSocket, session_id: String) {
     let mut telemetry = state.snapshots.telemetry.clone();
     let mut pools = state.snapshots.pools.clone();
     telemetry.mark_changed();
+    // The last telemetry frame sent: a snapshot that renders the same bytes is not sent again.
+    let mut last_sent = String::new();
+    let mut last_frame_at = tokio::time::Instant::now();
     loop {
-        let msg = {
+        let text = {
             let t = telemetry.borrow_and_update().clone();
             let p = pools.borrow_and_update().clone();
-            telemetry_message(t.as_ref(), p.as_ref())
+            telemetry_message(t.as_ref(), p.as_ref()).to_string()
         };
-        if socket
-            .send(Message::Text(msg.to_string().into()))
-            .await
-            .is_err()
-        {
-            return;
+        if text != last_sent {
+            if socket
+                .send(Message::Text(text.as_str().into()))
+                .await
+                .is_err()
+            {
+                return;
+            }
+            last_sent = text;
+            last_frame_at = tokio::time::Instant::now();
         }
         loop {
             tokio::select! {
                 r = telemetry.changed() => { if r.is_err() { return; } break; }
                 r = pools.changed() => { if r.is_err() { return; } break; }
+                _ = tokio::time::sleep_until(last_frame_at + HEARTBEAT) => {
+                    let beat = heartbeat_message(state.clock.now_ms()).to_string();
+                    if socket.send(Message::Text(beat.into())).await.is_err() {
+                        return;
+                    }
+                    last_frame_at = tokio::time::Instant::now();
+                }
                 incoming = socket.recv() => match incoming {
                     // Pings are answered by the library; anything else from the client is ignored.
                     Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,

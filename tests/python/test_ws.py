@@ -10,7 +10,7 @@ from websockets.sync.client import connect
 
 from conftest import wait_for
 
-# The documented longest silence (handlers/ws.rs, HEARTBEAT).
+# The documented longest silence (svcos_api_types::ws::HEARTBEAT).
 HEARTBEAT_S = 10
 # Scheduling slack on a loaded test machine.
 SLACK_S = 3

@@ -6,8 +6,10 @@ broker (Home Assistant discovery, state, availability, Last Will, events) is che
 /api/status. The shared stack's [mqtt] section is switched off again at the end.
 """
 
+import functools
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -405,8 +407,13 @@ def test_home_assistant_commands(sim, token, brokers, restore_mqtt):
         30, "the verdict on the retained command",
     )[0]
     assert not replay["ok"] and replay["status"] == 400 and "retained" in replay["error"], replay
-    publish(anon, t["commands"]["mining"], b"", retain=True)  # clear it from the broker
-    time.sleep(1)
+    # Clearing it from the broker (an empty retained message, Home Assistant's way) is not a
+    # command: no result, no warning.
+    log_mark = len(sim.log())
+    publish(anon, t["commands"]["mining"], b"", retain=True)
+    time.sleep(2)
+    assert [r for r in sub.json_on(t["command_result"]) if r["entity"] == "mining"] == [replay]
+    assert "MQTT command" not in sim.log()[log_mark:], sim.log()[log_mark:]
     assert mining_state(sim, token) == "mining"
     node = t["base"].split("/", 1)[1]
     cmd = t["commands"]
@@ -504,7 +511,10 @@ def test_home_assistant_commands(sim, token, brokers, restore_mqtt):
         assert not r["ok"] and 400 <= r["status"] < 500 and r["route"] == "/api/setup/step4-mode", r
         r = command("restart", "now")
         assert not r["ok"] and r["status"] == 400 and "PRESS" in r["error"], r
-        r = command("mining", "")
+        # Blank but not empty: a command (trimmed to ""), refused.
+        seen = len(sub.json_on(results))
+        publish(anon, cmd["mining"], " ")
+        r = result_for("mining", "", seen)
         assert not r["ok"] and r["status"] == 400, r
         assert get_config(sim, token) == settled
         time.sleep(2)
@@ -548,3 +558,197 @@ def test_home_assistant_commands(sim, token, brokers, restore_mqtt):
         )
         assert code == 200, body
         sub.close()
+
+
+def announced_mac():
+    """The MAC the firmware announces (svcos_common::net::primary_mac): the interface of the
+    IPv4 default route, else the first other interface by name with a real address."""
+
+    def mac_of(iface):
+        try:
+            mac = Path(f"/sys/class/net/{iface}/address").read_text().strip().lower()
+        except OSError:
+            return None
+        real = re.fullmatch(r"([0-9a-f]{2}:){5}[0-9a-f]{2}", mac) and mac not in (
+            "00:00:00:00:00:00", "ff:ff:ff:ff:ff:ff")
+        return mac if real else None
+
+    try:
+        for line in Path("/proc/net/route").read_text().splitlines()[1:]:
+            cols = line.split()
+            if len(cols) >= 8 and cols[1] == "00000000" and cols[7] == "00000000":
+                if mac := mac_of(cols[0]):
+                    return mac
+                break
+    except OSError:
+        pass
+    try:
+        names = sorted(os.listdir("/sys/class/net"))
+    except OSError:
+        return None
+    return next((m for n in names if n != "lo" and (m := mac_of(n))), None)
+
+
+@functools.lru_cache(maxsize=None)
+def compiled(template: str):
+    import jinja2.sandbox
+
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined)
+    return env.from_string(template)
+
+
+def render(template: str, state: dict) -> str:
+    """A discovery template rendered the way Home Assistant does (Jinja2, sandboxed), but with
+    undefined values as hard errors, so a template that only works by luck fails here."""
+    return compiled(template).render(value_json=state, value=json.dumps(state)).strip()
+
+
+# Members of the state message that are null while their source service is down.
+SOURCE_MEMBERS = (
+    "telemetry_seq", "state", "state_reason", "model", "uptime_s", "hashrate_ghs",
+    "hashrate_ghs_5s", "hashrate_ghs_15m", "hashrate_ghs_expected", "temp_max_c",
+    "temp_target_c", "power_watt", "power_target_watt", "efficiency_j_per_th", "chains", "fans",
+    "pool", "shares",
+)
+
+
+def test_home_assistant_across_a_gateway_kill(sim, token, brokers, restore_mqtt):
+    """What Home Assistant sees when the gateway is SIGKILLed and the supervisor restarts it,
+    with the miner asleep: no state with null or zero counters (a `total_increasing` sensor
+    reading 0 counts a reset and adds everything again), the mining switch never ON, discovery
+    sent once after the restart and with the right model in every config ever seen, an energy
+    meter that never goes back, and an empty retained command that is silently ignored."""
+    anon, _ = brokers
+    sub = Collector(anon)
+    assert sub.wait_connected(10)
+    configure(
+        sim, token, enabled=True, host="127.0.0.1", port=anon.port, publish_interval_s=1,
+        keep_alive_s=5, topic_prefix=f"{PREFIX}-ha", commands=True,
+    )
+    wait_for(lambda: mqtt_status(sim, token)["connected"], 30, "the MQTT session")
+    t = topics(sim, token)
+    node = t["base"].split("/", 1)[1]
+
+    def states(since=0):
+        return [json.loads(p) for topic, p, _ in sub.messages()[since:] if topic == t["state"] and p]
+
+    def configs(since=0):
+        found = []
+        for topic, p, _ in sub.messages()[since:]:
+            parts = topic.split("/")
+            if len(parts) == 5 and parts[0] == "homeassistant" and parts[2] == node and p:
+                found.append((topic, json.loads(p)))
+        return found
+
+    code, _, status = http("GET", f"{sim.api_url}/api/status", token)
+    assert code == 200, status
+    wanted = {f"homeassistant/sensor/{node}/{o}/config" for o in (
+        "state", "hashrate", "temp_max", "power", "energy", "efficiency", "pool",
+        "shares_accepted", "shares_rejected")}
+    wanted |= {f"homeassistant/sensor/{node}/chain_{c['chain_id']}_{k}/config"
+               for c in status["chains"] for k in ("temp", "hashrate")}
+    wanted |= {f"homeassistant/sensor/{node}/fan_{f['fan_id']}_rpm/config" for f in status["fans"]}
+    wanted |= {f"homeassistant/{c}/{node}/{o}/config" for c, o in (
+        ("switch", "mining"), ("number", "power_target"), ("select", "mode"), ("button", "restart"))}
+    wait_for(lambda: wanted <= {topic for topic, _ in configs()}, 30, "every discovery config")
+    # The meter shows only what it has saved (every 30 s), and the pool must have counted.
+    wait_for(
+        lambda: (s := states()) and s[-1]["energy_kwh"] > 0 and s[-1]["shares"]["accepted"] > 0,
+        75, "a state with energy and accepted shares",
+    )
+
+    log_mark = len(sim.log())
+    try:
+        code, _, body = http("POST", f"{sim.api_url}/api/action/sleep", token)
+        assert code == 200, body
+        wait_for(lambda: states()[-1]["state"] == "sleeping", 30, "a state showing sleeping")
+        last = states()[-1]
+        accepted = last["shares"]["accepted"]
+
+        before = len(sub.messages())
+        avail = lambda since: [p for topic, p, _ in sub.messages()[since:] if topic == t["availability"]]  # noqa: E731
+        os.kill(int(sim.services()["gateway"]["pid"]), signal.SIGKILL)
+        wait_for(lambda: b"offline" in avail(before), 30, "the Last Will")
+        wait_for(lambda: avail(before)[-1] == b"online", 60, "online after the restart")
+        restart = next(
+            i for i, (topic, p, _) in enumerate(sub.messages())
+            if i >= before and topic == t["availability"] and p == b"online"
+        )
+        wait_for(lambda: len(states(restart)) >= 4, 30, "state messages after the restart")
+        wait_for(lambda: wanted <= {topic for topic, _ in configs(restart)}, 30,
+                 "the discovery configs after the restart")
+
+        # A subscriber arriving now gets the retained state: real data too.
+        late = Collector(anon, topics=(t["state"],))
+        try:
+            wait_for(lambda: late.json_on(t["state"]), 15, "the retained state")
+            retained = late.json_on(t["state"])[0]
+        finally:
+            late.close()
+
+        switch = next(c for topic, c in configs() if topic.startswith("homeassistant/switch/"))
+        for st in [retained, *states(restart)]:
+            assert st["hw_agent_up"] and st["stratum_agent_up"], st
+            for member in SOURCE_MEMBERS:
+                if member not in ("pool", "efficiency_j_per_th"):
+                    assert st[member] is not None, (member, st)
+            assert st["shares"]["accepted"] >= accepted, (accepted, st)
+            assert st["state"] == "sleeping", st
+            assert render(switch["value_template"], st) == "OFF", st
+
+        # Discovery: once after the restart, the right model in every config ever seen.
+        after = [topic for topic, _ in configs(restart)]
+        twice = {topic for topic in after if after.count(topic) > 1}
+        assert not twice, f"sent more than once after the restart: {sorted(twice)}"
+        model = last["model"]
+        assert model, last
+        mac = announced_mac()
+        for topic, config in configs():
+            device = config["device"]
+            assert device["model"] == model, (topic, device)
+            assert device["configuration_url"] == f"http://{sim.bind}:{sim.http_port}/", device
+            if mac:
+                assert device["connections"] == [["mac", mac]], device
+            else:
+                assert "connections" not in device, device
+            assert config["origin"]["name"] == "svcOS", config
+            assert config["origin"]["sw_version"] == device["sw_version"], config
+        energy = dict(configs())[f"homeassistant/sensor/{node}/energy/config"]
+        assert (energy["device_class"], energy["state_class"], energy["unit_of_measurement"]) == (
+            "energy", "total_increasing", "kWh"), energy
+
+        # The meter never goes back, across the kill included.
+        readings = [s["energy_kwh"] for s in states()]
+        assert all(b >= a for a, b in zip(readings, readings[1:])), readings
+
+        # Every template renders on every state seen, and on a state whose sources are all
+        # down it yields None (Home Assistant: unknown), never 0 and never an error.
+        down = {**last, "hw_agent_up": False, "stratum_agent_up": False,
+                **{m: None for m in SOURCE_MEMBERS}}
+        for topic, config in configs():
+            template = config.get("value_template")
+            if not template:
+                continue
+            for st in states():
+                render(template, st)
+            if topic.endswith("/mode/config"):
+                continue
+            rendered = render(template, down)
+            expected = str(down["energy_kwh"]) if topic.endswith("/energy/config") else "None"
+            assert rendered == expected, (topic, template, rendered)
+        for c in status["chains"]:
+            chain = dict(configs())[f"homeassistant/sensor/{node}/chain_{c['chain_id']}_temp/config"]
+            assert render(chain["value_template"], last) == str(
+                next(x for x in last["chains"] if x["chain_id"] == c["chain_id"])["temp_chip_c"])
+
+        # Clearing a retained command: no result, no warning.
+        results = len(sub.json_on(t["command_result"]))
+        publish(anon, t["commands"]["mining"], b"", retain=True)
+        time.sleep(2)
+        assert len(sub.json_on(t["command_result"])) == results
+        assert "MQTT command" not in sim.log()[log_mark:], sim.log()[log_mark:]
+    finally:
+        http("POST", f"{sim.api_url}/api/action/wake", token)
+        configure(sim, token, commands=False)
+        sub.close()
+    wait_for(lambda: mining_state(sim, token) == "mining", 60, "mining after waking")

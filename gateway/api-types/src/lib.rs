@@ -39,6 +39,7 @@ pub mod setup;
 pub mod status;
 pub mod thermal;
 pub mod tuning;
+pub mod ws;
 
 /// The API contract version (`api_contract_version`), shared by the discovery and identity views.
 pub const API_CONTRACT_VERSION: &str = "svcos.api.v1";

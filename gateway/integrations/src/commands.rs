@@ -6,6 +6,10 @@
 //! write that [`plan`] names, in process and behind that route's own guard, so a command gets
 //! exactly the validation, mode rules and audit record of the REST call; the verdict comes back
 //! as a [`CommandResult`] and is published on `<base>/command/result`.
+//!
+//! A message with an empty payload is not a command: it is how a retained command is cleared
+//! from the broker (Home Assistant, `mosquitto_pub -r -n`), so the session drops it without a
+//! warning or a result.
 
 use serde::Serialize;
 use serde_json::{Value, json};

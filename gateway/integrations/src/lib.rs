@@ -17,6 +17,7 @@
 //!   a change of `[webhook]` rebuilds the hook workers.
 
 pub mod commands;
+pub mod energy;
 pub mod events;
 pub mod mqtt;
 pub mod payload;
@@ -56,6 +57,11 @@ pub struct Settings {
     pub hostname: String,
     /// `[system].mode` (the state message carries it for the mode select).
     pub mode: String,
+    /// The model of the `[hardware].board` preset (the discovery `device` block's model when
+    /// hw-agent has not answered; hw-agent reports the same name).
+    pub board_model: String,
+    /// The dashboard's address (discovery `configuration_url`).
+    pub dashboard_url: String,
 }
 
 impl Settings {
@@ -66,11 +72,27 @@ impl Settings {
             webhook: c.webhook.clone(),
             hostname: c.system.hostname.clone(),
             mode: c.system.mode.as_str().to_string(),
+            board_model: c.hardware.board.preset().4.to_string(),
+            dashboard_url: dashboard_url(c),
         }
     }
 
     fn any_enabled(&self) -> bool {
         self.mqtt.enabled || (self.webhook.enabled && !self.webhook.hooks.is_empty())
+    }
+}
+
+/// The dashboard's address as a browser on the LAN reaches it: the bind address when the ports
+/// are bound to one, else `<hostname>.local`; the port when it is not 80.
+pub fn dashboard_url(c: &Config) -> String {
+    let host = match c.api.bind {
+        ip if ip.is_unspecified() => format!("{}.local", c.system.hostname),
+        std::net::IpAddr::V4(v4) => v4.to_string(),
+        std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+    };
+    match c.api.http_port {
+        80 => format!("http://{host}/"),
+        port => format!("http://{host}:{port}/"),
     }
 }
 
@@ -84,6 +106,11 @@ pub struct Sources {
     pub pools: watch::Receiver<Option<GetPoolsResponse>>,
     /// The supervisor, for restart counters.
     pub supervisor: SupervisorServiceClient<Channel>,
+    /// Where the energy meter is kept (`<state>/gateway/energy.json`); `None` keeps it in
+    /// memory only (tests).
+    pub energy_file: Option<std::path::PathBuf>,
+    /// The LAN interface's MAC for the discovery `connections` ([`svcos_common::net::primary_mac`]).
+    pub mac: Option<String>,
 }
 
 /// Handle held by the gateway's state: status snapshots, live settings, tests.
@@ -128,11 +155,19 @@ impl Integrations {
             clock.clone(),
             shutdown.clone(),
         ));
+        let energy = energy::spawn(
+            sources.energy_file.clone(),
+            sources.telemetry.clone(),
+            clock.clone(),
+            shutdown.clone(),
+        );
         tokio::spawn(mqtt::run(mqtt::Ctx {
             settings: settings_rx.clone(),
             events: events.subscribe(),
             telemetry: sources.telemetry.clone(),
             pools: sources.pools.clone(),
+            energy,
+            mac: sources.mac.clone(),
             status: this.mqtt_status.clone(),
             clock: clock.clone(),
             shutdown: shutdown.clone(),
@@ -219,6 +254,7 @@ async fn derive_events(
         mut telemetry,
         mut pools,
         mut supervisor,
+        ..
     } = sources;
     let mut deriver = events::Deriver::default();
     let mut poll = tokio::time::interval(SERVICE_POLL);

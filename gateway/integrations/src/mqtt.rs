@@ -6,6 +6,14 @@
 //! the state message every `publish_interval_s`, events as they come. A stop (shutdown, MQTT
 //! disabled, settings changed) publishes `offline` itself before disconnecting, because a clean
 //! DISCONNECT suppresses the Last Will.
+//!
+//! Real data only: while hw-agent's telemetry or stratum-agent's pools are missing (the first
+//! second after any of the three processes starts), the state message and the discovery configs
+//! are held back, for at most [`MISSING_GRACE`]; they go out the moment both are there. So
+//! after a gateway restart the first retained state carries real counters (never nulls that a
+//! template could turn into 0) and the first discovery burst already has hw-agent's model. A
+//! source away for longer is reported as null members, which every template maps to `None`
+//! (Home Assistant: unknown).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -42,6 +50,9 @@ const BACKOFF_MAX: Duration = Duration::from_secs(60);
 const STOP_GRACE: Duration = Duration::from_secs(2);
 /// Firmware version for the discovery device block.
 const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// How long the state and discovery wait for a missing source before going out without it
+/// (a restart of hw-agent, stratum-agent or the gateway takes about a second).
+pub const MISSING_GRACE: Duration = Duration::from_secs(30);
 
 pub use svcos_api_types::integrations::MqttStatus;
 
@@ -55,6 +66,10 @@ pub struct Ctx {
     pub telemetry: watch::Receiver<Option<Telemetry>>,
     /// Latest pools.
     pub pools: watch::Receiver<Option<GetPoolsResponse>>,
+    /// The energy meter's saved total, kWh.
+    pub energy: watch::Receiver<f64>,
+    /// The LAN interface's MAC (discovery `connections`).
+    pub mac: Option<String>,
     /// Shared status.
     pub status: Arc<Mutex<MqttStatus>>,
     /// Wall clock.
@@ -177,6 +192,10 @@ struct Session<'a> {
     client: AsyncClient,
     /// Chain and fan ids the discovery configs were last published for.
     discovered: Option<(Vec<u32>, Vec<u32>, String)>,
+    /// Since when telemetry or pools have been missing (`None` while both are there).
+    missing_since: Option<Instant>,
+    /// The last state was held back for a missing source: publish as soon as it is there.
+    held: bool,
 }
 
 impl Session<'_> {
@@ -194,11 +213,23 @@ impl Session<'_> {
         }
     }
 
+    /// Publish the state message (and first the discovery configs, when they are due), or hold
+    /// it back while a source is missing (see the module doc).
     fn publish_state(&mut self) {
         let ctx = self.ctx;
         let body = {
             let t = ctx.telemetry.borrow();
             let p = ctx.pools.borrow();
+            if t.is_some() && p.is_some() {
+                self.missing_since = None;
+            } else {
+                let since = *self.missing_since.get_or_insert_with(Instant::now);
+                if since.elapsed() < MISSING_GRACE {
+                    self.held = true;
+                    return;
+                }
+            }
+            self.held = false;
             if self.settings.mqtt.discovery {
                 let shape = t.as_ref().map(|t| {
                     (
@@ -207,12 +238,17 @@ impl Session<'_> {
                         t.model.clone(),
                     )
                 });
-                // Without telemetry yet, publish the board-independent sensors once.
+                // Without telemetry past the grace, the board-independent sensors go out once,
+                // with the model of the configured board (where hw-agent takes it from).
                 if shape.is_some() && shape != self.discovered
                     || self.discovered.is_none() && shape.is_none()
                 {
                     self.publish_discovery(t.as_ref());
-                    self.discovered = shape.or(Some((Vec::new(), Vec::new(), String::new())));
+                    self.discovered = shape.or(Some((
+                        Vec::new(),
+                        Vec::new(),
+                        self.settings.board_model.clone(),
+                    )));
                 }
             }
             // Live settings: the mode changes without a new session.
@@ -223,6 +259,7 @@ impl Session<'_> {
                 ctx.clock.now_ms(),
                 t.as_ref(),
                 p.as_ref(),
+                *ctx.energy.borrow(),
             )
         };
         self.publish(
@@ -233,8 +270,26 @@ impl Session<'_> {
         );
     }
 
+    /// When a held-back state goes out without its missing source.
+    fn grace_deadline(&self) -> Option<Instant> {
+        self.held
+            .then_some(self.missing_since)
+            .flatten()
+            .map(|since| since + MISSING_GRACE)
+    }
+
     fn publish_discovery(&self, t: Option<&Telemetry>) {
-        for sensor in payload::discovery(&self.topics, &self.settings.hostname, VERSION, t) {
+        let info = payload::DeviceInfo {
+            hostname: self.settings.hostname.clone(),
+            version: VERSION.into(),
+            model: t
+                .map(|t| t.model.clone())
+                .filter(|m| !m.is_empty())
+                .unwrap_or_else(|| self.settings.board_model.clone()),
+            configuration_url: Some(self.settings.dashboard_url.clone()),
+            mac: self.ctx.mac.clone(),
+        };
+        for sensor in payload::discovery(&self.topics, &info, t) {
             self.publish(
                 &self.topics.discovery(&sensor.object_id),
                 true,
@@ -242,8 +297,7 @@ impl Session<'_> {
                 serde_json::to_vec(&sensor.config).expect("discovery serialises"),
             );
         }
-        for control in payload::command_discovery(&self.topics, &self.settings.hostname, VERSION, t)
-        {
+        for control in payload::command_discovery(&self.topics, &info) {
             let topic = self
                 .topics
                 .discovery_for(control.entity.component(), control.entity.object());
@@ -366,12 +420,16 @@ async fn session(ctx: &mut Ctx, settings: &Arc<Settings>) -> End {
     let shutdown = ctx.shutdown.clone();
     // Sessions run one after another, so this lock is only ever held by the current one.
     let mut results = ctx.results.lock().await;
+    let mut telemetry = ctx.telemetry.clone();
+    let mut pools = ctx.pools.clone();
     let mut s = Session {
         ctx,
         settings,
         topics,
         client,
         discovered: None,
+        missing_since: None,
+        held: false,
     };
     let interval = Duration::from_secs(u64::from(cfg.publish_interval_s));
     let mut next_state = Instant::now() + interval;
@@ -409,7 +467,13 @@ async fn session(ctx: &mut Ctx, settings: &Arc<Settings>) -> End {
                     } else if let Some(entity) = s.topics.command_entity(&p.topic)
                         && settings.mqtt.commands
                     {
-                        s.on_command(Command::new(entity, &p.payload, p.retain));
+                        if p.payload.is_empty() {
+                            // How a retained command is cleared (Home Assistant and
+                            // mosquitto_pub -r -n do this): not a command, nothing to answer.
+                            tracing::debug!(?entity, "empty MQTT command payload ignored");
+                        } else {
+                            s.on_command(Command::new(entity, &p.payload, p.retain));
+                        }
                     }
                 }
                 Ok(MqttEvent::Outgoing(Outgoing::Publish(_))) => {
@@ -451,6 +515,20 @@ async fn session(ctx: &mut Ctx, settings: &Arc<Settings>) -> End {
             },
             _ = tokio::time::sleep_until(next_state), if connected => {
                 next_state = Instant::now() + interval;
+                s.publish_state();
+            }
+            // A held-back state goes out as soon as the missing source is there, or without it
+            // once the grace is over.
+            r = telemetry.changed(), if connected && s.held => {
+                if r.is_err() { return End::Stop; }
+                s.publish_state();
+            }
+            r = pools.changed(), if connected && s.held => {
+                if r.is_err() { return End::Stop; }
+                s.publish_state();
+            }
+            _ = tokio::time::sleep_until(s.grace_deadline().unwrap_or(next_state)),
+                if connected && s.held => {
                 s.publish_state();
             }
             Some(result) = results.recv() => {

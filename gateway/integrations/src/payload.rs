@@ -117,13 +117,15 @@ pub fn client_id(cfg: &MqttConfig, topics: &Topics) -> String {
 }
 
 /// The state message (`svcos.mqtt.state.v1`). Numbers are rounded; power is hw-agent's
-/// calibrated reading, the same watts `/api/status` reports.
+/// calibrated reading, the same watts `/api/status` reports; `energy_kwh` is the gateway's
+/// saved meter reading ([`crate::energy`]).
 pub fn state(
     hostname: &str,
     mode: &str,
     now_ms: i64,
     t: Option<&Telemetry>,
     p: Option<&GetPoolsResponse>,
+    energy_kwh: f64,
 ) -> Value {
     let watt = t.map_or(0.0, |t| t.power_watt);
     let active = p.and_then(|p| {
@@ -156,6 +158,7 @@ pub fn state(
         "power_watt": t.map(|_| round(watt, 1)),
         "power_target_watt": t.map(|t| round(t.power_target_watt, 1)),
         "efficiency_j_per_th": efficiency,
+        "energy_kwh": round(energy_kwh, 3),
         "chains": t.map(|t| t.chains.iter().map(|c| json!({
             "chain_id": c.chain_id,
             "state": c.state().as_str_name().trim_start_matches("CHAIN_STATE_").to_ascii_lowercase(),
@@ -191,6 +194,22 @@ pub struct Sensor {
     pub config: Value,
 }
 
+/// Who the device is, for the `device` and `origin` blocks of every discovery config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceInfo {
+    /// `[system].hostname` (the device name).
+    pub hostname: String,
+    /// Firmware version.
+    pub version: String,
+    /// hw-agent's model (or, when hw-agent never answered, the `[hardware].board` preset's,
+    /// which is where hw-agent takes it from).
+    pub model: String,
+    /// The dashboard's address (`configuration_url`).
+    pub configuration_url: Option<String>,
+    /// The LAN interface's MAC (`connections`), when the system shows one.
+    pub mac: Option<String>,
+}
+
 struct Spec<'a> {
     object: String,
     name: String,
@@ -201,14 +220,23 @@ struct Spec<'a> {
     icon: Option<&'a str>,
 }
 
+/// The template of a member of the chain (or fan) whose id is `id`, `None` (Home Assistant:
+/// unknown) when the list is null or has no such entry: matched by id, not position, so a chain
+/// that goes missing never shifts another chain's values.
+fn item_template(list: &str, key: &str, id: u32, member: &str) -> String {
+    format!(
+        "{{% set x = (value_json.{list} or []) | selectattr('{key}', 'eq', {id}) | list %}}\
+         {{{{ x[0].{member} if x else None }}}}"
+    )
+}
+
 /// Home Assistant discovery configs for the sensors this telemetry has (chains and fans vary
 /// by board, so the set is rebuilt when they change).
-pub fn discovery(
-    topics: &Topics,
-    hostname: &str,
-    version: &str,
-    t: Option<&Telemetry>,
-) -> Vec<Sensor> {
+///
+/// Every template renders `None` for a null member (Home Assistant shows `unknown`), never 0:
+/// a `total_increasing` counter that read 0 while stratum-agent restarts would count as a reset
+/// and add its whole value again.
+pub fn discovery(topics: &Topics, info: &DeviceInfo, t: Option<&Telemetry>) -> Vec<Sensor> {
     let spec = |object: &str, name: &str, template: &str| Spec {
         object: object.into(),
         name: name.into(),
@@ -242,6 +270,12 @@ pub fn discovery(
             ..spec("power", "Power", "{{ value_json.power_watt }}")
         },
         Spec {
+            unit: Some("kWh"),
+            device_class: Some("energy"),
+            state_class: Some("total_increasing"),
+            ..spec("energy", "Energy", "{{ value_json.energy_kwh }}")
+        },
+        Spec {
             unit: Some("J/TH"),
             state_class: Some("measurement"),
             icon: Some("mdi:flash"),
@@ -256,7 +290,8 @@ pub fn discovery(
             ..spec(
                 "pool",
                 "Active pool",
-                "{{ value_json.pool.url if value_json.pool else 'none' }}",
+                "{{ (value_json.pool.url if value_json.pool else 'none') \
+                 if value_json.stratum_agent_up else None }}",
             )
         },
         Spec {
@@ -265,7 +300,7 @@ pub fn discovery(
             ..spec(
                 "shares_accepted",
                 "Accepted shares",
-                "{{ value_json.shares.accepted if value_json.shares else 0 }}",
+                "{{ value_json.shares.accepted if value_json.shares else None }}",
             )
         },
         Spec {
@@ -274,12 +309,12 @@ pub fn discovery(
             ..spec(
                 "shares_rejected",
                 "Rejected shares",
-                "{{ value_json.shares.rejected if value_json.shares else 0 }}",
+                "{{ value_json.shares.rejected if value_json.shares else None }}",
             )
         },
     ];
     if let Some(t) = t {
-        for (i, c) in t.chains.iter().enumerate() {
+        for c in &t.chains {
             let id = c.chain_id;
             specs.push(Spec {
                 unit: Some("°C"),
@@ -288,7 +323,7 @@ pub fn discovery(
                 ..spec(
                     &format!("chain_{id}_temp"),
                     &format!("Chain {id} chip temperature"),
-                    &format!("{{{{ value_json.chains[{i}].temp_chip_c }}}}"),
+                    &item_template("chains", "chain_id", id, "temp_chip_c"),
                 )
             });
             specs.push(Spec {
@@ -298,11 +333,11 @@ pub fn discovery(
                 ..spec(
                     &format!("chain_{id}_hashrate"),
                     &format!("Chain {id} hashrate"),
-                    &format!("{{{{ value_json.chains[{i}].hashrate_ghs }}}}"),
+                    &item_template("chains", "chain_id", id, "hashrate_ghs"),
                 )
             });
         }
-        for (i, f) in t.fans.iter().enumerate() {
+        for f in &t.fans {
             let id = f.fan_id;
             specs.push(Spec {
                 unit: Some("RPM"),
@@ -311,12 +346,13 @@ pub fn discovery(
                 ..spec(
                     &format!("fan_{id}_rpm"),
                     &format!("Fan {id}"),
-                    &format!("{{{{ value_json.fans[{i}].rpm }}}}"),
+                    &item_template("fans", "fan_id", id, "rpm"),
                 )
             });
         }
     }
-    let device = device(topics, hostname, version, t);
+    let device = device(topics, info);
+    let origin = origin(info);
     specs
         .into_iter()
         .map(|s| {
@@ -330,6 +366,7 @@ pub fn discovery(
                 "payload_available": "online",
                 "payload_not_available": "offline",
                 "device": device,
+                "origin": origin,
             });
             let obj = config.as_object_mut().expect("object");
             for (k, v) in [
@@ -351,14 +388,27 @@ pub fn discovery(
 }
 
 /// The device block every entity of this miner shares.
-fn device(topics: &Topics, hostname: &str, version: &str, t: Option<&Telemetry>) -> Value {
-    json!({
+fn device(topics: &Topics, info: &DeviceInfo) -> Value {
+    let mut device = json!({
         "identifiers": [format!("svcos_{}", topics.node_id)],
-        "name": hostname,
+        "name": info.hostname,
         "manufacturer": "svcOS",
-        "model": t.map_or("ASIC miner", |t| t.model.as_str()),
-        "sw_version": version,
-    })
+        "model": info.model,
+        "sw_version": info.version,
+    });
+    let obj = device.as_object_mut().expect("object");
+    if let Some(url) = &info.configuration_url {
+        obj.insert("configuration_url".into(), url.clone().into());
+    }
+    if let Some(mac) = &info.mac {
+        obj.insert("connections".into(), json!([["mac", mac]]));
+    }
+    device
+}
+
+/// The origin block: what published the discovery config.
+fn origin(info: &DeviceInfo) -> Value {
+    json!({"name": "svcOS", "sw_version": info.version})
 }
 
 /// One discovery config of a command entity.
@@ -373,13 +423,9 @@ pub struct Control {
 /// Home Assistant discovery configs of the command entities (`[mqtt].commands`): a switch for
 /// mining on/off, a number for the power target, a select for the operating mode and a button
 /// to restart mining. Their state comes from the state message.
-pub fn command_discovery(
-    topics: &Topics,
-    hostname: &str,
-    version: &str,
-    t: Option<&Telemetry>,
-) -> Vec<Control> {
-    let device = device(topics, hostname, version, t);
+pub fn command_discovery(topics: &Topics, info: &DeviceInfo) -> Vec<Control> {
+    let device = device(topics, info);
+    let origin = origin(info);
     Entity::ALL
         .into_iter()
         .map(|entity| {
@@ -392,13 +438,16 @@ pub fn command_discovery(
                 "payload_available": "online",
                 "payload_not_available": "offline",
                 "device": device,
+                "origin": origin,
             });
             let extra = match entity {
                 Entity::Mining => json!({
                     "name": "Mining",
                     "icon": "mdi:pickaxe",
                     "state_topic": topics.state,
-                    "value_template": "{{ 'OFF' if value_json.state == 'sleeping' else 'ON' }}",
+                    // No state (hw-agent away): unknown, never ON.
+                    "value_template": "{{ None if not value_json.state \
+                                       else 'OFF' if value_json.state == 'sleeping' else 'ON' }}",
                     "payload_on": "ON",
                     "payload_off": "OFF",
                 }),
@@ -459,7 +508,14 @@ mod tests {
             }],
             ..Default::default()
         };
-        let sensors = discovery(&topics, "Rig 7.local", "0.1.0", Some(&t));
+        let info = DeviceInfo {
+            hostname: "Rig 7.local".into(),
+            version: "0.1.0".into(),
+            model: "Antminer S9".into(),
+            configuration_url: Some("http://rig7.local/".into()),
+            mac: Some("02:ab:cd:00:00:01".into()),
+        };
+        let sensors = discovery(&topics, &info, Some(&t));
         let ids: Vec<&str> = sensors.iter().map(|s| s.object_id.as_str()).collect();
         assert!(
             ids.contains(&"chain_3_temp") && ids.contains(&"fan_1_rpm"),
@@ -471,18 +527,45 @@ mod tests {
             .unwrap();
         assert_eq!(
             temp.config["value_template"],
-            "{{ value_json.chains[0].temp_chip_c }}"
+            "{% set x = (value_json.chains or []) | selectattr('chain_id', 'eq', 3) | list %}\
+             {{ x[0].temp_chip_c if x else None }}"
         );
+        let energy = sensors.iter().find(|s| s.object_id == "energy").unwrap();
+        assert_eq!(energy.config["device_class"], "energy");
+        assert_eq!(energy.config["state_class"], "total_increasing");
+        assert_eq!(energy.config["unit_of_measurement"], "kWh");
+        for counter in ["shares_accepted", "shares_rejected"] {
+            let s = sensors.iter().find(|s| s.object_id == counter).unwrap();
+            let template = s.config["value_template"].as_str().unwrap();
+            assert!(template.ends_with("else None }}"), "{template}");
+        }
         assert_eq!(temp.config["device_class"], "temperature");
         assert_eq!(
             temp.config["default_entity_id"],
             "sensor.rig_7_local_chain_3_temp"
         );
         assert!(temp.config.get("object_id").is_none(), "deprecated key");
-        let controls = command_discovery(&topics, "Rig 7.local", "0.1.0", Some(&t));
+        let device = &temp.config["device"];
+        assert_eq!(device["model"], "Antminer S9");
+        assert_eq!(device["configuration_url"], "http://rig7.local/");
+        assert_eq!(device["connections"], json!([["mac", "02:ab:cd:00:00:01"]]));
+        assert_eq!(temp.config["origin"]["name"], "svcOS");
+        let bare = discovery(
+            &topics,
+            &DeviceInfo {
+                configuration_url: None,
+                mac: None,
+                ..info.clone()
+            },
+            None,
+        );
+        assert!(bare.iter().all(|s| !s.object_id.starts_with("chain_")));
+        assert!(bare[0].config["device"].get("connections").is_none());
+        let controls = command_discovery(&topics, &info);
         let components: Vec<&str> = controls.iter().map(|c| c.entity.component()).collect();
         assert_eq!(components, ["switch", "number", "select", "button"]);
         for c in &controls {
+            assert_eq!(c.config["device"], *device);
             let topic = c.config["command_topic"].as_str().unwrap();
             assert_eq!(topics.command_entity(topic), Some(c.entity));
             assert!(
@@ -514,7 +597,8 @@ mod tests {
             efficiency_j_per_th: 99.996,
             ..Default::default()
         };
-        let v = state("h", "home", 1, Some(&t), None);
+        let v = state("h", "home", 1, Some(&t), None, 1.23456);
+        assert_eq!(v["energy_kwh"], 1.235);
         assert_eq!(v["mode"], "home");
         assert_eq!(v["hashrate_ghs"], 13_500.123);
         assert_eq!(v["temp_max_c"], 71.3);

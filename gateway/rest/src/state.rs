@@ -238,6 +238,12 @@ impl Inner {
                 telemetry: snapshots.telemetry.clone(),
                 pools: snapshots.pools.clone(),
                 supervisor: peers.supervisor.clone(),
+                energy_file: Some(
+                    layout
+                        .service_state_dir(svcos_common::ServiceName::Gateway)
+                        .join(svcos_integrations::energy::FILE),
+                ),
+                mac: svcos_common::net::primary_mac(),
             },
             clock.clone(),
             shutdown.clone(),

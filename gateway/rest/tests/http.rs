@@ -956,6 +956,37 @@ async fn ws_first_message(url: &str) -> Result<Value, String> {
     Ok(serde_json::from_str(msg.to_text().unwrap()).unwrap())
 }
 
+/// One frame per change: a snapshot that renders the same message (the same telemetry sent
+/// again, a pool snapshot with nothing the stream shows changed) sends nothing; a real change
+/// sends exactly one frame.
+#[tokio::test]
+async fn websocket_sends_a_frame_only_when_its_content_changed() {
+    use futures::StreamExt;
+    let h = Harness::start(Options::default()).await;
+    let url = format!("{}/ws?token={GOOD}", h.base.replace("http://", "ws://"));
+    let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+    let mut next = async move || {
+        tokio::time::timeout(Duration::from_millis(1500), ws.next())
+            .await
+            .ok()
+            .map(|m| m.unwrap().unwrap().into_text().unwrap().to_string())
+    };
+    let first = next().await.expect("the first frame");
+    for _ in 0..3 {
+        let same = h.hw.telemetry.borrow().clone();
+        h.hw.telemetry.send_replace(same);
+        let pools = h.stratum.pools.borrow().clone();
+        h.stratum.pools.send_replace(pools);
+    }
+    assert_eq!(next().await, None, "an unchanged snapshot sent a frame");
+    h.hw.telemetry.send_modify(|t| t.seq += 1);
+    let changed = next().await.expect("a frame for the change");
+    assert_ne!(changed, first);
+    let v: Value = serde_json::from_str(&changed).unwrap();
+    assert_eq!(v["type"], "telemetry");
+    assert_eq!(next().await, None, "one frame per change");
+}
+
 #[tokio::test]
 async fn websocket_streams_telemetry_to_authenticated_clients() {
     let h = Harness::start(opts_with(|c| c.api.websocket_tickets = true)).await;

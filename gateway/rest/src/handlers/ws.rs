@@ -5,9 +5,10 @@
 //! true — a one-time `ticket` from `POST /api/auth/ws-ticket`. The query string is never logged.
 //!
 //! Messages are text frames of JSON `{"type": "telemetry", "schema": "svcos.ws.telemetry.v1",
-//! ...}`, one right after the upgrade and one per snapshot change (telemetry publishes at 1 Hz,
-//! pools on change). The stream reads the same snapshots as `/api/status`; no peer is called
-//! per client. A stream closes (code 1008) when its session is revoked, evicted or logged out.
+//! ...}`, one right after the upgrade and then one per change of its content; a heartbeat frame
+//! after [`HEARTBEAT`] of silence (frames: [`svcos_api_types::ws`]). The stream reads the same
+//! snapshots as `/api/status`; no peer is called per client. A stream closes (code 1008) when
+//! its session is revoked, evicted or logged out.
 
 use axum::extract::ws::{
     Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection,
@@ -16,16 +17,12 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use svcos_api_types::ws::{HEARTBEAT, heartbeat_frame, telemetry_frame};
 use svcos_proto::auth::v1::RedeemWsTicketRequest;
-use svcos_proto::hwagent::v1::Telemetry;
-use svcos_proto::stratum::v1::GetPoolsResponse;
 
-use super::round;
 use crate::AppState;
 use crate::authn::bearer_token;
 use crate::envelope::{ApiError, ErrorCode};
-use svcos_api_types::enum_word;
 
 /// Query parameters of `/ws`.
 #[derive(Debug, Deserialize, Default)]
@@ -100,63 +97,43 @@ pub async fn upgrade(
     }
 }
 
-/// One telemetry message (schema `svcos.ws.telemetry.v1`).
-pub fn telemetry_message(t: Option<&Telemetry>, p: Option<&GetPoolsResponse>) -> Value {
-    json!({
-        "type": "telemetry",
-        "schema": "svcos.ws.telemetry.v1",
-        "hw_agent_up": t.is_some(),
-        "stratum_agent_up": p.is_some(),
-        "seq": t.map(|t| t.seq),
-        "timestamp_ms": t.map(|t| t.timestamp_ms),
-        "state": t.map(|t| enum_word(t.state().as_str_name(), "MINING_STATE_")),
-        "hashrate_ghs": t.map(|t| {
-            let h = t.hashrate.unwrap_or_default();
-            json!({"5s": round(h.ghs_5s, 3), "1m": round(h.ghs_1m, 3), "15m": round(h.ghs_15m, 3)})
-        }),
-        "power_watt": t.map(|t| round(t.power_watt, 1)),
-        "temp_max_c": t.map(|t| round(t.temp_max_c, 1)),
-        "chains": t.map(|t| t.chains.iter().map(|c| json!({
-            "chain_id": c.chain_id,
-            "temp_chip_c": round(c.temp_chip_c, 1),
-            "temp_board_c": round(c.temp_board_c, 1),
-            "hashrate_ghs_1m": round(c.hashrate.as_ref().map_or(0.0, |h| h.ghs_1m), 3),
-        })).collect::<Vec<_>>()),
-        "fans": t.map(|t| t.fans.iter().map(|f| json!({"fan_id": f.fan_id, "rpm": f.rpm, "pwm_percent": f.pwm_percent})).collect::<Vec<_>>()),
-        "pools": p.map(|p| p.pools.iter().map(|pool| json!({
-            "index": pool.index,
-            "url": pool.url,
-            "state": enum_word(pool.state().as_str_name(), "POOL_STATE_"),
-            "active": pool.active,
-            "accepted": pool.accepted,
-            "rejected": pool.rejected,
-        })).collect::<Vec<_>>()),
-    })
-}
-
 async fn stream(state: AppState, mut socket: WebSocket, session_id: String) {
     // Subscribe before the first send so a revocation cannot slip in between.
     let mut ended = state.sessions.subscribe_ended();
     let mut telemetry = state.snapshots.telemetry.clone();
     let mut pools = state.snapshots.pools.clone();
     telemetry.mark_changed();
+    // The last telemetry frame sent: a snapshot that renders the same bytes is not sent again.
+    let mut last_sent = String::new();
+    let mut last_frame_at = tokio::time::Instant::now();
     loop {
-        let msg = {
+        let text = {
             let t = telemetry.borrow_and_update().clone();
             let p = pools.borrow_and_update().clone();
-            telemetry_message(t.as_ref(), p.as_ref())
+            telemetry_frame(t.as_ref(), p.as_ref()).to_string()
         };
-        if socket
-            .send(Message::Text(msg.to_string().into()))
-            .await
-            .is_err()
-        {
-            return;
+        if text != last_sent {
+            if socket
+                .send(Message::Text(text.as_str().into()))
+                .await
+                .is_err()
+            {
+                return;
+            }
+            last_sent = text;
+            last_frame_at = tokio::time::Instant::now();
         }
         loop {
             tokio::select! {
                 r = telemetry.changed() => { if r.is_err() { return; } break; }
                 r = pools.changed() => { if r.is_err() { return; } break; }
+                _ = tokio::time::sleep_until(last_frame_at + HEARTBEAT) => {
+                    let beat = heartbeat_frame(state.clock.now_ms()).to_string();
+                    if socket.send(Message::Text(beat.into())).await.is_err() {
+                        return;
+                    }
+                    last_frame_at = tokio::time::Instant::now();
+                }
                 incoming = socket.recv() => match incoming {
                     // Pings are answered by the library; anything else from the client is ignored.
                     Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,

@@ -9,6 +9,8 @@
 //! connection that all port-80 clients share.
 
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -21,6 +23,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use svcos_common::httpserve::{self, MinRate, UPLOAD_PATHS};
+use tokio::sync::oneshot;
 
 use crate::ProxyBody;
 use crate::envelope::ProxyRefusal;
@@ -106,8 +109,18 @@ impl Forwarder {
         client_ip: IpAddr,
     ) -> Response<ProxyBody> {
         let (mut parts, body) = request.into_parts();
+        let mut body_sent = None;
         let body = if UPLOAD_PATHS.contains(&parts.uri.path()) {
-            MinRate::new(body).boxed_unsync()
+            // Streamed: a slow but live upload is bounded by its minimum rate, a stalled one
+            // is dropped by it (and frees the gateway's upload slot), and the response clock
+            // starts only once the last byte is on its way.
+            let (done, sent) = oneshot::channel();
+            body_sent = Some(sent);
+            SentSignal {
+                inner: MinRate::new(body).boxed_unsync(),
+                done: Some(done),
+            }
+            .boxed_unsync()
         } else {
             match self.read_whole(&parts.headers, body).await {
                 Ok(bytes) => Full::new(bytes)
@@ -143,7 +156,18 @@ impl Forwarder {
         };
 
         let sent = self.client.request(Request::from_parts(parts, body));
-        let response = match tokio::time::timeout(self.response_timeout, sent).await {
+        let answered = match body_sent {
+            None => tokio::time::timeout(self.response_timeout, sent).await,
+            Some(body_sent) => {
+                tokio::pin!(sent);
+                tokio::select! {
+                    r = &mut sent => Ok(r),
+                    // Sent in full, or dropped (the request failed; `sent` says how).
+                    _ = body_sent => tokio::time::timeout(UPLOAD_ANSWER_TIMEOUT, sent).await,
+                }
+            }
+        };
+        let response = match answered {
             Ok(Ok(response)) => response,
             Ok(Err(e)) => {
                 let refusal = if e.is_connect() {
@@ -197,12 +221,48 @@ impl Forwarder {
     }
 }
 
+/// How long the gateway may take to answer once an upload's last byte was sent: it checks the
+/// bundle's signature and writes the inactive slot before it answers (minutes on a slow SD card).
+const UPLOAD_ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// Read a refused body to its end in the background (bounded in size, rate and time).
 fn discard(body: Incoming) {
     tokio::spawn(async move {
         let all = Limited::new(MinRate::new(body), DISCARD_MAX).collect();
         let _ = tokio::time::timeout(DISCARD_TIMEOUT, all).await;
     });
+}
+
+/// A request body that says when it has been sent to its end (or dropped before it).
+struct SentSignal {
+    inner: UpBody,
+    done: Option<oneshot::Sender<()>>,
+}
+
+impl hyper::body::Body for SentSignal {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        let frame = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(None) = frame {
+            if let Some(done) = self.done.take() {
+                let _ = done.send(());
+            }
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 fn ip_header(ip: IpAddr) -> HeaderValue {

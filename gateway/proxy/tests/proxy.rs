@@ -737,3 +737,42 @@ async fn an_ipv6_client_has_one_share_and_others_still_get_in() {
     assert!(answer.contains("x-upstream: yes"), "{answer}");
     shutdown.trigger();
 }
+
+#[tokio::test]
+async fn a_slow_live_upload_outlasts_the_response_timeout() {
+    // Issue 31: a bundle that took longer to send than the response timeout got 504 and was
+    // discarded. The clock now starts once the last byte is sent; the upload itself is bounded
+    // by the minimum body rate only.
+    let mut cfg = config(upstream(Arc::new(Notify::new())).await);
+    cfg.response_timeout = Duration::from_millis(300);
+    let (proxy, _shutdown) = start_proxy(cfg).await;
+    let mut s = TcpStream::connect(proxy).await.unwrap();
+    let chunk = vec![b'b'; 16 * 1024];
+    let chunks = 12;
+    s.write_all(
+        format!(
+            "POST /api/system/upgrade HTTP/1.1\r\nHost: rig.local\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n",
+            chunk.len() * chunks
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let started = std::time::Instant::now();
+    for _ in 0..chunks {
+        s.write_all(&chunk).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut answer = String::new();
+    tokio::time::timeout(PROMPT, s.read_to_string(&mut answer))
+        .await
+        .expect("answered")
+        .unwrap();
+    assert!(started.elapsed() > Duration::from_millis(1000));
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    // The upstream echoed the whole body it received.
+    let body = answer.split("\r\n\r\n").nth(1).unwrap();
+    let echo: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(echo["body"].as_str().unwrap().len(), chunk.len() * chunks);
+}

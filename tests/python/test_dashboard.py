@@ -1033,3 +1033,24 @@ def test_setup_wizard_end_to_end_on_a_fresh_stack(fresh_sim, browser):
     s = wait_for(mining_with_target, 120, "mining at the wizard's power target with accepted shares")
     print(f"after the wizard: target {s['mining']['power_target_watt']} W, {s['pools']['accepted']} shares accepted")
     assert_clean(page)
+
+
+def test_the_hostname_field_checks_its_pattern_without_a_console_error(sim, ready, browser):
+    """Issue 31 defect 1: the pattern `[A-Za-z0-9-]{1,63}` is not a valid regular expression in
+    the `v` mode browsers compile `pattern` with, so Chromium logged an error and never checked
+    the name. The escaped class compiles, refuses `garage_heater` and accepts `garage-heater`."""
+    set_mode(sim, ready, "hacker")
+
+    async def drive(page: Page):
+        await open_logged_in(page, sim, ready, "network")
+        await page.until("!!document.getElementById('hostname-input')", 60, "the network screen")
+        verdicts = {}
+        for name in ("garage_heater", "garage-heater"):
+            verdicts[name] = await page.js(
+                "(() => { const i = document.getElementById('hostname-input');"
+                f" i.value = {json.dumps(name)}; return i.validity.patternMismatch; }})()")
+        return verdicts, page
+
+    verdicts, page = run_page(browser, sim.http_url, drive)
+    assert verdicts == {"garage_heater": True, "garage-heater": False}, verdicts
+    assert_clean(page)

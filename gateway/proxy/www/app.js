@@ -1095,7 +1095,7 @@
         <h2>Network</h2>
         <${Loading} q=${q} /><${KV} obj=${q.data} src="/api/network/info" />
         <form class="row" onSubmit=${(e) => { e.preventDefault(); run(async () => { await api("POST", "/api/network/hostname", { hostname: name }); setName(null); await q.reload(); refreshStatus(); return true; }); }}>
-          <${Field} label="Hostname"><input id="hostname-input" value=${name ?? get(q.data, "hostname") ?? ""} onInput=${(e) => setName(e.target.value)} pattern="[A-Za-z0-9-]{1,63}" /><//>
+          <${Field} label="Hostname"><input id="hostname-input" value=${name ?? get(q.data, "hostname") ?? ""} onInput=${(e) => setName(e.target.value)} pattern="[A-Za-z0-9\\-]{1,63}" /><//>
           <button type="submit" disabled=${name === null || act.busy}>Rename</button>
         </form>
         <${Err} error=${act.error} />

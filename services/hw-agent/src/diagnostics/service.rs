@@ -757,9 +757,11 @@ fn fitted_window(id: &PsuIdentity) -> FittedPsuWindow {
 
 fn refuse_register_write(register: u8) -> Result<(), Status> {
     match register {
-        reg::CHIP_ADDRESS | reg::CORE_REGISTER_VALUE => {
-            Err(invalid("register", "read-only register"))
-        }
+        reg::CHIP_ADDRESS
+        | reg::CORE_REGISTER_VALUE
+        | reg::PVT_TEMPERATURE
+        | reg::PVT_VOLTAGE
+        | reg::PVT_PROCESS => Err(invalid("register", "read-only register")),
         reg::MISC_CONTROL => Err(fail(HwError::FailedPrecondition(
             "writing MISC_CONTROL changes the chips' baud rate and desynchronises the UART; \
              change [hardware].baud instead"

@@ -615,7 +615,7 @@ impl Power {
                     hw.set_power_target(SetPowerTargetRequest {
                         watt: w,
                         backstop_share,
-                        source: format!("governor:{}", decision.binding),
+                        source: format!("governor:{}", decision.binding.unwrap_or("operator")),
                     })
                     .await,
                 );

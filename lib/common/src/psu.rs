@@ -179,7 +179,11 @@ pub fn window(model: Option<&'static PsuModel>, o: &PsuOverrideConfig) -> Window
         None => {
             let (lo, hi, vsrc) = match (declared_min, declared_max) {
                 (Some(lo), Some(hi)) => (lo, hi, "psu_override"),
-                _ => (VOLTAGE_MV.min / 1000.0, VOLTAGE_MV.max / 1000.0, "pmbus_range"),
+                _ => (
+                    VOLTAGE_MV.min / 1000.0,
+                    VOLTAGE_MV.max / 1000.0,
+                    "pmbus_range",
+                ),
             };
             Window {
                 voltage_min_v: lo,
@@ -222,18 +226,67 @@ mod tests {
         let apw3 = find("APW3++");
         // (model, override, window min/max, voltage source, rating, rating source)
         let cases = [
-            (apw12, over(false, 0.0, 0.0, 0.0), (12.0, 15.0), "catalogue", Some(3600.0), "catalogue"),
+            (
+                apw12,
+                over(false, 0.0, 0.0, 0.0),
+                (12.0, 15.0),
+                "catalogue",
+                Some(3600.0),
+                "catalogue",
+            ),
             // Narrowed on both ends, rating lowered.
-            (apw12, over(true, 3000.0, 12.5, 14.0), (12.5, 14.0), "psu_override", Some(3000.0), "psu_override"),
+            (
+                apw12,
+                over(true, 3000.0, 12.5, 14.0),
+                (12.5, 14.0),
+                "psu_override",
+                Some(3000.0),
+                "psu_override",
+            ),
             // Widening and raising are ignored.
-            (apw12, over(true, 4000.0, 10.0, 20.0), (12.0, 15.0), "catalogue", Some(3600.0), "catalogue"),
+            (
+                apw12,
+                over(true, 4000.0, 10.0, 20.0),
+                (12.0, 15.0),
+                "catalogue",
+                Some(3600.0),
+                "catalogue",
+            ),
             // A disabled override declares nothing.
-            (apw12, over(false, 3000.0, 12.5, 14.0), (12.0, 15.0), "catalogue", Some(3600.0), "catalogue"),
+            (
+                apw12,
+                over(false, 3000.0, 12.5, 14.0),
+                (12.0, 15.0),
+                "catalogue",
+                Some(3600.0),
+                "catalogue",
+            ),
             // A fixed-output model refuses voltages but takes a lower rating.
-            (apw3, over(true, 1200.0, 11.0, 11.5), (12.0, 12.0), "catalogue", Some(1200.0), "psu_override"),
+            (
+                apw3,
+                over(true, 1200.0, 11.0, 11.5),
+                (12.0, 12.0),
+                "catalogue",
+                Some(1200.0),
+                "psu_override",
+            ),
             // Unknown model: the override declares, else the PMBus range and no rating.
-            (None, over(true, 2000.0, 10.0, 14.0), (10.0, 14.0), "psu_override", Some(2000.0), "psu_override"),
-            (None, over(false, 0.0, 0.0, 0.0), (1.0, 16.0), "pmbus_range", None, ""),
+            (
+                None,
+                over(true, 2000.0, 10.0, 14.0),
+                (10.0, 14.0),
+                "psu_override",
+                Some(2000.0),
+                "psu_override",
+            ),
+            (
+                None,
+                over(false, 0.0, 0.0, 0.0),
+                (1.0, 16.0),
+                "pmbus_range",
+                None,
+                "",
+            ),
         ];
         for (i, (model, o, (lo, hi), vsrc, watt, wsrc)) in cases.into_iter().enumerate() {
             let w = window(model, &o);

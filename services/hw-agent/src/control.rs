@@ -28,8 +28,8 @@ use crate::drivers::{FanReading, Peripherals, lines};
 use crate::error::HwError;
 use crate::limits::{Clamp, HardLimit, clamp, hard_limit};
 use crate::recipe::{self, InForce, Sources};
-use svcos_proto::hwagent::v1::RecipeEntry;
 use crate::thermal::{Condition, ThermalInputs, ThermalPolicy};
+use svcos_proto::hwagent::v1::RecipeEntry;
 
 /// Period of the button/LED poll.
 const TICK: Duration = Duration::from_millis(100);

@@ -215,7 +215,11 @@ pub fn build(f: &InForce<'_>) -> Vec<RecipeEntry> {
             "dangerous_temp_c",
             Some(t.dangerous_temp_c),
             "C",
-            src("thermal.dangerous_temp_c", t.dangerous_temp_c, d.dangerous_temp_c),
+            src(
+                "thermal.dangerous_temp_c",
+                t.dangerous_temp_c,
+                d.dangerous_temp_c,
+            ),
         ),
     ]);
     let c = &f.power_target;

@@ -23,7 +23,9 @@ async fn pics_pvt_and_the_fitted_psu_are_read_from_the_board() {
     let agent = bench.start_agent();
     bench.send_job(job(1, 1, true, 0.001));
     bench
-        .wait_for("mining", LONG, |t| state(t) == svcos_proto::hwagent::v1::MiningState::Mining)
+        .wait_for("mining", LONG, |t| {
+            state(t) == svcos_proto::hwagent::v1::MiningState::Mining
+        })
         .await;
     let mut diag = bench.diagnostics_client();
 
@@ -57,8 +59,11 @@ async fn pics_pvt_and_the_fitted_psu_are_read_from_the_board() {
             .await
             .unwrap()
             .into_inner();
-        assert!(pics.boards.iter().all(|b| b.setpoint_mv == Some(8600.0)
-            && b.written_mv == Some(8600.0)));
+        assert!(
+            pics.boards
+                .iter()
+                .all(|b| b.setpoint_mv == Some(8600.0) && b.written_mv == Some(8600.0))
+        );
         if pics
             .boards
             .iter()
@@ -88,7 +93,10 @@ async fn pics_pvt_and_the_fitted_psu_are_read_from_the_board() {
             assert!(chip.answered, "{chip:?}");
             let t = chip.temperature_c.unwrap();
             // Sensors and registers are read a moment apart; the sensors quantise to 1/16 C.
-            assert!(t >= board - 1.0 && t <= hottest + 1.0, "{t} not in {board}..{hottest}");
+            assert!(
+                t >= board - 1.0 && t <= hottest + 1.0,
+                "{t} not in {board}..{hottest}"
+            );
             // Eight chips make two domains sharing the 8.6 V rail, each chip +/- a few %.
             let v = chip.voltage_mv.unwrap();
             assert!((3900.0..4700.0).contains(&v), "{v} mV");

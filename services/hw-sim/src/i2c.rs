@@ -245,7 +245,11 @@ fn pic_transfer(
     if read_len == 0 {
         return Ok(Vec::new());
     }
-    let word = |mv: f64| (mv.round().clamp(0.0, 65535.0) as u16).to_le_bytes().to_vec();
+    let word = |mv: f64| {
+        (mv.round().clamp(0.0, 65535.0) as u16)
+            .to_le_bytes()
+            .to_vec()
+    };
     let bytes = match board.chains[chain].pic.pointer {
         pic::SET_VOLTAGE => word(board.chains[chain].pic.setpoint_mv),
         pic::GET_FIRMWARE_VERSION => vec![board.spec.pic_firmware.unwrap_or(0)],
@@ -405,7 +409,14 @@ mod tests {
             nominal
         );
         // The measured rail is the PSU output, and 0 once the board loses power.
-        transfer(&mut b, 0, PSU_ADDRESS, &[pmbus::VOUT_COMMAND, 0x60, 0x22], 0).unwrap();
+        transfer(
+            &mut b,
+            0,
+            PSU_ADDRESS,
+            &[pmbus::VOUT_COMMAND, 0x60, 0x22],
+            0,
+        )
+        .unwrap();
         for _ in 0..20 {
             b.step(0.1, now);
         }

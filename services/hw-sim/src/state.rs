@@ -12,8 +12,8 @@ use std::time::Instant;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use svcos_bm13xx::{
-    BaudDivider, ChipModel, Command, HostFrame, Job, Pll, Pvt, RegisterResponse, Response,
-    Target, TicketMask, reg,
+    BaudDivider, ChipModel, Command, HostFrame, Job, Pll, Pvt, RegisterResponse, Response, Target,
+    TicketMask, reg,
 };
 
 use crate::error::SimError;

@@ -121,7 +121,10 @@ impl hw::hw_diagnostics_service_server::HwDiagnosticsService for FakeDiag {
         }))
     }
 
-    async fn get_pvt_table(&self, _: Request<hw::GetPvtTableRequest>) -> R<hw::GetPvtTableResponse> {
+    async fn get_pvt_table(
+        &self,
+        _: Request<hw::GetPvtTableRequest>,
+    ) -> R<hw::GetPvtTableResponse> {
         Ok(Response::new(hw::GetPvtTableResponse {
             chains: vec![hw::ChainPvt {
                 chain_id: 0,

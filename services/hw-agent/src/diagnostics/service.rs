@@ -687,10 +687,9 @@ impl HwDiagnosticsService for Diagnostics {
         &self,
         _request: Request<GetPvtTableRequest>,
     ) -> Result<Response<GetPvtTableResponse>, Status> {
-        let chains = futures::future::join_all(
-            (0..self.ctx.chains.len() as u32).map(|c| self.chain_pvt(c)),
-        )
-        .await;
+        let chains =
+            futures::future::join_all((0..self.ctx.chains.len() as u32).map(|c| self.chain_pvt(c)))
+                .await;
         Ok(Response::new(GetPvtTableResponse {
             chains,
             read_at_ms: svcos_common::time::unix_ms(),
@@ -735,7 +734,8 @@ fn fitted_window(id: &PsuIdentity) -> FittedPsuWindow {
     let entry = svcos_common::psu::find(&model);
     let w = svcos_common::psu::window(entry, &id.psu_override);
     // Tolerance of the setpoint's 1 mV resolution.
-    let inside = id.setpoint_v >= w.voltage_min_v - 0.0005 && id.setpoint_v <= w.voltage_max_v + 0.0005;
+    let inside =
+        id.setpoint_v >= w.voltage_min_v - 0.0005 && id.setpoint_v <= w.voltage_max_v + 0.0005;
     let errors: Vec<String> = [&id.model, &id.revision]
         .into_iter()
         .filter_map(|r| r.as_ref().err().cloned())

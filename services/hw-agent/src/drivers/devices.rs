@@ -335,7 +335,10 @@ mod tests {
         bus.regs
             .insert((0x51, PIC_GET_VOLTAGE), 8794u16.to_le_bytes().to_vec());
         let r = pic.read(&mut bus).unwrap();
-        assert_eq!((r.firmware_version, r.setpoint_mv, r.measured_mv), (3, 8900.0, 8794.0));
+        assert_eq!(
+            (r.firmware_version, r.setpoint_mv, r.measured_mv),
+            (3, 8900.0, 8794.0)
+        );
         pic.set_voltage_mv(&mut bus, 8800).unwrap();
         assert_eq!(bus.writes.last().unwrap(), &(0x51, vec![0x10, 0x60, 0x22]));
         // A PIC that does not acknowledge is an error, not a zero reading.

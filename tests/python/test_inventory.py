@@ -63,21 +63,26 @@ def test_pic_setpoint_readback_follows_a_voltage_change(st):
 
 
 def test_pvt_temperatures_lie_within_the_chains_sensor_range(st):
+    def outside(chain):
+        low, high = chain["sensor_board_c"], chain["sensor_chip_c"]
+        # The sensors quantise to 1/16 C and are read a moment after the registers.
+        return [c for c in chain["chips"] if not low - 0.5 <= c["temperature_c"] <= high + 0.5]
+
     def read():
         t = get(st, "/api/miner/pvt-table")
-        return all(c["error"] is None and c["chips"] for c in t["chains"]) and t
+        ready = all(c["error"] is None and c["chips"] for c in t["chains"])
+        return ready and not any(outside(c) for c in t["chains"]) and t
 
-    table = wait_for(read, 120, "every chain brought up and answering its PVT registers")
+    # Registers and sensors are sampled apart while the chips warm up: a read may be retried,
+    # a systematic disagreement times out.
+    table = wait_for(read, 120, "every chain's PVT temperatures within its sensors' range")
     assert table["schema"] == "svcos.api.miner.pvt_table.v1"
     assert len(table["chains"]) == 3
     for chain in table["chains"]:
         assert len(chain["chips"]) == 63, chain["chain_id"]
-        low, high = chain["sensor_board_c"], chain["sensor_chip_c"]
-        assert low is not None and high is not None and low <= high, chain
+        assert chain["sensor_board_c"] <= chain["sensor_chip_c"], chain
         for chip in chain["chips"]:
             assert chip["answered"], chip
-            # The sensors and the registers are read moments apart, the sensors in 1/16 C.
-            assert low - 1 <= chip["temperature_c"] <= high + 1, (chip, low, high)
             # 21 domains of 3 chips share the rail: about 8.7 V / 21 per chip.
             assert 380 < chip["voltage_mv"] < 450, chip
             assert chip["ring_oscillator_mhz"] > 0, chip

@@ -221,9 +221,9 @@ pub struct PvtChain {
     pub chain_id: u32,
     /// Why the chain could not be read; `chips` is then empty.
     pub error: Option<String>,
-    /// The chain's board sensor at the same time, C.
+    /// The chain's board sensor, read right after the registers, C.
     pub sensor_board_c: Option<f64>,
-    /// The chain's chip-side (hottest chip) sensor at the same time, C.
+    /// The chain's chip-side (hottest chip) sensor, read right after the registers, C.
     pub sensor_chip_c: Option<f64>,
     /// Every chip.
     pub chips: Vec<PvtChip>,

@@ -208,6 +208,11 @@ pub enum ControlCommand {
         /// The identity.
         reply: oneshot::Sender<Option<PsuIdentity>>,
     },
+    /// Inventory: read every temperature sensor now (the snapshot's may be a period old).
+    ReadSensors {
+        /// Each sensor and its reading (`None`: it did not answer).
+        reply: oneshot::Sender<Vec<(SensorSpec, Option<f64>)>>,
+    },
     /// The environment recipe in force.
     Recipe {
         /// The recipe.
@@ -629,6 +634,18 @@ impl BoardThread {
                     }
                 });
                 let _ = reply.send(id);
+            }
+            ControlCommand::ReadSensors { reply } => {
+                let out = self
+                    .layout
+                    .sensors
+                    .iter()
+                    .map(|s| {
+                        let v = read_tmp75(self.peripherals.i2c.as_mut(), s.address).ok();
+                        (s.clone(), v)
+                    })
+                    .collect();
+                let _ = reply.send(out);
             }
             ControlCommand::Recipe { reply } => {
                 let entries = recipe::build(&InForce {

@@ -78,30 +78,42 @@ async fn pics_pvt_and_the_fitted_psu_are_read_from_the_board() {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 
-    // PVT: every chip answers; its temperature lies between its chain's sensors.
-    let pvt = diag
-        .get_pvt_table(GetPvtTableRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(pvt.chains.len(), 2);
-    for c in &pvt.chains {
-        assert!(c.error.is_empty(), "{c:?}");
-        assert_eq!(c.chips.len(), 8, "{c:?}");
-        let (board, hottest) = (c.sensor_board_c.unwrap(), c.sensor_chip_c.unwrap());
-        for chip in &c.chips {
-            assert!(chip.answered, "{chip:?}");
-            let t = chip.temperature_c.unwrap();
-            // Sensors and registers are read a moment apart; the sensors quantise to 1/16 C.
-            assert!(
-                t >= board - 1.0 && t <= hottest + 1.0,
-                "{t} not in {board}..{hottest}"
-            );
-            // Eight chips make two domains sharing the 8.6 V rail, each chip +/- a few %.
-            let v = chip.voltage_mv.unwrap();
-            assert!((3900.0..4700.0).contains(&v), "{v} mV");
-            assert!(chip.ring_oscillator_mhz.unwrap() > 0.0);
+    // PVT: every chip answers; its temperature lies between its chain's sensors. Registers
+    // and sensors are read moments apart while the chips warm up, so a read may be retried.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let pvt = diag
+            .get_pvt_table(GetPvtTableRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(pvt.chains.len(), 2);
+        let mut outside = Vec::new();
+        for c in &pvt.chains {
+            assert!(c.error.is_empty(), "{c:?}");
+            assert_eq!(c.chips.len(), 8, "{c:?}");
+            let (board, hottest) = (c.sensor_board_c.unwrap(), c.sensor_chip_c.unwrap());
+            for chip in &c.chips {
+                assert!(chip.answered, "{chip:?}");
+                // The sensors quantise to 1/16 C.
+                let t = chip.temperature_c.unwrap();
+                if t < board - 0.5 || t > hottest + 0.5 {
+                    outside.push(format!(
+                        "chain {} chip {}: {t} not in {board}..{hottest}",
+                        c.chain_id, chip.chip
+                    ));
+                }
+                // Eight chips make two domains sharing the 8.6 V rail, each chip +/- a few %.
+                let v = chip.voltage_mv.unwrap();
+                assert!((3900.0..4700.0).contains(&v), "{v} mV");
+                assert!(chip.ring_oscillator_mhz.unwrap() > 0.0);
+            }
         }
+        if outside.is_empty() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{outside:#?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 
     // The S9 preset's APW3++: in the catalogue, fixed at 12 V, run at 8.6 V by the sim.

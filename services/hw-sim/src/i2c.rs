@@ -391,6 +391,8 @@ mod tests {
         let now = std::time::Instant::now();
         let addr = pic_address(&b, 1).unwrap();
         assert_eq!(addr, 0x51);
+        // A bare read (a scan's probe) answers from the power-up pointer, the firmware version.
+        assert_eq!(transfer(&mut b, 0, addr, &[], 1).unwrap(), vec![0x03]);
         let r = transfer(&mut b, 0, addr, &[pic::GET_FIRMWARE_VERSION], 1).unwrap();
         assert_eq!(r, vec![0x03]);
         let word = |r: Vec<u8>| u16::from_le_bytes([r[0], r[1]]);

@@ -656,7 +656,9 @@ impl BoardState {
                     bytes_sent: 0,
                     jobs_received: 0,
                     pic: PicRegisters {
-                        pointer: 0,
+                        // Power-up pointer: the firmware version, so a bare read (an I2C scan's
+                        // probe) is answered.
+                        pointer: crate::i2c::pic::GET_FIRMWARE_VERSION,
                         setpoint_mv: spec.nominal_voltage_mv,
                     },
                 }

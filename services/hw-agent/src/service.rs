@@ -409,6 +409,7 @@ mod tests {
             mode: mode as i32,
             pwm_percent: pwm,
             target_temp_c: target,
+            ..Default::default()
         };
         let field = |r: &SetFanRequest| match check_set_fan(r) {
             Err(HwError::InvalidArgument { field, .. }) => Some(field),

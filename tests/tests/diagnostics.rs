@@ -292,7 +292,7 @@ fn diagnostics_and_debug_end_to_end() {
         409
     );
 
-    // I2C scan: exactly the sim's devices (PSU, a board and a chip sensor per chain).
+    // I2C scan: exactly the sim's devices (PSU, a board and a chip sensor and a PIC per chain).
     let scan = api.get_ok("/api/diagnostics/troubleshoot/i2c-scan");
     let present: Vec<u64> = scan["present"]
         .as_array()
@@ -300,7 +300,12 @@ fn diagnostics_and_debug_end_to_end() {
         .iter()
         .map(|d| d["address"].as_u64().unwrap())
         .collect();
-    assert_eq!(present, vec![0x10, 0x48, 0x49, 0x4c, 0x4d], "{scan}");
+    assert_eq!(
+        present,
+        vec![0x10, 0x48, 0x49, 0x4c, 0x4d, 0x50, 0x51],
+        "{scan}"
+    );
+    assert_eq!(scan["present"][5]["expected"], "chain0-pic", "{scan}");
     assert_eq!(scan["missing"], json!([]));
 
     // Chip health: chain 0 chip 3 dead, chain 1 chip 5 weak, everything else ok.

@@ -448,45 +448,8 @@ pub const RECOVERY_ACTIONS_BODY: RecoveryActionsBody = RecoveryActionsBody {
     entries: RECOVERY_ACTIONS,
 };
 
-/// A PSU model the PMBus driver knows.
-#[derive(Debug, Clone, Copy, Serialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct PsuModel {
-    /// Model name as MFR_MODEL reports it.
-    pub model: &'static str,
-    /// Lowest output, V.
-    pub output_min_v: f64,
-    /// Highest output, V.
-    pub output_max_v: f64,
-    /// Rated output power, W.
-    pub rated_watt: f64,
-    /// The driver can set its output voltage.
-    pub voltage_control: bool,
-}
-
-const fn psu(
-    model: &'static str,
-    output_min_v: f64,
-    output_max_v: f64,
-    rated_watt: f64,
-    voltage_control: bool,
-) -> PsuModel {
-    PsuModel {
-        model,
-        output_min_v,
-        output_max_v,
-        rated_watt,
-        voltage_control,
-    }
-}
-
-/// The PSU models of the catalogue.
-pub const PSU_MODELS: &[PsuModel] = &[
-    psu("APW3++", 12.0, 12.0, 1600.0, false),
-    psu("APW7", 12.0, 12.0, 1800.0, false),
-    psu("APW9+", 14.5, 21.0, 3600.0, true),
-    psu("APW12", 12.0, 15.0, 3600.0, true),
-];
+/// The PSU catalogue lives with its rule in `svcos_common::psu`.
+pub use svcos_common::psu::{PSU_MODELS, PsuModel};
 
 /// The PSU fitted, from telemetry.
 #[derive(Debug, Clone, Serialize)]

@@ -124,7 +124,12 @@ async fn control_tools_run_the_rest_write_in_standard_mode() {
     let h = Harness::start(opts(Mode::Standard)).await;
     let r = call(&h, "set_fan", json!({"mode": "manual", "pwm_percent": 55})).await;
     assert_eq!(r["isError"], false, "{r}");
-    let sent = (*h.hw.last_fan.lock().unwrap()).expect("hw-agent got SetFan");
+    let sent =
+        h.hw.last_fan
+            .lock()
+            .unwrap()
+            .clone()
+            .expect("hw-agent got SetFan");
     assert_eq!(sent.pwm_percent, 55);
     // The REST route's own validation reaches the agent as a tool error.
     let r = call(&h, "set_fan", json!({"mode": "manual"})).await;

@@ -116,6 +116,56 @@ pub mod reg {
     pub const CORE_REGISTER_VALUE: u8 = 0x40;
     /// Version rolling mask: see [`crate::version_mask_register`].
     pub const VERSION_MASK: u8 = 0xA4;
+    /// On-die PVT sensor, temperature (read-only): junction temperature in 0.01 C, two's
+    /// complement (see [`crate::Pvt`]).
+    pub const PVT_TEMPERATURE: u8 = 0xB0;
+    /// On-die PVT sensor, voltage (read-only): the chip's core (domain) voltage in 0.1 mV.
+    pub const PVT_VOLTAGE: u8 = 0xB4;
+    /// On-die PVT sensor, process (read-only): the ring oscillator's frequency in kHz, a
+    /// measure of how fast this die's silicon is.
+    pub const PVT_PROCESS: u8 = 0xB8;
+}
+
+/// One chip's on-die process/voltage/temperature readings, decoded from the `PVT_*` registers.
+///
+/// BM1366-class chips carry such a sensor block; its register map is not public, so these
+/// three read-only registers are the svcOS board map's (hw-sim implements them, hw-agent reads
+/// them). A chip without the block answers 0 in each, which decodes as "not reported".
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Pvt {
+    /// Junction temperature, C.
+    pub temperature_c: Option<f64>,
+    /// Core (domain) voltage, mV.
+    pub voltage_mv: Option<f64>,
+    /// Ring-oscillator frequency, MHz.
+    pub ring_oscillator_mhz: Option<f64>,
+}
+
+impl Pvt {
+    /// Encode a temperature for [`reg::PVT_TEMPERATURE`].
+    pub fn encode_temperature(temp_c: f64) -> u32 {
+        ((temp_c * 100.0).round() as i32) as u32
+    }
+
+    /// Encode a voltage for [`reg::PVT_VOLTAGE`].
+    pub fn encode_voltage(mv: f64) -> u32 {
+        (mv * 10.0).round().max(0.0) as u32
+    }
+
+    /// Encode a ring-oscillator frequency for [`reg::PVT_PROCESS`].
+    pub fn encode_process(mhz: f64) -> u32 {
+        (mhz * 1000.0).round().max(0.0) as u32
+    }
+
+    /// Decode the three register values (0 = not reported).
+    pub fn decode(temperature: u32, voltage: u32, process: u32) -> Pvt {
+        let nonzero = |raw: u32, f: &dyn Fn(u32) -> f64| (raw != 0).then(|| f(raw));
+        Pvt {
+            temperature_c: nonzero(temperature, &|r| f64::from(r as i32) / 100.0),
+            voltage_mv: nonzero(voltage, &|r| f64::from(r) / 10.0),
+            ring_oscillator_mhz: nonzero(process, &|r| f64::from(r) / 1000.0),
+        }
+    }
 }
 
 /// Why bytes or values could not be used.
@@ -1134,6 +1184,24 @@ impl ChipModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pvt_registers_round_trip_and_zero_is_not_reported() {
+        let p = Pvt::decode(
+            Pvt::encode_temperature(71.237),
+            Pvt::encode_voltage(419.04),
+            Pvt::encode_process(612.5),
+        );
+        assert_eq!(p.temperature_c, Some(71.24));
+        assert_eq!(p.voltage_mv, Some(419.0));
+        assert_eq!(p.ring_oscillator_mhz, Some(612.5));
+        // Below freezing stays negative (two's complement).
+        assert_eq!(
+            Pvt::decode(Pvt::encode_temperature(-5.5), 1, 1).temperature_c,
+            Some(-5.5)
+        );
+        assert_eq!(Pvt::decode(0, 0, 0), Pvt::default());
+    }
 
     #[test]
     fn crc16_check_value() {

@@ -27,6 +27,7 @@ pub mod logging;
 pub mod net;
 pub mod paths;
 pub mod proxykey;
+pub mod psu;
 pub mod redact;
 pub mod reflection;
 pub mod sched;

@@ -21,11 +21,15 @@ use svcos_proto::hwagent::v1::{
 use tokio::sync::{Notify, broadcast, oneshot, watch};
 
 use crate::chain::{ChainCommand, ChainHandle, ChainSnapshot, ChainStatus};
-use crate::drivers::devices::{Psu, PsuReading, STATUS_OFF, STATUS_POWER_GOOD_N, read_tmp75};
+use crate::drivers::devices::{
+    Pic, PicReading, Psu, PsuReading, STATUS_OFF, STATUS_POWER_GOOD_N, read_tmp75,
+};
 use crate::drivers::{FanReading, Peripherals, lines};
 use crate::error::HwError;
 use crate::limits::{Clamp, HardLimit, clamp, hard_limit};
+use crate::recipe::{self, InForce, Sources};
 use crate::thermal::{Condition, ThermalInputs, ThermalPolicy};
+use svcos_proto::hwagent::v1::RecipeEntry;
 
 /// Period of the button/LED poll.
 const TICK: Duration = Duration::from_millis(100);
@@ -67,6 +71,41 @@ pub struct BoardLayout {
     pub chain_reset: Vec<String>,
     /// Fans.
     pub fans: usize,
+    /// The hashboards' PIC voltage controllers (none on boards without).
+    pub pics: Vec<Pic>,
+}
+
+/// One PIC as the inventory reports it.
+#[derive(Debug, Clone)]
+pub struct PicState {
+    /// Where it sits.
+    pub pic: Pic,
+    /// What hw-agent last wrote to it, mV.
+    pub written_mv: Option<f64>,
+    /// What it answered, or why not.
+    pub reading: Result<PicReading, String>,
+}
+
+/// The fitted PSU's identity as it reports it.
+#[derive(Debug, Clone)]
+pub struct PsuIdentity {
+    /// MFR_MODEL, or why it could not be read.
+    pub model: Result<String, String>,
+    /// MFR_REVISION, or why it could not be read.
+    pub revision: Result<String, String>,
+    /// `[power.psu_override]` in force.
+    pub psu_override: svcos_common::config::PsuOverrideConfig,
+    /// Output setpoint now, V.
+    pub setpoint_v: f64,
+}
+
+/// The environment recipe and the mode it was built in.
+#[derive(Debug, Clone)]
+pub struct Recipe {
+    /// `[system].mode` in force.
+    pub mode: Mode,
+    /// Entries (see [`recipe`]).
+    pub entries: Vec<RecipeEntry>,
 }
 
 /// Operator commands to the board thread.
@@ -80,6 +119,8 @@ pub enum ControlCommand {
         pwm_percent: u32,
         /// Auto target, C; 0 keeps the current one.
         target_temp_c: f64,
+        /// Who asks (the recipe's source).
+        source: String,
     },
     /// PSU output voltage, mV; replies with the setpoint applied.
     SetVoltage {
@@ -94,6 +135,8 @@ pub enum ControlCommand {
         watt: f64,
         /// Room above it before the frequency loop acts, as a share.
         backstop_share: f64,
+        /// Who asks (the recipe's source).
+        source: String,
         /// The clamp applied.
         reply: oneshot::Sender<Clamp>,
     },
@@ -154,6 +197,26 @@ pub enum ControlCommand {
         gains: (f64, f64, f64),
         /// The gains in force after.
         reply: oneshot::Sender<(f64, f64, f64)>,
+    },
+    /// Inventory: read every PIC now.
+    ReadPics {
+        /// One per PIC of the layout.
+        reply: oneshot::Sender<Vec<PicState>>,
+    },
+    /// Inventory: read the PSU's model and firmware revision now; `None` without a PSU.
+    ReadPsuIdentity {
+        /// The identity.
+        reply: oneshot::Sender<Option<PsuIdentity>>,
+    },
+    /// Inventory: read every temperature sensor now (the snapshot's may be a period old).
+    ReadSensors {
+        /// Each sensor and its reading (`None`: it did not answer).
+        reply: oneshot::Sender<Vec<(SensorSpec, Option<f64>)>>,
+    },
+    /// The environment recipe in force.
+    Recipe {
+        /// The recipe.
+        reply: oneshot::Sender<Recipe>,
     },
     /// Leave the loop.
     Stop,
@@ -367,6 +430,10 @@ struct State {
     last_psu_clear: Instant,
     /// An operator command was applied since the last publish.
     operator_changed: bool,
+    /// What was last written to each PIC of the layout, mV.
+    pic_written: Vec<Option<f64>>,
+    /// Who set the fan, target and power values in force.
+    sources: Sources,
 }
 
 impl BoardThread {
@@ -392,6 +459,8 @@ impl BoardThread {
             last_led: None,
             last_psu_clear: Instant::now(),
             operator_changed: false,
+            pic_written: vec![None; self.layout.pics.len()],
+            sources: Sources::from_config(&self.thermal, &self.hardware),
         };
         if st.fan_manual.is_some() {
             st.snap.fan_mode = FanMode::Manual;
@@ -438,10 +507,13 @@ impl BoardThread {
                 mode,
                 pwm_percent,
                 target_temp_c,
+                source,
             } => {
                 if target_temp_c > 0.0 {
                     st.policy.set_target(target_temp_c);
+                    st.sources.target = source.clone();
                 }
+                st.sources.fan = source;
                 st.fan_manual = (mode == FanMode::Manual).then_some(pwm_percent.min(100));
                 st.snap.fan_mode = if st.fan_manual.is_some() {
                     FanMode::Manual
@@ -456,8 +528,10 @@ impl BoardThread {
             ControlCommand::SetPowerTarget {
                 watt,
                 backstop_share,
+                source,
                 reply,
             } => {
+                st.sources.power_target = source;
                 st.snap.power_backstop_share = backstop_share.clamp(0.0, 0.5);
                 let c = set_target(st, watt, hard_limit(&self.power));
                 let _ = reply.send(c);
@@ -489,6 +563,8 @@ impl BoardThread {
                 self.power = power;
                 st.fan_manual =
                     (thermal.fan_manual_percent > 0).then_some(thermal.fan_manual_percent);
+                // A reload applies the file's values: they are in force, from the file.
+                st.sources = Sources::from_config(&thermal, &hardware);
                 self.hardware = *hardware;
                 self.thermal = thermal;
                 self.mode = mode;
@@ -531,6 +607,65 @@ impl BoardThread {
                 st.policy.set_gains(gains.0, gains.1, gains.2);
                 let _ = reply.send(st.policy.gains());
             }
+            ControlCommand::ReadPics { reply } => {
+                let out = self
+                    .layout
+                    .pics
+                    .iter()
+                    .zip(&st.pic_written)
+                    .map(|(pic, written)| PicState {
+                        pic: *pic,
+                        written_mv: *written,
+                        reading: pic
+                            .read(self.peripherals.i2c.as_mut())
+                            .map_err(|e| e.to_string()),
+                    })
+                    .collect();
+                let _ = reply.send(out);
+            }
+            ControlCommand::ReadPsuIdentity { reply } => {
+                let id = st.psu.as_ref().map(|psu| {
+                    let bus = self.peripherals.i2c.as_mut();
+                    PsuIdentity {
+                        model: psu.model(bus).map_err(|e| e.to_string()),
+                        revision: psu.revision(bus).map_err(|e| e.to_string()),
+                        psu_override: self.power.psu_override.clone(),
+                        setpoint_v: st.snap.psu.setpoint_v,
+                    }
+                });
+                let _ = reply.send(id);
+            }
+            ControlCommand::ReadSensors { reply } => {
+                let out = self
+                    .layout
+                    .sensors
+                    .iter()
+                    .map(|s| {
+                        let v = read_tmp75(self.peripherals.i2c.as_mut(), s.address).ok();
+                        (s.clone(), v)
+                    })
+                    .collect();
+                let _ = reply.send(out);
+            }
+            ControlCommand::Recipe { reply } => {
+                let entries = recipe::build(&InForce {
+                    thermal: &self.thermal,
+                    power: &self.power,
+                    mode: self.mode,
+                    fan_manual: st.fan_manual,
+                    fan_duty_percent: st.snap.fans.first().map(|f| f.pwm_percent),
+                    target_c: st.policy.target_c(),
+                    // The same rule that set it: the request against the limit in force.
+                    power_target: clamp(st.snap.power_target_requested_watt, st.snap.power_limit),
+                    backstop_share: st.snap.power_backstop_share,
+                    sleeping: st.snap.sleep,
+                    sources: &st.sources,
+                });
+                let _ = reply.send(Recipe {
+                    mode: self.mode,
+                    entries,
+                });
+            }
             ControlCommand::Stop => {}
         }
     }
@@ -548,6 +683,15 @@ impl BoardThread {
         let mv_int = mv.round() as u16;
         psu.set_voltage_mv(self.peripherals.i2c.as_mut(), mv_int)?;
         st.snap.psu.setpoint_v = f64::from(mv_int) / 1000.0;
+        // Each hashboard's PIC is told the same setpoint, so its readback shows what the board
+        // was asked for. The PSU already moved the rail: a PIC that does not take it is logged
+        // and shows in the inventory, not a failed voltage change.
+        for (pic, written) in self.layout.pics.iter().zip(st.pic_written.iter_mut()) {
+            match pic.set_voltage_mv(self.peripherals.i2c.as_mut(), mv_int) {
+                Ok(()) => *written = Some(f64::from(mv_int)),
+                Err(e) => tracing::warn!(chain = pic.chain_id, error = %e, "PIC setpoint"),
+            }
+        }
         Ok(f64::from(mv_int))
     }
 

@@ -50,6 +50,7 @@ pub mod error;
 pub mod jobtable;
 pub mod limits;
 pub mod probes;
+pub mod recipe;
 pub mod service;
 pub mod shares;
 pub mod state;
@@ -206,6 +207,12 @@ async fn discover_sim(ctx: &ServiceContext, spec: &BoardSpec) -> anyhow::Result<
         } else {
             c.reset_gpio.clone()
         });
+        if c.pic_address != 0 {
+            layout.pics.push(drivers::devices::Pic {
+                chain_id: c.chain_id,
+                address: c.pic_address as u16,
+            });
+        }
     }
     // The sim drivers block on gRPC; they run on the board thread with their own runtime.
     let link = drivers::sim::SimLink::new(socket)?;
@@ -240,7 +247,8 @@ fn discover_linux(ctx: &ServiceContext, spec: &BoardSpec) -> anyhow::Result<Disc
         hw.uarts.iter().map(|p| p.display().to_string()).collect()
     };
     // The svcOS board map (the same one hw-sim implements): PSU at 0x10, per chain a board
-    // TMP75 at 0x48 + c and a chip-side one at 0x4C + c.
+    // TMP75 at 0x48 + c, a chip-side one at 0x4C + c and, on S9/S19 hashboards, the PIC
+    // voltage controller at 0x50 + c.
     let mut layout = BoardLayout {
         psu_address: Some(0x10),
         psu_model: "APW".into(),
@@ -258,6 +266,12 @@ fn discover_linux(ctx: &ServiceContext, spec: &BoardSpec) -> anyhow::Result<Disc
         }
         layout.chain_enable.push(drivers::lines::chain_enable(c));
         layout.chain_reset.push(drivers::lines::chain_reset(c));
+        if spec.board != svcos_common::config::Board::Bitaxe && c < 4 {
+            layout.pics.push(drivers::devices::Pic {
+                chain_id: c,
+                address: 0x50 + c as u16,
+            });
+        }
     }
     let peripherals = Peripherals {
         i2c: Box::new(drivers::linux::LinuxI2c::open(spec.i2c_bus)?),

@@ -181,6 +181,7 @@ impl HwAgentService for Api {
         let r = request.into_inner();
         let mode = check_set_fan(&r).map_err(fail)?;
         self.control(ControlCommand::SetFan {
+            source: crate::recipe::caller_source(&r.source),
             mode,
             pwm_percent: r.pwm_percent,
             target_temp_c: r.target_temp_c,
@@ -281,6 +282,7 @@ impl HwAgentService for Api {
         self.control(ControlCommand::SetPowerTarget {
             watt,
             backstop_share: r.backstop_share,
+            source: crate::recipe::caller_source(&r.source),
             reply,
         })?;
         let c = rx
@@ -407,6 +409,7 @@ mod tests {
             mode: mode as i32,
             pwm_percent: pwm,
             target_temp_c: target,
+            ..Default::default()
         };
         let field = |r: &SetFanRequest| match check_set_fan(r) {
             Err(HwError::InvalidArgument { field, .. }) => Some(field),

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use svcos_proto::hwagent::v1::{ReloadConfigRequest, SetPowerTargetRequest};
+use svcos_proto::hwagent::v1::{GetEnvRecipeRequest, ReloadConfigRequest, SetPowerTargetRequest};
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -36,6 +36,7 @@ async fn a_target_above_the_circuit_limit_is_clamped_and_reported() {
         .set_power_target(SetPowerTargetRequest {
             watt: 5000.0,
             backstop_share: 0.0,
+            source: "governor:thermostat".into(),
         })
         .await
         .unwrap()
@@ -49,12 +50,34 @@ async fn a_target_above_the_circuit_limit_is_clamped_and_reported() {
         })
         .await;
     assert_eq!(t.power_target_watt, 900.0);
+    // The environment recipe names who asked and which limit bound.
+    let recipe = bench
+        .diagnostics_client()
+        .get_env_recipe(GetEnvRecipeRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let entry = |name: &str| {
+        recipe
+            .entries
+            .iter()
+            .find(|e| e.name == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(entry("requested_target_watt").source, "governor:thermostat");
+    let target = entry("target_watt");
+    assert_eq!(
+        (target.value, target.source.as_str()),
+        (Some(900.0), "config:power.circuit_limit_watt")
+    );
 
     // Below the limit: taken as asked.
     let r = hw
         .set_power_target(SetPowerTargetRequest {
             watt: 700.0,
             backstop_share: 0.0,
+            ..Default::default()
         })
         .await
         .unwrap()

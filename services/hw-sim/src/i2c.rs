@@ -1,5 +1,6 @@
-//! The I2C devices: an APW-class PSU with a PMBus-like register set, and TMP75-class sensors.
-//! The register map is documented in `hwsim.proto`, the contract hw-agent implements.
+//! The I2C devices: an APW-class PSU with a PMBus-like register set, TMP75-class sensors, and
+//! one PIC voltage controller per hashboard. The register map is documented in `hwsim.proto`,
+//! the contract hw-agent implements.
 
 use crate::error::SimError;
 use crate::state::{BoardState, SensorRegisters, psu_status};
@@ -12,6 +13,19 @@ const SENSOR_CHAINS: u32 = 4;
 const BOARD_SENSOR_BASE: u32 = 0x48;
 /// First chip-side sensor address.
 const CHIP_SENSOR_BASE: u32 = 0x4C;
+/// First hashboard PIC address (chain c at 0x50 + c, as the S9's hashboard PICs sit).
+const PIC_BASE: u32 = 0x50;
+
+/// Commands of a hashboard PIC (the S9 PIC16F1704 application's command numbers, in a plain
+/// register-pointer framing).
+pub mod pic {
+    /// Voltage setpoint, u16 little-endian mV: write to set, read back what was set.
+    pub const SET_VOLTAGE: u8 = 0x10;
+    /// Firmware (application) version, 1 byte.
+    pub const GET_FIRMWARE_VERSION: u8 = 0x17;
+    /// The board's rail as the PIC measures it, u16 little-endian mV (0 while unpowered).
+    pub const GET_VOLTAGE: u8 = 0x18;
+}
 
 /// PMBus command codes the PSU implements.
 pub mod pmbus {
@@ -37,6 +51,8 @@ pub mod pmbus {
     pub const MFR_ID: u8 = 0x99;
     /// Model (block).
     pub const MFR_MODEL: u8 = 0x9A;
+    /// Firmware revision (block).
+    pub const MFR_REVISION: u8 = 0x9B;
 }
 
 /// Lowest and highest accepted VOUT_COMMAND, mV.
@@ -50,6 +66,11 @@ pub fn board_sensor_address(chain: u32) -> Option<u32> {
 /// I2C address of a chain's chip-side sensor, if it has one.
 pub fn chip_sensor_address(chain: u32) -> Option<u32> {
     (chain < SENSOR_CHAINS).then_some(CHIP_SENSOR_BASE + chain)
+}
+
+/// I2C address of a chain's PIC voltage controller, if the board has one there.
+pub fn pic_address(board: &BoardState, chain: u32) -> Option<u32> {
+    (board.spec.pic_firmware.is_some() && chain < SENSOR_CHAINS).then_some(PIC_BASE + chain)
 }
 
 /// TMP75 temperature encoding: 12-bit two's complement, left-justified, 0.0625 C per LSB.
@@ -85,6 +106,9 @@ pub fn transfer(
         if chip_sensor_address(chain) == Some(address) {
             let t = board.chains[chain as usize].hottest_chip_c();
             return sensor_transfer(board, address, t, write, read_len);
+        }
+        if pic_address(board, chain) == Some(address) {
+            return pic_transfer(board, chain as usize, write, read_len);
         }
     }
     Err(SimError::NoI2cDevice { bus, address })
@@ -179,7 +203,59 @@ fn psu_transfer(
         pmbus::READ_PIN => word(psu.pin_watt),
         pmbus::MFR_ID => block("Bitmain"),
         pmbus::MFR_MODEL => block(&board.spec.psu_model),
+        pmbus::MFR_REVISION => block(&board.spec.psu_firmware),
         other => return Err(bad_register(other)),
+    };
+    Ok(fit(bytes, read_len))
+}
+
+/// A hashboard PIC. In the sim the PSU's output is the rail every chain runs at (one physics
+/// for the tuner to learn); the PIC holds the setpoint hw-agent last wrote and measures that
+/// rail as its board receives it, so a readback shows both what was asked and what arrived.
+fn pic_transfer(
+    board: &mut BoardState,
+    chain: usize,
+    write: &[u8],
+    read_len: usize,
+) -> Result<Vec<u8>, SimError> {
+    let address = PIC_BASE + chain as u32;
+    if let Some((&command, data)) = write.split_first() {
+        match (command, data) {
+            (pic::SET_VOLTAGE | pic::GET_FIRMWARE_VERSION | pic::GET_VOLTAGE, []) => {}
+            (pic::SET_VOLTAGE, [lo, hi]) => {
+                let mv = u16::from_le_bytes([*lo, *hi]);
+                if !VOUT_RANGE_MV.contains(&mv) {
+                    return Err(SimError::BadValue {
+                        address,
+                        message: "SET_VOLTAGE out of 1000..=16000 mV",
+                    });
+                }
+                board.chains[chain].pic.setpoint_mv = f64::from(mv);
+            }
+            (pic::SET_VOLTAGE, _) => {
+                return Err(SimError::BadValue {
+                    address,
+                    message: "SET_VOLTAGE takes a 2-byte word",
+                });
+            }
+            (register, _) => return Err(SimError::BadRegister { address, register }),
+        }
+        board.chains[chain].pic.pointer = command;
+    }
+    if read_len == 0 {
+        return Ok(Vec::new());
+    }
+    let word = |mv: f64| {
+        (mv.round().clamp(0.0, 65535.0) as u16)
+            .to_le_bytes()
+            .to_vec()
+    };
+    let bytes = match board.chains[chain].pic.pointer {
+        pic::SET_VOLTAGE => word(board.chains[chain].pic.setpoint_mv),
+        pic::GET_FIRMWARE_VERSION => vec![board.spec.pic_firmware.unwrap_or(0)],
+        pic::GET_VOLTAGE if board.chain_powered(chain) => word(board.psu.vout_mv),
+        pic::GET_VOLTAGE => word(0.0),
+        register => return Err(SimError::BadRegister { address, register }),
     };
     Ok(fit(bytes, read_len))
 }
@@ -307,6 +383,61 @@ mod tests {
         }
         assert_eq!(read_word(&mut b, pmbus::READ_VOUT), 0);
         assert!(!b.chain_live(0));
+    }
+
+    #[test]
+    fn pic_setpoint_readback_firmware_and_measured_rail() {
+        let mut b = board();
+        let now = std::time::Instant::now();
+        let addr = pic_address(&b, 1).unwrap();
+        assert_eq!(addr, 0x51);
+        // A bare read (a scan's probe) answers from the power-up pointer, the firmware version.
+        assert_eq!(transfer(&mut b, 0, addr, &[], 1).unwrap(), vec![0x03]);
+        let r = transfer(&mut b, 0, addr, &[pic::GET_FIRMWARE_VERSION], 1).unwrap();
+        assert_eq!(r, vec![0x03]);
+        let word = |r: Vec<u8>| u16::from_le_bytes([r[0], r[1]]);
+        let nominal = b.spec.nominal_voltage_mv.round() as u16;
+        assert_eq!(
+            word(transfer(&mut b, 0, addr, &[pic::SET_VOLTAGE], 2).unwrap()),
+            nominal
+        );
+        transfer(&mut b, 0, addr, &[pic::SET_VOLTAGE, 0x60, 0x22], 0).unwrap();
+        // An empty write reads from the last pointer.
+        assert_eq!(word(transfer(&mut b, 0, addr, &[], 2).unwrap()), 8800);
+        // The other boards' PICs keep theirs.
+        let other = pic_address(&b, 0).unwrap();
+        assert_eq!(
+            word(transfer(&mut b, 0, other, &[pic::SET_VOLTAGE], 2).unwrap()),
+            nominal
+        );
+        // The measured rail is the PSU output, and 0 once the board loses power.
+        transfer(
+            &mut b,
+            0,
+            PSU_ADDRESS,
+            &[pmbus::VOUT_COMMAND, 0x60, 0x22],
+            0,
+        )
+        .unwrap();
+        for _ in 0..20 {
+            b.step(0.1, now);
+        }
+        assert_eq!(
+            word(transfer(&mut b, 0, addr, &[pic::GET_VOLTAGE], 2).unwrap()),
+            8800
+        );
+        b.set_gpio("chain1_enable", false).unwrap();
+        assert_eq!(
+            word(transfer(&mut b, 0, addr, &[pic::GET_VOLTAGE], 2).unwrap()),
+            0
+        );
+        assert!(transfer(&mut b, 0, addr, &[pic::SET_VOLTAGE, 0, 0], 0).is_err());
+        assert!(matches!(
+            transfer(&mut b, 0, addr, &[0x42], 1),
+            Err(SimError::BadRegister { .. })
+        ));
+        let rev = transfer(&mut b, 0, PSU_ADDRESS, &[pmbus::MFR_REVISION], 6).unwrap();
+        assert_eq!(&rev[..6], b"\x051.0.3");
     }
 
     #[test]

@@ -40,6 +40,7 @@ impl HwSimApi {
                     chip_sensor_address: i2c::chip_sensor_address(c.id).unwrap_or(0),
                     enable_gpio: format!("chain{}_enable", c.id),
                     reset_gpio: format!("chain{}_reset", c.id),
+                    pic_address: i2c::pic_address(&b, c.id).unwrap_or(0),
                 })
                 .collect(),
             fans: spec.fans,

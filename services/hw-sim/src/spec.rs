@@ -30,6 +30,10 @@ pub struct BoardSpec {
     pub psu_model: String,
     /// The PSU's rated DC output, W (its efficiency curve is read against it).
     pub psu_rated_watt: f64,
+    /// The PSU's firmware revision (PMBus MFR_REVISION).
+    pub psu_firmware: String,
+    /// Firmware version of each hashboard's PIC voltage controller; `None`: no PIC (Bitaxe).
+    pub pic_firmware: Option<u8>,
     /// Seed of every random choice.
     pub seed: u64,
     /// Room temperature, C.
@@ -72,6 +76,19 @@ impl BoardSpec {
             fan_max_rpm,
             psu_model: psu_model.to_string(),
             psu_rated_watt,
+            // No revision list is published for these PSUs; these are the sim's own.
+            psu_firmware: match hw.board {
+                Board::S9 => "1.0.3",
+                Board::S19 => "2.1.0",
+                Board::Bitaxe => "1.0.0",
+            }
+            .to_string(),
+            // The S9 hashboard PIC16F1704 reports its application version with command 0x17;
+            // 0x03 is the sim's. The Bitaxe's single board has its regulator on the PSU bus.
+            pic_firmware: match hw.board {
+                Board::S9 | Board::S19 => Some(0x03),
+                Board::Bitaxe => None,
+            },
             seed: config.sim.seed,
             room_temp_c: config.sim.room_temp_c,
             cpu_budget_percent: config.sim.cpu_budget_percent,

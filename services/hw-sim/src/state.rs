@@ -12,7 +12,7 @@ use std::time::Instant;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use svcos_bm13xx::{
-    BaudDivider, ChipModel, Command, HostFrame, Job, Pll, RegisterResponse, Response, Target,
+    BaudDivider, ChipModel, Command, HostFrame, Job, Pll, Pvt, RegisterResponse, Response, Target,
     TicketMask, reg,
 };
 
@@ -199,6 +199,11 @@ impl Chip {
             reg::MISC_CONTROL => self.misc_control,
             reg::VERSION_MASK => self.version_mask_register,
             reg::CORE_REGISTER_VALUE => model.hashes_per_clock(),
+            // The on-die sensor block reads the physics step's last values; the ring
+            // oscillator stands for the die's speed at the nominal point (its process corner).
+            reg::PVT_TEMPERATURE => Pvt::encode_temperature(self.temp_c),
+            reg::PVT_VOLTAGE => Pvt::encode_voltage(self.voltage_mv),
+            reg::PVT_PROCESS => Pvt::encode_process(self.silicon.fmax_mhz),
             other => self.other_registers.get(&other).copied().unwrap_or(0),
         }
     }
@@ -206,7 +211,11 @@ impl Chip {
     fn write_register(&mut self, register: u8, value: u32) {
         match register {
             // Read-only registers ignore writes, as silicon does.
-            reg::CHIP_ADDRESS | reg::CORE_REGISTER_VALUE => {}
+            reg::CHIP_ADDRESS
+            | reg::CORE_REGISTER_VALUE
+            | reg::PVT_TEMPERATURE
+            | reg::PVT_VOLTAGE
+            | reg::PVT_PROCESS => {}
             reg::PLL0_PARAMETER => {
                 // A value with a zero divider would stop the clock; the chip keeps its old PLL.
                 if let Ok(pll) = Pll::from_register(value) {
@@ -268,6 +277,17 @@ pub struct ChainState {
     pub bytes_sent: u64,
     /// Job frames accepted.
     pub jobs_received: u64,
+    /// The hashboard's PIC (voltage controller), when the board has one.
+    pub pic: PicRegisters,
+}
+
+/// The registers of a hashboard's PIC voltage controller (see `i2c`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PicRegisters {
+    /// Register pointer after a write-only transfer.
+    pub pointer: u8,
+    /// Voltage setpoint the host last wrote, mV (power-up: the board's nominal voltage).
+    pub setpoint_mv: f64,
 }
 
 impl ChainState {
@@ -635,6 +655,12 @@ impl BoardState {
                     frame_errors: 0,
                     bytes_sent: 0,
                     jobs_received: 0,
+                    pic: PicRegisters {
+                        // Power-up pointer: the firmware version, so a bare read (an I2C scan's
+                        // probe) is answered.
+                        pointer: crate::i2c::pic::GET_FIRMWARE_VERSION,
+                        setpoint_mv: spec.nominal_voltage_mv,
+                    },
                 }
             })
             .collect();

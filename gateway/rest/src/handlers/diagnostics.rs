@@ -4,8 +4,8 @@
 //! hw-agent owns the hardware, so runs and debug access are calls to its
 //! `HwDiagnosticsService` (see `proto/svcos/hwagent/v1/diagnostics.proto`); this module only
 //! validates input, shapes JSON and, for logs, reads the files the supervisor and hw-agent
-//! write. Operations still marked `planned!` answer 501 with the envelope until their feature
-//! lands.
+//! write. The hardware inventory (PIC info, PSU bypass matrix, PVT table, environment recipe) is
+//! read and decided by hw-agent on the same service; this module maps its answers.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -21,6 +21,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
 use svcos_api_types::diagnostics::*;
+use svcos_api_types::inventory as inv;
 use svcos_common::{ServiceName, ipc};
 use svcos_proto::hwagent::v1::hw_diagnostics_service_client::HwDiagnosticsServiceClient;
 use svcos_proto::hwagent::v1::*;
@@ -29,7 +30,7 @@ use tonic::transport::Channel;
 use super::{ApiResult, parse_body};
 use crate::envelope::ApiError;
 use crate::routing::Route;
-use crate::{AppState, planned, route};
+use crate::{AppState, route};
 
 /// Deadline of diagnostics calls: a cancel waits for the run to wind down, a scan probes
 /// every address.
@@ -40,10 +41,10 @@ const MAX_LOG_LINES: usize = 2000;
 /// This module's rows of the registry.
 pub fn routes() -> Vec<Route<AppState>> {
     vec![
-        planned!(GET "/api/hardware/pic_info", P, Hardware, "PIC information"),
-        planned!(GET "/api/hardware/psu_bypass_matrix", P, Hardware, "PSU bypass matrix"),
+        route!(GET "/api/hardware/pic_info", Bearer, P, Hardware, Full, "Each hashboard's PIC voltage controller: firmware, setpoint readback, measured rail", pic_info, res: svcos_api_types::inventory::PicInfoBody),
+        route!(GET "/api/hardware/psu_bypass_matrix", Bearer, P, Hardware, Full, "Which PSU models allow which voltage window and overrides, and the fitted PSU against its row", psu_bypass_matrix, res: svcos_api_types::inventory::PsuBypassMatrixBody),
         route!(GET "/api/hardware/psu_catalog", Bearer, P, Hardware, Full, "PSU models the PSU driver knows, and the one fitted", psu_catalog, res: svcos_api_types::diagnostics::PsuCatalogBody),
-        planned!(GET "/api/miner/pvt-table", U, Hardware, "PVT table"),
+        route!(GET "/api/miner/pvt-table", Bearer, U, Hardware, Full, "Every chip's on-die process/voltage/temperature readings", pvt_table, res: svcos_api_types::inventory::PvtTableBody),
         route!(POST "/api/debug/asic-command", Bearer, P, Diagnostics, Full, "Send a raw BM13xx command frame (Hacker mode, confirm)", asic_command, req: svcos_api_types::requests::AsicCommandRequest, res: svcos_api_types::diagnostics::AsicCommandBody),
         route!(GET "/api/debug/i2c", Bearer, P, Diagnostics, Full, "Read bytes from an I2C device (Hacker mode)", i2c_read, res: svcos_api_types::diagnostics::I2cReadBody),
         route!(POST "/api/debug/i2c", Bearer, P, Diagnostics, Full, "Write bytes to an I2C device (Hacker mode, confirm)", i2c_write, req: svcos_api_types::requests::I2cWriteRequest, res: svcos_api_types::diagnostics::I2cWriteBody),
@@ -72,7 +73,7 @@ pub fn routes() -> Vec<Route<AppState>> {
         route!(GET "/api/diagnostics/state_machine", Bearer, P, Diagnostics, Full, "The diagnostic run state machine", state_machine, res: svcos_api_types::diagnostics::StateMachineBody),
         route!(GET "/api/diagnostics/troubleshoot/fpga", Bearer, P, Diagnostics, Full, "Whether the control board has an FPGA, with evidence", troubleshoot_fpga, res: svcos_api_types::diagnostics::FpgaBody),
         route!(GET "/api/diagnostics/troubleshoot/i2c-scan", Bearer, P, Diagnostics, Full, "Scan the I2C bus for devices that acknowledge", i2c_scan, res: svcos_api_types::diagnostics::I2cScanBody),
-        planned!(GET "/api/env/recipe", P, Other, "environment recipe"),
+        route!(GET "/api/env/recipe", Bearer, P, Other, Full, "The cooling, fan and power settings in force, each with where it came from", env_recipe, res: svcos_api_types::inventory::EnvRecipeBody),
         route!(GET "/api/log/backup", Bearer, P, Other, Full, "tar.gz of service logs, diagnostic reports and the debug audit log", log_backup),
     ]
 }
@@ -152,7 +153,7 @@ async fn report(state: AppState, kind: &str, q: ReportQuery) -> ApiResult {
 }
 
 macro_rules! run_handlers {
-    ($kind:literal, $start:ident, $status:ident, $result:ident, $report:ident) => {
+    ($($kind:literal => $start:ident, $status:ident, $result:ident, $report:ident;)*) => {$(
         async fn $start(State(s): State<AppState>, h: HeaderMap, b: Bytes) -> ApiResult {
             start(s, $kind, h, b).await
         }
@@ -165,30 +166,14 @@ macro_rules! run_handlers {
         async fn $report(State(s): State<AppState>, Query(q): Query<ReportQuery>) -> ApiResult {
             report(s, $kind, q).await
         }
-    };
+    )*};
 }
 
-run_handlers!(
-    "board-health",
-    board_start,
-    board_status,
-    board_result,
-    board_report
-);
-run_handlers!(
-    "chip-health",
-    chip_start,
-    chip_status,
-    chip_result,
-    chip_report
-);
-run_handlers!(
-    "hashreport",
-    hash_start,
-    hash_status,
-    hash_result,
-    hash_report
-);
+run_handlers! {
+    "board-health" => board_start, board_status, board_result, board_report;
+    "chip-health" => chip_start, chip_status, chip_result, chip_report;
+    "hashreport" => hash_start, hash_status, hash_result, hash_report;
+}
 
 async fn hash_cancel(State(state): State<AppState>) -> ApiResult {
     let s = client(&state)
@@ -242,6 +227,24 @@ async fn recovery_actions() -> Response {
 async fn psu_catalog(State(state): State<AppState>) -> Response {
     let psu = state.telemetry().and_then(|t| t.psu);
     Json(PsuCatalogBody::new(psu.as_ref())).into_response()
+}
+
+// ---- inventory: one hw-agent call each, its answer mapped ---------------------------------
+
+macro_rules! inventory_handlers {
+    ($($name:ident: $call:ident($req:ident) -> $body:ty;)*) => {$(
+        async fn $name(State(s): State<AppState>) -> ApiResult {
+            let r = client(&s).$call($req {}).await.map_err(grpc)?.into_inner();
+            Ok(Json(<$body>::from(&r)).into_response())
+        }
+    )*};
+}
+
+inventory_handlers! {
+    pic_info: get_pic_info(GetPicInfoRequest) -> inv::PicInfoBody;
+    psu_bypass_matrix: get_psu_bypass_matrix(GetPsuBypassMatrixRequest) -> inv::PsuBypassMatrixBody;
+    pvt_table: get_pvt_table(GetPvtTableRequest) -> inv::PvtTableBody;
+    env_recipe: get_env_recipe(GetEnvRecipeRequest) -> inv::EnvRecipeBody;
 }
 
 // ---- live troubleshooting ---------------------------------------------------------------

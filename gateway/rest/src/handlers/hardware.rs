@@ -295,6 +295,7 @@ async fn set_fan(State(state): State<AppState>, headers: HeaderMap, body: Bytes)
         mode: mode as i32,
         pwm_percent: pwm,
         target_temp_c: target,
+        source: "api".into(),
     })
     .await
     .map_err(|s| ApiError::from_grpc("hw-agent", &s))?;

@@ -85,4 +85,72 @@ impl hw::hw_diagnostics_service_server::HwDiagnosticsService for FakeDiag {
             kd: r.kd,
         }))
     }
+
+    async fn get_pic_info(&self, _: Request<hw::GetPicInfoRequest>) -> R<hw::GetPicInfoResponse> {
+        Ok(Response::new(hw::GetPicInfoResponse {
+            bus: 0,
+            boards: vec![hw::PicInfo {
+                chain_id: 0,
+                address: 0x50,
+                answered: true,
+                firmware_version: Some(3),
+                setpoint_mv: Some(8800.0),
+                measured_mv: Some(8790.0),
+                written_mv: None,
+                error: String::new(),
+            }],
+        }))
+    }
+
+    async fn get_psu_bypass_matrix(
+        &self,
+        _: Request<hw::GetPsuBypassMatrixRequest>,
+    ) -> R<hw::GetPsuBypassMatrixResponse> {
+        Ok(Response::new(hw::GetPsuBypassMatrixResponse {
+            rows: vec![hw::PsuBypassRow {
+                model: String::new(),
+                firmware: "any".into(),
+                voltage_min_v: 1.0,
+                voltage_max_v: 16.0,
+                voltage_control: true,
+                rated_watt: None,
+                voltage_override: "declare".into(),
+                power_override: "declare".into(),
+            }],
+            fitted: None,
+        }))
+    }
+
+    async fn get_pvt_table(
+        &self,
+        _: Request<hw::GetPvtTableRequest>,
+    ) -> R<hw::GetPvtTableResponse> {
+        Ok(Response::new(hw::GetPvtTableResponse {
+            chains: vec![hw::ChainPvt {
+                chain_id: 0,
+                chips: Vec::new(),
+                error: "chain 0 is not running".into(),
+                sensor_board_c: None,
+                sensor_chip_c: None,
+            }],
+            read_at_ms: 1,
+        }))
+    }
+
+    async fn get_env_recipe(
+        &self,
+        _: Request<hw::GetEnvRecipeRequest>,
+    ) -> R<hw::GetEnvRecipeResponse> {
+        Ok(Response::new(hw::GetEnvRecipeResponse {
+            mode: "standard".into(),
+            entries: vec![hw::RecipeEntry {
+                part: "fan".into(),
+                name: "target_temp_c".into(),
+                value: Some(75.0),
+                text: String::new(),
+                unit: "C".into(),
+                source: "default:thermal.target_temp_c".into(),
+            }],
+        }))
+    }
 }

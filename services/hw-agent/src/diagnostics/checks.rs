@@ -119,6 +119,12 @@ impl Context {
                     .iter()
                     .map(|s| (s.address, s.name.clone())),
             )
+            .chain(
+                self.layout
+                    .pics
+                    .iter()
+                    .map(|p| (p.address, format!("chain{}-pic", p.chain_id))),
+            )
             .collect();
         v.sort();
         v

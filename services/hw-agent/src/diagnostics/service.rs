@@ -18,7 +18,7 @@ use super::checks::{self, Context, Outcome};
 use super::store::{Store, StoredReport};
 use super::{RunEvent, RunKind, RunState, Slot, Slots, transitions};
 use crate::chain::ChainCommand;
-use crate::control::ControlCommand;
+use crate::control::{ControlCommand, PsuIdentity};
 use crate::error::HwError;
 
 /// Lowest and highest 7-bit address a scan or raw transfer may touch (0x00-0x02 and
@@ -31,6 +31,15 @@ const I2C_MAX_READ: usize = 64;
 const ASIC_MAX_WAIT_MS: u32 = 2000;
 /// How long CancelRun waits for the run to wind down.
 const CANCEL_WAIT: Duration = Duration::from_secs(10);
+/// The chips' on-die PVT registers, read with one broadcast read each.
+const PVT_REGISTERS: [u8; 3] = [reg::PVT_TEMPERATURE, reg::PVT_VOLTAGE, reg::PVT_PROCESS];
+
+/// How long a broadcast read collects answers: twice the wire time of one 11-byte response
+/// per chip at the chain's baud, and never under 50 ms.
+fn broadcast_wait(chips: usize, baud: u32) -> Duration {
+    let wire_s = chips as f64 * (svcos_bm13xx::RESPONSE_LEN as f64 * 10.0) / f64::from(baud.max(1));
+    Duration::from_secs_f64((2.0 * wire_s + 0.02).max(0.05))
+}
 
 /// The service.
 #[derive(Clone)]
@@ -184,6 +193,73 @@ impl Diagnostics {
         })
         .await
         .unwrap_or_default()
+    }
+
+    /// One chain's PVT table: a broadcast read of each PVT register, answers matched to the
+    /// chips by address. Mining goes on meanwhile (nonces are accounted as they arrive).
+    async fn chain_pvt(&self, chain: u32) -> ChainPvt {
+        let snap = self.ctx.chains[chain as usize].snapshot.borrow().clone();
+        let (board_c, chip_c) = self.ctx.board.borrow().chain_temps(chain);
+        let mut out = ChainPvt {
+            chain_id: chain,
+            chips: Vec::new(),
+            error: String::new(),
+            sensor_board_c: board_c,
+            sensor_chip_c: chip_c,
+        };
+        let wait = broadcast_wait(snap.chips.len(), snap.baud);
+        let mut raw = vec![[None::<u32>; 3]; snap.chips.len()];
+        for (slot, register) in PVT_REGISTERS.into_iter().enumerate() {
+            let answers = self
+                .ctx
+                .chain_call(chain, |reply| ChainCommand::Raw {
+                    command: Command::ReadRegister {
+                        target: svcos_bm13xx::Target::All,
+                        register,
+                    },
+                    wait,
+                    reply,
+                })
+                .await
+                .and_then(|r| r.map_err(HwError::from));
+            match answers {
+                Ok(answers) => {
+                    for a in answers.iter().filter(|a| a.register == register) {
+                        if let Some(i) = snap.chips.iter().position(|c| c.address == a.chip_address)
+                        {
+                            raw[i][slot] = Some(a.value);
+                        }
+                    }
+                }
+                Err(e) => {
+                    out.error = e.to_string();
+                    return out;
+                }
+            }
+        }
+        out.chips = snap
+            .chips
+            .iter()
+            .zip(raw)
+            .enumerate()
+            .map(|(i, (c, r))| {
+                let answered = r.iter().all(Option::is_some);
+                let p = svcos_bm13xx::Pvt::decode(
+                    r[0].unwrap_or(0),
+                    r[1].unwrap_or(0),
+                    r[2].unwrap_or(0),
+                );
+                ChipPvt {
+                    chip: i as u32,
+                    address: u32::from(c.address),
+                    answered,
+                    temperature_c: p.temperature_c,
+                    voltage_mv: p.voltage_mv,
+                    ring_oscillator_mhz: p.ring_oscillator_mhz,
+                }
+            })
+            .collect();
+        out
     }
 
     fn chain_ok(&self, chain: u32) -> Result<(), Status> {
@@ -557,15 +633,135 @@ impl HwDiagnosticsService for Diagnostics {
             .record("fan_pid", json!({"kp": kp, "ki": ki, "kd": kd}));
         Ok(Response::new(SetFanPidResponse { kp, ki, kd }))
     }
+
+    async fn get_pic_info(
+        &self,
+        _request: Request<GetPicInfoRequest>,
+    ) -> Result<Response<GetPicInfoResponse>, Status> {
+        let pics = self
+            .ctx
+            .board_call(|reply| ControlCommand::ReadPics { reply })
+            .await
+            .map_err(fail)?;
+        let boards = pics
+            .into_iter()
+            .map(|p| {
+                let (reading, error) = match p.reading {
+                    Ok(r) => (Some(r), String::new()),
+                    Err(e) => (None, e),
+                };
+                PicInfo {
+                    chain_id: p.pic.chain_id,
+                    address: u32::from(p.pic.address),
+                    answered: reading.is_some(),
+                    firmware_version: reading.map(|r| u32::from(r.firmware_version)),
+                    setpoint_mv: reading.map(|r| r.setpoint_mv),
+                    measured_mv: reading.map(|r| r.measured_mv),
+                    written_mv: p.written_mv,
+                    error,
+                }
+            })
+            .collect();
+        Ok(Response::new(GetPicInfoResponse {
+            bus: self.ctx.i2c_bus,
+            boards,
+        }))
+    }
+
+    async fn get_psu_bypass_matrix(
+        &self,
+        _request: Request<GetPsuBypassMatrixRequest>,
+    ) -> Result<Response<GetPsuBypassMatrixResponse>, Status> {
+        let id = self
+            .ctx
+            .board_call(|reply| ControlCommand::ReadPsuIdentity { reply })
+            .await
+            .map_err(fail)?;
+        Ok(Response::new(GetPsuBypassMatrixResponse {
+            rows: svcos_common::psu::matrix().iter().map(bypass_row).collect(),
+            fitted: id.as_ref().map(fitted_window),
+        }))
+    }
+
+    async fn get_pvt_table(
+        &self,
+        _request: Request<GetPvtTableRequest>,
+    ) -> Result<Response<GetPvtTableResponse>, Status> {
+        let chains =
+            futures::future::join_all((0..self.ctx.chains.len() as u32).map(|c| self.chain_pvt(c)))
+                .await;
+        Ok(Response::new(GetPvtTableResponse {
+            chains,
+            read_at_ms: svcos_common::time::unix_ms(),
+        }))
+    }
+
+    async fn get_env_recipe(
+        &self,
+        _request: Request<GetEnvRecipeRequest>,
+    ) -> Result<Response<GetEnvRecipeResponse>, Status> {
+        let r = self
+            .ctx
+            .board_call(|reply| ControlCommand::Recipe { reply })
+            .await
+            .map_err(fail)?;
+        Ok(Response::new(GetEnvRecipeResponse {
+            mode: r.mode.as_str().into(),
+            entries: r.entries,
+        }))
+    }
 }
 
 /// Registers whose write would cut hw-agent off from the chain (baud divider) or that the chip
 /// does not let anyone write.
+fn bypass_row(r: &svcos_common::psu::BypassRow) -> PsuBypassRow {
+    use svcos_common::bounds::VOLTAGE_MV;
+    PsuBypassRow {
+        model: r.model.map(|m| m.model.to_string()).unwrap_or_default(),
+        firmware: "any".into(),
+        voltage_min_v: r.model.map_or(VOLTAGE_MV.min / 1000.0, |m| m.output_min_v),
+        voltage_max_v: r.model.map_or(VOLTAGE_MV.max / 1000.0, |m| m.output_max_v),
+        voltage_control: r.model.is_none_or(|m| m.voltage_control),
+        rated_watt: r.model.map(|m| m.rated_watt),
+        voltage_override: r.voltage_override.as_str().into(),
+        power_override: r.power_override.as_str().into(),
+    }
+}
+
+/// The fitted PSU against its row: the window in force and whether the setpoint is inside.
+fn fitted_window(id: &PsuIdentity) -> FittedPsuWindow {
+    let model = id.model.clone().unwrap_or_default();
+    let entry = svcos_common::psu::find(&model);
+    let w = svcos_common::psu::window(entry, &id.psu_override);
+    // Tolerance of the setpoint's 1 mV resolution.
+    let inside =
+        id.setpoint_v >= w.voltage_min_v - 0.0005 && id.setpoint_v <= w.voltage_max_v + 0.0005;
+    let errors: Vec<String> = [&id.model, &id.revision]
+        .into_iter()
+        .filter_map(|r| r.as_ref().err().cloned())
+        .collect();
+    FittedPsuWindow {
+        model,
+        firmware: id.revision.clone().unwrap_or_default(),
+        in_catalogue: entry.is_some(),
+        voltage_min_v: w.voltage_min_v,
+        voltage_max_v: w.voltage_max_v,
+        voltage_source: w.voltage_source.into(),
+        rated_watt: w.rated_watt,
+        rated_source: w.rated_source.into(),
+        setpoint_v: id.setpoint_v,
+        bypassed: !inside,
+        error: errors.join("; "),
+    }
+}
+
 fn refuse_register_write(register: u8) -> Result<(), Status> {
     match register {
-        reg::CHIP_ADDRESS | reg::CORE_REGISTER_VALUE => {
-            Err(invalid("register", "read-only register"))
-        }
+        reg::CHIP_ADDRESS
+        | reg::CORE_REGISTER_VALUE
+        | reg::PVT_TEMPERATURE
+        | reg::PVT_VOLTAGE
+        | reg::PVT_PROCESS => Err(invalid("register", "read-only register")),
         reg::MISC_CONTROL => Err(fail(HwError::FailedPrecondition(
             "writing MISC_CONTROL changes the chips' baud rate and desynchronises the UART; \
              change [hardware].baud instead"
@@ -617,6 +813,42 @@ pub fn parse_command(frame: &[u8]) -> Result<Command, Status> {
 mod tests {
     use super::*;
     use svcos_bm13xx::Target;
+
+    #[test]
+    fn the_fitted_psu_is_bypassed_outside_its_window() {
+        let mut id = PsuIdentity {
+            model: Ok("APW12".into()),
+            revision: Ok("2.1.0".into()),
+            psu_override: Default::default(),
+            setpoint_v: 13.2,
+        };
+        let w = fitted_window(&id);
+        assert!(w.in_catalogue && !w.bypassed, "{w:?}");
+        assert_eq!((w.voltage_min_v, w.voltage_max_v), (12.0, 15.0));
+        assert_eq!(w.rated_watt, Some(3600.0));
+        // A narrower declared window puts the same setpoint outside.
+        id.psu_override.enabled = true;
+        id.psu_override.max_watt = 3000.0;
+        id.psu_override.voltage_max_v = 13.0;
+        let w = fitted_window(&id);
+        assert!(w.bypassed && w.voltage_source == "psu_override", "{w:?}");
+        // An S9's APW3++ run at 8.8 V by the sim is outside its fixed 12 V.
+        id.model = Ok("APW3++".into());
+        id.setpoint_v = 8.8;
+        assert!(fitted_window(&id).bypassed);
+        // A PSU that did not say what it is: the unknown-model row, with the reason.
+        id.model = Err("nack".into());
+        let w = fitted_window(&id);
+        assert!(!w.in_catalogue && w.error.contains("nack"), "{w:?}");
+    }
+
+    #[test]
+    fn broadcast_reads_wait_for_every_chip_at_the_line_rate() {
+        // 63 chips at 115200 baud: 60 ms of answers, doubled, plus 20 ms.
+        let w = broadcast_wait(63, 115_200).as_secs_f64();
+        assert!((0.13..0.15).contains(&w), "{w}");
+        assert_eq!(broadcast_wait(1, 3_000_000), Duration::from_millis(50));
+    }
 
     #[test]
     fn raw_frames_are_validated_and_crc_is_computed() {

@@ -2,6 +2,9 @@
 //!
 //! * An APW-class PSU speaking a PMBus subset with direct units (mV, 0.01 A, W, 0.1 C) and
 //!   little-endian words, as the svcOS board description documents it (hwsim.proto).
+//! * A hashboard PIC voltage controller per chain (S9-class boards): the S9 PIC application's
+//!   command numbers (0x10 set voltage, 0x17 firmware version, 0x18 measured voltage) behind a
+//!   register pointer, words little-endian mV, as the svcOS board map documents it (hwsim.proto).
 //! * TMP75-class temperature sensors: register 0, two bytes big-endian, 12-bit left-justified
 //!   two's complement at 0.0625 C per LSB (TI TMP75 datasheet, "Temperature Register").
 
@@ -27,6 +30,15 @@ pub const READ_POUT: u8 = 0x96;
 pub const READ_PIN: u8 = 0x97;
 /// PMBus MFR_MODEL (block read).
 pub const MFR_MODEL: u8 = 0x9A;
+/// PMBus MFR_REVISION (block read).
+pub const MFR_REVISION: u8 = 0x9B;
+
+/// PIC: voltage setpoint, u16 mV (write sets, read returns the setpoint held).
+pub const PIC_SET_VOLTAGE: u8 = 0x10;
+/// PIC: firmware version, 1 byte.
+pub const PIC_FIRMWARE_VERSION: u8 = 0x17;
+/// PIC: the board's rail as measured, u16 mV.
+pub const PIC_GET_VOLTAGE: u8 = 0x18;
 
 /// STATUS_WORD: the output is off.
 pub const STATUS_OFF: u16 = 1 << 6;
@@ -150,10 +162,64 @@ impl Psu {
 
     /// The model string (PMBus block read: length byte, then ASCII).
     pub fn model(&self, bus: &mut dyn I2cBus) -> Result<String, DriverError> {
+        self.block(bus, MFR_MODEL)
+    }
+
+    /// The firmware revision string (PMBus MFR_REVISION block read).
+    pub fn revision(&self, bus: &mut dyn I2cBus) -> Result<String, DriverError> {
+        self.block(bus, MFR_REVISION)
+    }
+
+    fn block(&self, bus: &mut dyn I2cBus, cmd: u8) -> Result<String, DriverError> {
         let mut b = [0u8; 33];
-        bus.transfer(self.address, &[MFR_MODEL], &mut b)?;
+        bus.transfer(self.address, &[cmd], &mut b)?;
         let len = usize::from(b[0]).min(32);
         Ok(String::from_utf8_lossy(&b[1..=len]).trim().to_string())
+    }
+}
+
+/// One PIC reading.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PicReading {
+    /// Firmware (application) version.
+    pub firmware_version: u8,
+    /// Setpoint the PIC holds, mV.
+    pub setpoint_mv: f64,
+    /// The board's rail as measured, mV.
+    pub measured_mv: f64,
+}
+
+/// A hashboard's PIC voltage controller at an address.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pic {
+    /// Chain (hashboard) it sits on.
+    pub chain_id: u32,
+    /// 7-bit address.
+    pub address: u16,
+}
+
+impl Pic {
+    fn word(&self, bus: &mut dyn I2cBus, cmd: u8) -> Result<f64, DriverError> {
+        let mut b = [0u8; 2];
+        bus.transfer(self.address, &[cmd], &mut b)?;
+        Ok(f64::from(u16::from_le_bytes(b)))
+    }
+
+    /// Read firmware, setpoint and rail.
+    pub fn read(&self, bus: &mut dyn I2cBus) -> Result<PicReading, DriverError> {
+        let mut fw = [0u8; 1];
+        bus.transfer(self.address, &[PIC_FIRMWARE_VERSION], &mut fw)?;
+        Ok(PicReading {
+            firmware_version: fw[0],
+            setpoint_mv: self.word(bus, PIC_SET_VOLTAGE)?,
+            measured_mv: self.word(bus, PIC_GET_VOLTAGE)?,
+        })
+    }
+
+    /// Write the voltage setpoint, mV.
+    pub fn set_voltage_mv(&self, bus: &mut dyn I2cBus, mv: u16) -> Result<(), DriverError> {
+        let [lo, hi] = mv.to_le_bytes();
+        bus.transfer(self.address, &[PIC_SET_VOLTAGE, lo, hi], &mut [])
     }
 }
 
@@ -254,6 +320,35 @@ mod tests {
         assert_eq!(r.fault, "output overcurrent, power not good, output off");
         psu.set_voltage_mv(&mut bus, 9000).unwrap();
         assert_eq!(bus.writes.last().unwrap(), &(a, vec![0x21, 0x28, 0x23]));
+    }
+
+    #[test]
+    fn pic_reads_firmware_setpoint_and_rail_and_writes_the_setpoint() {
+        let mut bus = FakeBus::default();
+        let pic = Pic {
+            chain_id: 1,
+            address: 0x51,
+        };
+        bus.regs.insert((0x51, PIC_FIRMWARE_VERSION), vec![0x03]);
+        bus.regs
+            .insert((0x51, PIC_SET_VOLTAGE), 8900u16.to_le_bytes().to_vec());
+        bus.regs
+            .insert((0x51, PIC_GET_VOLTAGE), 8794u16.to_le_bytes().to_vec());
+        let r = pic.read(&mut bus).unwrap();
+        assert_eq!(
+            (r.firmware_version, r.setpoint_mv, r.measured_mv),
+            (3, 8900.0, 8794.0)
+        );
+        pic.set_voltage_mv(&mut bus, 8800).unwrap();
+        assert_eq!(bus.writes.last().unwrap(), &(0x51, vec![0x10, 0x60, 0x22]));
+        // A PIC that does not acknowledge is an error, not a zero reading.
+        let absent = Pic {
+            chain_id: 2,
+            address: 0x52,
+        };
+        assert!(absent.read(&mut bus).is_err());
+        bus.regs.insert((0x10, MFR_REVISION), b"\x051.0.3".to_vec());
+        assert_eq!(Psu::new(0x10).revision(&mut bus).unwrap(), "1.0.3");
     }
 
     #[test]

@@ -17,6 +17,7 @@ use svcos_common::entry::ServiceContext;
 use svcos_common::{Layout, ServiceName, Shutdown, ipc};
 use svcos_hw_agent::probes::Probes;
 use svcos_proto::hwagent::v1::hw_agent_service_client::HwAgentServiceClient;
+use svcos_proto::hwagent::v1::hw_diagnostics_service_client::HwDiagnosticsServiceClient;
 use svcos_proto::hwagent::v1::{GetTelemetryRequest, MiningState, Telemetry};
 use svcos_proto::hwsim::v1::hw_sim_service_client::HwSimServiceClient;
 use svcos_proto::hwsim::v1::hw_sim_service_server::HwSimServiceServer;
@@ -311,6 +312,11 @@ impl Bench {
     /// A client of hw-agent.
     pub fn agent_client(&self) -> HwAgentServiceClient<Channel> {
         HwAgentServiceClient::new(ipc::channel(&self.layout, ServiceName::HwAgent))
+    }
+
+    /// A client of hw-agent's diagnostics and inventory service.
+    pub fn diagnostics_client(&self) -> HwDiagnosticsServiceClient<Channel> {
+        HwDiagnosticsServiceClient::new(ipc::channel(&self.layout, ServiceName::HwAgent))
     }
 
     /// Run hw-agent in this process, on its own thread with a current-thread runtime as in

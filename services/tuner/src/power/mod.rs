@@ -615,6 +615,7 @@ impl Power {
                     hw.set_power_target(SetPowerTargetRequest {
                         watt: w,
                         backstop_share,
+                        source: format!("governor:{}", decision.binding.unwrap_or("operator")),
                     })
                     .await,
                 );
@@ -627,6 +628,7 @@ impl Power {
                     hw.set_power_target(SetPowerTargetRequest {
                         watt: w,
                         backstop_share: 0.0,
+                        source: "config:hardware.power_target_watt".into(),
                     })
                     .await,
                 );
@@ -656,6 +658,7 @@ impl Power {
                         mode: FanMode::Manual as i32,
                         pwm_percent: cap,
                         target_temp_c: 0.0,
+                        source: "governor:night_mode".into(),
                     })
                     .await;
                 applied.fan_capped |= log_err(r);
@@ -671,6 +674,13 @@ impl Power {
                         } as i32,
                         pwm_percent: manual,
                         target_temp_c: 0.0,
+                        // The cap is lifted: the file's fan setting is in force again.
+                        source: if manual > 0 {
+                            "config:thermal.fan_manual_percent"
+                        } else {
+                            "default:thermal.fan_manual_percent"
+                        }
+                        .into(),
                     })
                     .await;
                 applied.fan_capped = !log_err(r);

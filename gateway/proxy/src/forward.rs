@@ -248,10 +248,10 @@ impl hyper::body::Body for SentSignal {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
         let frame = Pin::new(&mut self.inner).poll_frame(cx);
-        if let Poll::Ready(None) = frame {
-            if let Some(done) = self.done.take() {
-                let _ = done.send(());
-            }
+        if let Poll::Ready(None) = frame
+            && let Some(done) = self.done.take()
+        {
+            let _ = done.send(());
         }
         frame
     }

@@ -47,6 +47,10 @@ pub fn fresh(flags: &SimFlags) -> Config {
     let pool_port = flags.pool_port.unwrap_or(DEFAULT_POOL_PORT);
     let mut c = Config::default();
     c.hardware.driver = HardwareDriver::Sim;
+    // The responder would join the mDNS group on every interface of the host the sim runs on;
+    // the sim binds loopback only, and so stays silent on the LAN (tests turn it on in a
+    // network namespace of their own).
+    c.network.mdns.enabled = false;
     c.api.bind = bind;
     c.api.port = flags.api_port.unwrap_or(DEFAULT_API_PORT);
     c.api.http_port = flags.http_port.unwrap_or(DEFAULT_HTTP_PORT);
@@ -133,6 +137,7 @@ mod tests {
         assert_eq!(c.pools[0].url, "stratum+tcp://127.0.0.1:13333");
         assert_eq!(c.pools[0].user, SIM_WORKER);
         assert_eq!(c.sim.pool_port, 13333);
+        assert!(!c.network.mdns.enabled, "the sim stays silent on the LAN");
     }
 
     #[test]

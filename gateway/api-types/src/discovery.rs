@@ -357,8 +357,44 @@ pub struct NetworkInfoBody {
     pub mdns_name: String,
     /// The endpoints.
     pub endpoints: Vec<Endpoint>,
+    /// What the mDNS/DNS-SD responder announces (`[network.mdns]`).
+    pub mdns: MdnsStatus,
     /// What is not reported.
     pub note: &'static str,
+}
+
+/// The mDNS/DNS-SD responder's state, as `GET /api/network/info` shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct MdnsStatus {
+    /// `[network.mdns].enabled`.
+    pub enabled: bool,
+    /// Whether the responder runs and has registered its records.
+    pub running: bool,
+    /// The host name it answers A/AAAA queries for (`<hostname>.local.`), while running.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// `[network.mdns].interfaces` in force; empty = every interface with an address.
+    pub interfaces: Vec<String>,
+    /// The service instances announced.
+    pub services: Vec<MdnsService>,
+    /// The responder's last error or name conflict, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One announced DNS-SD service instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct MdnsService {
+    /// Service type, e.g. `_http._tcp.local.`.
+    pub service_type: String,
+    /// Instance name, e.g. `svcos._http._tcp.local.`.
+    pub instance: String,
+    /// TCP port in the SRV record.
+    pub port: u16,
+    /// TXT record, `key=value` in the order sent.
+    pub txt: Vec<String>,
 }
 
 /// One board preset.

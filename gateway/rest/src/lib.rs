@@ -131,13 +131,15 @@ pub async fn serve_with_clock(
         config_grpc::ConfigApi::new(state.clone()),
     );
     // After the router handed the route table down: MQTT commands run registry rows.
-    mqtt_control::spawn(state);
+    mqtt_control::spawn(state.clone());
     let grpc_server = ipc::serve(
         ipc::server().add_service(config_api),
         grpc,
         shutdown.clone(),
     );
-    let (g, ()) = tokio::join!(grpc_server, http_server);
+    // Joined, not spawned: the responder's goodbye packets go out before the process exits.
+    let mdns = state.mdns.run(shutdown.clone());
+    let (g, (), ()) = tokio::join!(grpc_server, http_server, mdns);
     g?;
     Ok(())
 }

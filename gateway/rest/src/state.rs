@@ -190,6 +190,8 @@ pub struct Inner {
     pub shutdown: Shutdown,
     /// MQTT and webhook publishers (background tasks; handlers only read their status).
     pub integrations: svcos_integrations::Integrations,
+    /// The mDNS/DNS-SD responder (run by [`crate::serve`]; handlers only read its status).
+    pub mdns: svcos_mdns::Responder,
     /// Runtime state route groups keep for themselves (the upload in flight, the wizard's
     /// lock, the last fleet scan), keyed by type so this module never names a group.
     group_state: Mutex<std::collections::HashMap<std::any::TypeId, GroupState>>,
@@ -248,6 +250,7 @@ impl Inner {
             clock.clone(),
             shutdown.clone(),
         );
+        let mdns = svcos_mdns::Responder::new(&config);
         let proxy_key =
             svcos_common::proxykey::ProxyKeyCheck::new(&svcos_common::proxykey::key_path(&layout));
         let generation_file = generation_path(&layout);
@@ -277,6 +280,7 @@ impl Inner {
             status_cache: Mutex::new(status_cache),
             shutdown,
             integrations,
+            mdns,
             group_state: Mutex::new(Default::default()),
             routes: std::sync::OnceLock::new(),
         })
@@ -356,6 +360,7 @@ impl Inner {
     /// Replace the in-memory config (after it was saved as `generation`).
     pub fn set_config(&self, config: Config, generation: u64) {
         self.integrations.apply(&config);
+        self.mdns.apply(&config);
         *self.config.write().expect("config lock") = (Arc::new(config), generation);
         self.config_gen
             .store(generation, std::sync::atomic::Ordering::Release);

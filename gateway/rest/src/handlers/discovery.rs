@@ -320,6 +320,7 @@ async fn network_info(State(state): State<AppState>) -> ApiResult {
                 ..endpoint("legacy-miner-tcp", c.legacy.bind, c.legacy.port)
             },
         ],
+        mdns: state.mdns.status(),
         note: "interface addresses and routes are not reported by this build",
     })
 }

@@ -761,6 +761,8 @@ impl Default for Options {
     fn default() -> Self {
         let mut config = Config::default();
         config.api.bind = [127, 0, 0, 1].into();
+        // The responder would join the mDNS group on every interface of the test host.
+        config.network.mdns.enabled = false;
         Options {
             config,
             auth: true,

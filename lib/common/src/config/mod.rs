@@ -21,6 +21,7 @@ mod hardware;
 mod home;
 mod legacy;
 mod mqtt;
+mod network;
 mod pools;
 mod power;
 pub mod secrets;
@@ -45,6 +46,7 @@ pub use hardware::{Board, HardwareConfig, HardwareDriver};
 pub use home::{HomeConfig, NightModeConfig, WindowClock, parse_hhmm};
 pub use legacy::LegacyConfig;
 pub use mqtt::{MqttConfig, is_valid_host};
+pub use network::{MAX_MDNS_INTERFACES, MdnsConfig, NetworkConfig, is_valid_interface_name};
 pub use pools::{PoolConfig, StratumConfig};
 pub use power::{MAX_WATT, PowerConfig, PsuOverrideConfig};
 pub use sim::SimConfig;
@@ -118,6 +120,8 @@ pub struct Config {
     pub mqtt: MqttConfig,
     /// Signed webhook deliveries of events (default off).
     pub webhook: WebhookConfig,
+    /// LAN discovery: the mDNS/DNS-SD responder (default on).
+    pub network: NetworkConfig,
 }
 
 /// Why a config could not be used.
@@ -234,6 +238,7 @@ impl Config {
         self.governor.validate()?;
         self.mqtt.validate()?;
         self.webhook.validate()?;
+        self.network.validate()?;
         Ok(())
     }
 

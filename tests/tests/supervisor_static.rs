@@ -429,3 +429,107 @@ fn external_tree_is_complete() {
     }
     assert!(overlay().is_dir());
 }
+
+/// The SSH units (dropbear per connection, the key copy), as shipped in `systemd/`.
+const SSH_UNITS: [&str; 4] = [
+    "svcos-ssh.socket",
+    "svcos-ssh@.service",
+    "svcos-ssh-keys.path",
+    "svcos-ssh-keys.service",
+];
+
+#[test]
+fn ssh_units_use_the_paths_the_gateway_writes() {
+    use svcos_common::paths::Layout;
+    use svcos_common::sshkeys;
+    let layout = Layout::production();
+    let keys = sshkeys::authorized_keys_path(&layout);
+    let env = sshkeys::dropbear_env_path(&layout);
+    let socket = unit_keys(&read("systemd/svcos-ssh.socket"));
+    assert_eq!(socket["ListenStream"], sshkeys::SSH_PORT.to_string());
+    assert_eq!(socket["Accept"], "yes");
+    let session = unit_keys(&read("systemd/svcos-ssh@.service"));
+    // Keys only unless the gateway's file says otherwise.
+    assert_eq!(session["Environment"], "DROPBEAR_ARGS=-s");
+    assert_eq!(session["EnvironmentFile"], format!("-{}", env.display()));
+    assert_eq!(session["ExecStart"], "-/usr/sbin/dropbear -i -R $DROPBEAR_ARGS");
+    assert_eq!(sshkeys::dropbear_args(false), "-s");
+    let watch = unit_keys(&read("systemd/svcos-ssh-keys.path"));
+    assert_eq!(watch["PathChanged"], keys.display().to_string());
+    let copy = read("systemd/svcos-ssh-keys.service");
+    assert!(copy.contains(&format!("src={}", keys.display())), "{copy}");
+    assert!(copy.contains("dst=/var/lib/svcos/ssh/root/authorized_keys"));
+    // The copy's target directory and the host keys' directory exist, root-only.
+    let tmpfiles = read("systemd/svcos.tmpfiles");
+    for dir in ["/var/lib/svcos/ssh", "/var/lib/svcos/ssh/hostkeys", "/var/lib/svcos/ssh/root"] {
+        assert!(
+            tmpfiles
+                .lines()
+                .any(|l| l.split_whitespace().collect::<Vec<_>>()[..]
+                    .starts_with(&["d", dir, "0700", "root", "root"])),
+            "{dir}"
+        );
+    }
+    // The image links dropbear's paths there, installs dropbear and enables the units.
+    let post = read("rootfs/board/svcos/post-build.sh");
+    assert!(post.contains("ln -s /var/lib/svcos/ssh/hostkeys \"$TARGET_DIR/etc/dropbear\""));
+    assert!(post.contains("ln -s /var/lib/svcos/ssh/root \"$TARGET_DIR/root/.ssh\""));
+    let fragment = read("rootfs/configs/svcos.fragment");
+    assert!(fragment.lines().any(|l| l == "BR2_PACKAGE_DROPBEAR=y"));
+    for unit in SSH_UNITS {
+        assert_eq!(
+            std::fs::read(root().join("systemd").join(unit)).unwrap(),
+            std::fs::read(in_overlay(&format!("/usr/lib/systemd/system/{unit}")))
+                .unwrap_or_default(),
+            "{unit} in the overlay equals systemd/{unit}"
+        );
+    }
+    for (wants, unit) in [
+        ("sockets.target.wants", "svcos-ssh.socket"),
+        ("multi-user.target.wants", "svcos-ssh-keys.path"),
+        ("multi-user.target.wants", "svcos-ssh-keys.service"),
+    ] {
+        let link = in_overlay(&format!("/etc/systemd/system/{wants}/{unit}"));
+        assert_eq!(
+            std::fs::read_link(&link).unwrap(),
+            Path::new("/usr/lib/systemd/system").join(unit)
+        );
+    }
+    let masked = in_overlay("/etc/systemd/system/dropbear.service");
+    assert_eq!(std::fs::read_link(masked).unwrap(), Path::new("/dev/null"));
+    // The shipped config keeps password logins off.
+    let config = Config::load(&in_overlay(PROD_CONFIG)).unwrap();
+    assert!(!config.network.ssh.password_login);
+    assert!(config.network.mdns.enabled);
+}
+
+#[test]
+fn ssh_units_pass_systemd_analyze_verify() {
+    if !have("systemd-analyze") {
+        eprintln!("SKIP: systemd-analyze is not installed");
+        return;
+    }
+    // verify wants the executables to exist: dropbear is not installed here.
+    let dir = tempfile::tempdir().unwrap();
+    for unit in SSH_UNITS {
+        let text = read(&format!("systemd/{unit}")).replace("/usr/sbin/dropbear", "/bin/true");
+        std::fs::write(dir.path().join(unit), text).unwrap();
+    }
+    // A template is verified through an instance name.
+    std::fs::copy(
+        dir.path().join("svcos-ssh@.service"),
+        dir.path().join("svcos-ssh@0.service"),
+    )
+    .unwrap();
+    let out = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .args(
+            ["svcos-ssh.socket", "svcos-ssh@0.service", "svcos-ssh-keys.path", "svcos-ssh-keys.service"]
+                .map(|u| dir.path().join(u)),
+        )
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "systemd-analyze verify: {stderr}");
+    assert!(!stderr.contains("svcos-ssh"), "warnings about the units: {stderr}");
+}

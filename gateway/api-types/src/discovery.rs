@@ -626,3 +626,36 @@ mod tests {
         assert_eq!(v.as_object().unwrap().len(), 3, "{v}");
     }
 }
+
+/// One stored SSH key, as `GET /api/network/ssh` lists it.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct SshKey {
+    /// Key type, e.g. `ssh-ed25519`.
+    pub key_type: &'static str,
+    /// `SHA256:…`, as `ssh-keygen -l` prints it.
+    pub fingerprint: String,
+    /// The comment after the key, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    /// The line as stored.
+    pub line: String,
+}
+
+/// `GET|PUT /api/network/ssh` (`svcos.api.network.ssh.v1`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct SshBody {
+    /// `svcos.api.network.ssh.v1`.
+    pub schema: &'static str,
+    /// The SSH server's TCP port on the image (dropbear).
+    pub port: u16,
+    /// `[network.ssh].password_login`: false = keys only.
+    pub password_login: bool,
+    /// Where the keys are stored (0600, dropbear's `authorized_keys` format).
+    pub authorized_keys_path: String,
+    /// The stored keys, in file order.
+    pub keys: Vec<SshKey>,
+    /// What reads the file on this unit.
+    pub note: &'static str,
+}

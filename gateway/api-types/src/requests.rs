@@ -563,3 +563,16 @@ pub struct RoomTempFactorRequest {
     #[serde(default)]
     pub min_watt: Option<f64>,
 }
+
+/// `PUT /api/network/ssh`: replace the SSH authorised keys (and optionally the password rule).
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SshKeysRequest {
+    /// The whole new list, one OpenSSH public key line each (`type base64 [comment]`, no
+    /// options); an empty list removes every key. At most 32.
+    pub authorized_keys: Vec<String>,
+    /// `[network.ssh].password_login`, when given (saved through the config writer).
+    #[serde(default)]
+    pub password_login: Option<bool>,
+}

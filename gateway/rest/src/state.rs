@@ -213,6 +213,13 @@ pub fn generation_path(layout: &Layout) -> std::path::PathBuf {
         .join("config-generation")
 }
 
+/// `[network.ssh]` as the SSH server reads it; a failure leaves the last options in force.
+fn write_ssh_options(layout: &Layout, config: &Config) {
+    if let Err(e) = svcos_common::sshkeys::apply_config(layout, config) {
+        tracing::warn!(error = %e, "cannot write the SSH server's options");
+    }
+}
+
 /// The state every handler gets.
 pub type AppState = Arc<Inner>;
 
@@ -251,6 +258,7 @@ impl Inner {
             shutdown.clone(),
         );
         let mdns = svcos_mdns::Responder::new(&config);
+        write_ssh_options(&layout, &config);
         let proxy_key =
             svcos_common::proxykey::ProxyKeyCheck::new(&svcos_common::proxykey::key_path(&layout));
         let generation_file = generation_path(&layout);
@@ -361,6 +369,7 @@ impl Inner {
     pub fn set_config(&self, config: Config, generation: u64) {
         self.integrations.apply(&config);
         self.mdns.apply(&config);
+        write_ssh_options(&self.layout, &config);
         *self.config.write().expect("config lock") = (Arc::new(config), generation);
         self.config_gen
             .store(generation, std::sync::atomic::Ordering::Release);

@@ -33,6 +33,7 @@ pub mod reflection;
 pub mod sched;
 pub mod service;
 pub mod shutdown;
+pub mod sshkeys;
 pub mod statefile;
 pub mod status;
 pub mod time;

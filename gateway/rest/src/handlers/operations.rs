@@ -13,6 +13,7 @@ pub mod fleet;
 pub mod governor;
 pub mod home;
 pub mod setup;
+pub mod ssh;
 
 use std::path::{Path, PathBuf};
 

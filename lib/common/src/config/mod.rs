@@ -46,7 +46,9 @@ pub use hardware::{Board, HardwareConfig, HardwareDriver};
 pub use home::{HomeConfig, NightModeConfig, WindowClock, parse_hhmm};
 pub use legacy::LegacyConfig;
 pub use mqtt::{MqttConfig, is_valid_host};
-pub use network::{MAX_MDNS_INTERFACES, MdnsConfig, NetworkConfig, is_valid_interface_name};
+pub use network::{
+    MAX_MDNS_INTERFACES, MdnsConfig, NetworkConfig, SshConfig, is_valid_interface_name,
+};
 pub use pools::{PoolConfig, StratumConfig};
 pub use power::{MAX_WATT, PowerConfig, PsuOverrideConfig};
 pub use sim::SimConfig;

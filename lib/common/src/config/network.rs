@@ -12,6 +12,18 @@ pub const MAX_MDNS_INTERFACES: usize = 16;
 pub struct NetworkConfig {
     /// The mDNS/DNS-SD responder (`<hostname>.local`, `_http._tcp`, `_cgminer._tcp`).
     pub mdns: MdnsConfig,
+    /// The SSH server (dropbear on TCP 22; keys through `PUT /api/network/ssh`).
+    pub ssh: SshConfig,
+}
+
+/// `[network.ssh]`: the image's SSH server (dropbear, TCP 22, docs/DESIGN.md "SSH").
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default, deny_unknown_fields)]
+pub struct SshConfig {
+    /// Accept password logins besides the authorised keys. Default false (keys only); takes
+    /// effect from the next connection.
+    pub password_login: bool,
 }
 
 /// `[network.mdns]`: the mDNS/DNS-SD responder the gateway runs (docs/DESIGN.md "mDNS").

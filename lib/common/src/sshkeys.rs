@@ -433,7 +433,7 @@ mod tests {
             ),
             (
                 format!("ssh-ed25519 {}", &wire(&[b"ssh-ed25519", &[7; 32]])[..40]),
-                Err("not base64"),
+                Err("truncated"),
             ),
             (format!("{ed} bad\u{7}comment"), Err("comment")),
             (format!("{ed} {}", "c".repeat(MAX_COMMENT + 1)), Err("comment")),

@@ -452,7 +452,10 @@ fn ssh_units_use_the_paths_the_gateway_writes() {
     // Keys only unless the gateway's file says otherwise.
     assert_eq!(session["Environment"], "DROPBEAR_ARGS=-s");
     assert_eq!(session["EnvironmentFile"], format!("-{}", env.display()));
-    assert_eq!(session["ExecStart"], "-/usr/sbin/dropbear -i -R $DROPBEAR_ARGS");
+    assert_eq!(
+        session["ExecStart"],
+        "-/usr/sbin/dropbear -i -R $DROPBEAR_ARGS"
+    );
     assert_eq!(sshkeys::dropbear_args(false), "-s");
     let watch = unit_keys(&read("systemd/svcos-ssh-keys.path"));
     assert_eq!(watch["PathChanged"], keys.display().to_string());
@@ -461,7 +464,11 @@ fn ssh_units_use_the_paths_the_gateway_writes() {
     assert!(copy.contains("dst=/var/lib/svcos/ssh/root/authorized_keys"));
     // The copy's target directory and the host keys' directory exist, root-only.
     let tmpfiles = read("systemd/svcos.tmpfiles");
-    for dir in ["/var/lib/svcos/ssh", "/var/lib/svcos/ssh/hostkeys", "/var/lib/svcos/ssh/root"] {
+    for dir in [
+        "/var/lib/svcos/ssh",
+        "/var/lib/svcos/ssh/hostkeys",
+        "/var/lib/svcos/ssh/root",
+    ] {
         assert!(
             tmpfiles
                 .lines()
@@ -524,12 +531,20 @@ fn ssh_units_pass_systemd_analyze_verify() {
     let out = Command::new("systemd-analyze")
         .args(["verify", "--man=no"])
         .args(
-            ["svcos-ssh.socket", "svcos-ssh@0.service", "svcos-ssh-keys.path", "svcos-ssh-keys.service"]
-                .map(|u| dir.path().join(u)),
+            [
+                "svcos-ssh.socket",
+                "svcos-ssh@0.service",
+                "svcos-ssh-keys.path",
+                "svcos-ssh-keys.service",
+            ]
+            .map(|u| dir.path().join(u)),
         )
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "systemd-analyze verify: {stderr}");
-    assert!(!stderr.contains("svcos-ssh"), "warnings about the units: {stderr}");
+    assert!(
+        !stderr.contains("svcos-ssh"),
+        "warnings about the units: {stderr}"
+    );
 }

@@ -89,10 +89,7 @@ impl Announcement {
         let mut services = vec![ServiceRecord {
             service_type: HTTP_SERVICE,
             port: config.api.http_port,
-            txt: common(vec![
-                ("path", "/".to_string()),
-                ("api", "/api".to_string()),
-            ]),
+            txt: common(vec![("path", "/".to_string()), ("api", "/api".to_string())]),
         }];
         if config.legacy.enabled {
             services.push(ServiceRecord {
@@ -333,10 +330,7 @@ impl Live {
 }
 
 /// Log the daemon's errors and name conflicts (each new message once) and show the last one.
-async fn watch_events(
-    events: mdns_sd::Receiver<DaemonEvent>,
-    status: Arc<Mutex<MdnsStatus>>,
-) {
+async fn watch_events(events: mdns_sd::Receiver<DaemonEvent>, status: Arc<Mutex<MdnsStatus>>) {
     while let Ok(event) = events.recv_async().await {
         let message = match event {
             DaemonEvent::Error(e) => e.to_string(),
@@ -373,8 +367,15 @@ mod tests {
         c.legacy.port = 4028;
         let a = Announcement::from_config(&c).expect("on by default");
         assert_eq!(a.host_name(), "rig-7.local.");
-        assert_eq!(a.address, None, "0.0.0.0 announces the interfaces' addresses");
-        let types: Vec<_> = a.services.iter().map(|s| (s.service_type, s.port)).collect();
+        assert_eq!(
+            a.address, None,
+            "0.0.0.0 announces the interfaces' addresses"
+        );
+        let types: Vec<_> = a
+            .services
+            .iter()
+            .map(|s| (s.service_type, s.port))
+            .collect();
         assert_eq!(types, [(HTTP_SERVICE, 80), (CGMINER_SERVICE, 4028)]);
         let http = &a.services[0];
         assert_eq!(a.instance(http), "rig-7._http._tcp.local.");
@@ -399,7 +400,11 @@ mod tests {
         let mut c = Config::default();
         c.legacy.enabled = false;
         let a = Announcement::from_config(&c).unwrap();
-        assert_eq!(a.services.len(), 1, "no cgminer record without the cgminer API");
+        assert_eq!(
+            a.services.len(),
+            1,
+            "no cgminer record without the cgminer API"
+        );
         c.network.mdns.enabled = false;
         assert_eq!(Announcement::from_config(&c), None);
     }

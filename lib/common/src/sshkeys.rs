@@ -229,7 +229,11 @@ fn check_blob(key_type: KeyType, blob: &[u8]) -> Result<(), KeyError> {
         }
         KeyType::EcdsaP256 | KeyType::EcdsaP384 | KeyType::EcdsaP521 | KeyType::SkEcdsaP256 => {
             let (curve, point_len) = key_type.curve().expect("ECDSA types have a curve");
-            let want = if key_type == KeyType::SkEcdsaP256 { 4 } else { 3 };
+            let want = if key_type == KeyType::SkEcdsaP256 {
+                4
+            } else {
+                3
+            };
             if fields.len() != want {
                 return bad("wrong number of fields");
             }
@@ -304,7 +308,10 @@ pub fn load(path: &Path) -> io::Result<Vec<AuthorizedKey>> {
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
             AuthorizedKey::parse(l).map_err(|e| {
-                io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}: {e}", path.display()),
+                )
             })
         })
         .collect()
@@ -410,10 +417,7 @@ mod tests {
             (String::new(), Err("empty")),
             ("   ".into(), Err("empty")),
             ("ssh-ed25519".into(), Err("missing")),
-            (
-                format!("command=\"/bin/sh\" {ed}"),
-                Err("no options"),
-            ),
+            (format!("command=\"/bin/sh\" {ed}"), Err("no options")),
             (
                 format!("ssh-dss {}", wire(&[b"ssh-dss", &[1; 20]])),
                 Err("the type \"ssh-dss\""),
@@ -436,7 +440,10 @@ mod tests {
                 Err("truncated"),
             ),
             (format!("{ed} bad\u{7}comment"), Err("comment")),
-            (format!("{ed} {}", "c".repeat(MAX_COMMENT + 1)), Err("comment")),
+            (
+                format!("{ed} {}", "c".repeat(MAX_COMMENT + 1)),
+                Err("comment"),
+            ),
             (format!("{ed} {}", "c".repeat(MAX_LINE)), Err("longer than")),
         ];
         for (line, want) in cases {
@@ -497,9 +504,17 @@ mod tests {
 
         let env = dir.path().join("ssh/dropbear.env");
         save_dropbear_env(&env, false).unwrap();
-        assert!(std::fs::read_to_string(&env).unwrap().contains("DROPBEAR_ARGS=\"-s\""));
+        assert!(
+            std::fs::read_to_string(&env)
+                .unwrap()
+                .contains("DROPBEAR_ARGS=\"-s\"")
+        );
         assert_eq!(mode(&env), 0o600);
         save_dropbear_env(&env, true).unwrap();
-        assert!(std::fs::read_to_string(&env).unwrap().contains("DROPBEAR_ARGS=\"\""));
+        assert!(
+            std::fs::read_to_string(&env)
+                .unwrap()
+                .contains("DROPBEAR_ARGS=\"\"")
+        );
     }
 }

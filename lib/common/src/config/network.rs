@@ -125,7 +125,9 @@ mod tests {
         c.mdns.interfaces = vec!["eth0".into(), "bad name".into()];
         let e = c.validate().unwrap_err();
         assert_eq!(e.field(), Some("network.mdns.interfaces[1]"));
-        c.mdns.interfaces = (0..=MAX_MDNS_INTERFACES).map(|i| format!("eth{i}")).collect();
+        c.mdns.interfaces = (0..=MAX_MDNS_INTERFACES)
+            .map(|i| format!("eth{i}"))
+            .collect();
         assert_eq!(
             c.validate().unwrap_err().field(),
             Some("network.mdns.interfaces")

@@ -7,12 +7,14 @@ import base64
 import hashlib
 import os
 import shutil
+import signal
 import stat
 import struct
 import subprocess
+import time
 from pathlib import Path
 
-from conftest import http
+from conftest import http, own_stack, wait_for
 
 
 def wire(*fields: bytes) -> str:
@@ -106,3 +108,42 @@ def test_password_login_reaches_dropbears_options(sim, token):
         assert status == 200 and body["password_login"] is False, body
     assert 'DROPBEAR_ARGS="-s"' in env.read_text()
     assert stat.S_IMODE(os.stat(env).st_mode) == 0o600
+
+
+def press_button(sim, hold_ms: int):
+    """hw-sim's PressButton (field 1: hold_ms), encoded by hand: one varint field."""
+    import grpc
+
+    payload, n = bytearray(b"\x08"), hold_ms
+    while n >= 0x80:
+        payload.append(n & 0x7F | 0x80)
+        n >>= 7
+    payload.append(n)
+    with grpc.insecure_channel(f"unix:{sim.dir / 'run' / 'hw-sim.sock'}") as ch:
+        call = ch.unary_unary("/svcos.hwsim.v1.HwSimService/PressButton",
+                              request_serializer=bytes, response_deserializer=bytes)
+        call(bytes(payload), timeout=10)
+
+
+def test_the_physical_reset_takes_the_ssh_keys_with_the_password(tmp_path):
+    """Whoever holds the miner after the 15 s button reset must not find the previous owner's
+    root key: auth drops the password, the gateway empties the keys file. Also when the
+    gateway was down during the reset: it empties the file when it starts."""
+    with own_stack(tmp_path) as (s, tok):
+        status, _, body = put(s, tok, {"authorized_keys": [ed25519_line(5, "old owner")]})
+        assert status == 200, body
+        path = Path(body["authorized_keys_path"])
+        assert path.read_text().strip(), "the key is stored"
+        # A short press is no reset: the key stays.
+        press_button(s, 1_000)
+        time.sleep(3)
+        assert "old owner" in path.read_text()
+        press_button(s, 16_000)
+        wait_for(lambda: http("GET", f"{s.api_url}/api/auth/status")[2].get("password_set")
+                 is False, 40, "the reset to clear the password")
+        wait_for(lambda: path.read_text() == "", 10, "the keys file to be emptied")
+        # The gateway down while a stale key appears (a reset it missed): its start empties it.
+        gw = s.services()["gateway"]
+        path.write_text(ed25519_line(6, "stale") + "\n")
+        os.kill(int(gw["pid"]), signal.SIGKILL)
+        wait_for(lambda: path.read_text() == "", 40, "the restarted gateway to empty the file")

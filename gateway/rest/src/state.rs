@@ -259,6 +259,11 @@ impl Inner {
         );
         let mdns = svcos_mdns::Responder::new(&config);
         write_ssh_options(&layout, &config);
+        tokio::spawn(svcos_common::sshkeys::guard(
+            svcos_common::sshkeys::authorized_keys_path(&layout),
+            snapshots.auth.clone(),
+            shutdown.clone(),
+        ));
         let proxy_key =
             svcos_common::proxykey::ProxyKeyCheck::new(&svcos_common::proxykey::key_path(&layout));
         let generation_file = generation_path(&layout);

@@ -326,6 +326,52 @@ pub fn save(path: &Path, keys: &[AuthorizedKey]) -> io::Result<()> {
     fsutil::atomic_write(path, text.as_bytes(), 0o600)
 }
 
+/// Empty the keys file when no owner password is set, returning how many lines it held.
+///
+/// Keys can only be stored by a signed-in owner, so a miner without a password holds keys only
+/// after the physical reset (or a damaged password file) took the password away: whoever
+/// holds the miner now must not find the previous owner's root access left behind. Called on
+/// every "no password" status, so a reset while the gateway was down is caught at its start.
+/// A damaged file is emptied too: nothing in it may outlive the password.
+pub fn forget_without_password(path: &Path) -> io::Result<usize> {
+    let held = match std::fs::read_to_string(path) {
+        Ok(t) => t.lines().filter(|l| !l.trim().is_empty()).count(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
+        Err(e) if e.kind() == io::ErrorKind::InvalidData => 1,
+        Err(e) => return Err(e),
+    };
+    if held > 0 {
+        save(path, &[])?;
+    }
+    Ok(held)
+}
+
+/// Follow auth's status (the gateway's snapshot of `StreamStatus`) and call
+/// [`forget_without_password`] whenever it says no password is set, the first status included.
+pub async fn guard(
+    path: PathBuf,
+    mut auth: tokio::sync::watch::Receiver<Option<svcos_proto::auth::v1::GetStatusResponse>>,
+    shutdown: crate::Shutdown,
+) {
+    loop {
+        let unowned = auth
+            .borrow_and_update()
+            .as_ref()
+            .is_some_and(|s| !s.password_set);
+        if unowned {
+            match forget_without_password(&path) {
+                Ok(0) => {}
+                Ok(n) => tracing::warn!(keys = n, "no owner password: SSH keys removed"),
+                Err(e) => tracing::error!(error = %e, "cannot remove the SSH keys"),
+            }
+        }
+        tokio::select! {
+            _ = shutdown.wait() => return,
+            changed = auth.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
 /// The dropbear options for `password_login`: `-s` turns password logins off.
 pub fn dropbear_args(password_login: bool) -> &'static str {
     if password_login { "" } else { "-s" }
@@ -516,5 +562,24 @@ mod tests {
                 .unwrap()
                 .contains("DROPBEAR_ARGS=\"\"")
         );
+    }
+
+    #[test]
+    fn without_a_password_every_key_line_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ssh/authorized_keys");
+        assert_eq!(
+            forget_without_password(&path).unwrap(),
+            0,
+            "no file, nothing to do"
+        );
+        assert!(!path.exists(), "and no file is created");
+        save(&path, &parse_all(&[ed25519(), rsa(2048)]).unwrap()).unwrap();
+        assert_eq!(forget_without_password(&path).unwrap(), 2);
+        assert!(load(&path).unwrap().is_empty());
+        // A line the parser refuses is not a reason to keep it.
+        std::fs::write(&path, "garbage that is no key\n").unwrap();
+        assert_eq!(forget_without_password(&path).unwrap(), 1);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
     }
 }

@@ -26,7 +26,8 @@
 //!   lower); at the cap the least recently active idle connection is closed for the new one,
 //!   and only when none is idle is the new one refused with a 503. Failed accepts (EMFILE)
 //!   back off for 50 ms. Freed connection memory goes back to the OS through the shared
-//!   allocator trimmer (`svcos_common::alloc`).
+//!   allocator trimmer ([`process::spawn_trimmer`]). No firmware crate is linked: the
+//!   process plumbing is [`process`], so the gRPC stack stays out of this binary.
 
 pub mod cache;
 pub mod client;
@@ -34,11 +35,14 @@ pub mod datasets;
 pub mod export;
 pub mod hashprice;
 pub mod listen;
+pub mod process;
 pub mod query;
 pub mod registry;
 pub mod render;
 pub mod schema;
 pub mod server;
+pub mod shapes;
+pub mod site;
 pub mod store;
 pub mod time;
 pub mod upstream;
@@ -73,6 +77,30 @@ pub fn initial_feed(
             datasets::feed_from_text(&name, &text, infos)
         }
     }
+}
+
+/// Open a sealed snapshot read-only (see [`Store::open_read_only`]); the dataset files are
+/// still read for the manifest (titles, schemas) but nothing is loaded into the snapshot.
+pub fn open_snapshot(
+    db: &Path,
+    src: &Source,
+) -> Result<
+    (
+        std::collections::BTreeMap<String, datasets::DatasetInfo>,
+        Store,
+    ),
+    OpenError,
+> {
+    let infos = datasets::manifest(src)?;
+    let store = Store::open_read_only(db)?;
+    if !store.is_loaded()? {
+        return Err(OpenError::Load(LoadError {
+            file: db.display().to_string(),
+            line: 0,
+            reason: "not a loaded snapshot (make one with `svcos-open-data snapshot`)".into(),
+        }));
+    }
+    Ok((infos, store))
 }
 
 /// Open the store at `db`; load the datasets into it when it is new (or `reload` is set).

@@ -43,6 +43,9 @@ pub struct Param {
     pub description: &'static str,
     /// Type and limits.
     pub ty: ParamType,
+    /// A value that answers 200 with the shipped data (OpenAPI `example`, so clients and
+    /// schemathesis can reach a record rather than only 404s).
+    pub example: Option<&'static str>,
 }
 
 impl Param {
@@ -53,6 +56,7 @@ impl Param {
             in_path: false,
             description,
             ty,
+            example: None,
         }
     }
 
@@ -63,6 +67,15 @@ impl Param {
             in_path: true,
             description,
             ty,
+            example: None,
+        }
+    }
+
+    /// The same parameter with an example value.
+    pub const fn example(self, value: &'static str) -> Param {
+        Param {
+            example: Some(value),
+            ..self
         }
     }
 
@@ -312,7 +325,8 @@ pub const ROUTES: &[Route] = &[
             "slug",
             "Model slug, e.g. antminer-s19-pro.",
             ParamType::Slug,
-        )],
+        )
+        .example("antminer-s9")],
         cache: CACHE_STATIC,
     },
     Route {
@@ -338,7 +352,8 @@ pub const ROUTES: &[Route] = &[
             "model",
             "Model slug, e.g. antminer-s9.",
             ParamType::Slug,
-        )],
+        )
+        .example("antminer-s9")],
         cache: CACHE_STATIC,
     },
     Route {
@@ -383,7 +398,8 @@ pub const ROUTES: &[Route] = &[
             "code",
             "The unique code (vendor prefix plus native code).",
             ParamType::Key,
-        )],
+        )
+        .example("WHATSMINER-530")],
         cache: CACHE_STATIC,
     },
     Route {
@@ -409,7 +425,8 @@ pub const ROUTES: &[Route] = &[
             "model",
             "Model slug or model-name slug.",
             ParamType::Slug,
-        )],
+        )
+        .example("whatsminer-m30s")],
         cache: CACHE_STATIC,
     },
     Route {
@@ -455,7 +472,8 @@ pub const ROUTES: &[Route] = &[
             "file",
             "Mirror file name.",
             ParamType::Enum(MIRROR_FILES),
-        )],
+        )
+        .example("miners.csv")],
         cache: CACHE_HOURLY,
     },
     Route {
@@ -647,13 +665,17 @@ pub fn openapi(infos: &BTreeMap<String, DatasetInfo>, server_url: Option<&str>) 
             .params
             .iter()
             .map(|p| {
-                json!({
+                let mut v = json!({
                     "name": p.name,
                     "in": if p.in_path { "path" } else { "query" },
                     "required": p.in_path,
                     "description": p.description,
                     "schema": p.schema(),
-                })
+                });
+                if let Some(e) = p.example {
+                    v["example"] = json!(e);
+                }
+                v
             })
             .collect();
         let content_types: &[&str] = match route.kind {

@@ -809,6 +809,21 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn every_path_example_answers_200_with_the_shipped_data() {
+        let mut checked = 0;
+        for r in ROUTES {
+            for p in r.params.iter().filter(|p| p.in_path) {
+                let example = p.example.unwrap_or_else(|| panic!("{} has no example", r.path));
+                let (snap, infos) = snapshot();
+                let out = render(r, &snap, &infos, &Params::new(), Some(example));
+                assert_eq!(out.status, 200, "{} with {example}", r.path);
+                checked += 1;
+            }
+        }
+        assert!(checked >= 5);
+    }
+
+    #[test]
     fn the_price_summary_is_over_the_items_shown() {
         let (_, body) = answer("price-index", Some("condition=new"), None);
         let mut prices: Vec<f64> = body["records"]

@@ -348,12 +348,10 @@ pub const ROUTES: &[Route] = &[
         kind: Kind::ByModel("power-profiles"),
         summary: "Every profile point of one model",
         description: "The stock point and any bench points of one miner model, by step; 404 when no miners record has this slug.",
-        params: &[Param::path(
-            "model",
-            "Model slug, e.g. antminer-s9.",
-            ParamType::Slug,
-        )
-        .example("antminer-s9")],
+        params: &[
+            Param::path("model", "Model slug, e.g. antminer-s9.", ParamType::Slug)
+                .example("antminer-s9"),
+        ],
         cache: CACHE_STATIC,
     },
     Route {
@@ -421,12 +419,10 @@ pub const ROUTES: &[Route] = &[
         kind: Kind::ByModel("reliability"),
         summary: "Failure-mode claims about one model",
         description: "The claims covering a miners slug, or naming a model whose name slugifies to it; a known model without claims answers an empty list, any other key 404.",
-        params: &[Param::path(
-            "model",
-            "Model slug or model-name slug.",
-            ParamType::Slug,
-        )
-        .example("whatsminer-m30s")],
+        params: &[
+            Param::path("model", "Model slug or model-name slug.", ParamType::Slug)
+                .example("whatsminer-m30s"),
+        ],
         cache: CACHE_STATIC,
     },
     Route {
@@ -468,12 +464,10 @@ pub const ROUTES: &[Route] = &[
         kind: Kind::DataFile,
         summary: "One CSV or JSON mirror file",
         description: "Every record of a dataset: JSON with a meta block (records byte-identical to the API's), or CSV with a header row (nested fields as dotted columns, lists as JSON text).",
-        params: &[Param::path(
-            "file",
-            "Mirror file name.",
-            ParamType::Enum(MIRROR_FILES),
-        )
-        .example("miners.csv")],
+        params: &[
+            Param::path("file", "Mirror file name.", ParamType::Enum(MIRROR_FILES))
+                .example("miners.csv"),
+        ],
         cache: CACHE_HOURLY,
     },
     Route {

@@ -813,7 +813,9 @@ pub(crate) mod tests {
         let mut checked = 0;
         for r in ROUTES {
             for p in r.params.iter().filter(|p| p.in_path) {
-                let example = p.example.unwrap_or_else(|| panic!("{} has no example", r.path));
+                let example = p
+                    .example
+                    .unwrap_or_else(|| panic!("{} has no example", r.path));
                 let (snap, infos) = snapshot();
                 let out = render(r, &snap, &infos, &Params::new(), Some(example));
                 assert_eq!(out.status, 200, "{} with {example}", r.path);

@@ -87,8 +87,19 @@ pub fn data_index_html(snap: &Snapshot) -> String {
     page("Open Mining Data: dataset mirrors", &h)
 }
 
-/// Distinct sources of a dataset's records: (label, url or repository path) → records.
-fn sources_of(snap: &Snapshot, dataset: &str) -> BTreeMap<(String, String), usize> {
+/// One distinct source of a dataset: who, where (a URL, or a repository and path) and under
+/// which licence, when the record says.
+type SourceKey = (String, String, String);
+
+fn text_of<'a>(v: &'a Value, keys: &[&str]) -> Option<&'a str> {
+    keys.iter()
+        .find_map(|k| v[*k].as_str().filter(|s| !s.is_empty()))
+}
+
+/// Distinct sources of a dataset's records with the records citing each. Members a source may
+/// carry beyond `title`/`url`/`path` (`publisher`, `repository`, `licence`/`license`) are used
+/// when present, so the page follows the data as its sources gain detail.
+fn sources_of(snap: &Snapshot, dataset: &str) -> BTreeMap<SourceKey, usize> {
     let mut out = BTreeMap::new();
     for r in snap
         .datasets
@@ -96,21 +107,28 @@ fn sources_of(snap: &Snapshot, dataset: &str) -> BTreeMap<(String, String), usiz
         .map(|d| d.records.as_slice())
         .unwrap_or_default()
     {
-        let src = &r.value.get("source").cloned().unwrap_or(Value::Null);
-        let label = src["publisher"]
-            .as_str()
-            .or(src["title"].as_str())
+        let src = r.value.get("source").cloned().unwrap_or(Value::Null);
+        let label = text_of(&src, &["publisher", "title"])
             .unwrap_or("")
             .to_string();
-        let at = src["url"]
-            .as_str()
-            .or(src["path"].as_str())
+        let at = match (
+            text_of(&src, &["url"]),
+            text_of(&src, &["repository"]),
+            text_of(&src, &["path"]),
+        ) {
+            (Some(url), _, _) => url.to_string(),
+            (None, Some(repo), Some(path)) => format!("{}/{path}", repo.trim_end_matches('/')),
+            (None, Some(repo), None) => repo.to_string(),
+            (None, None, Some(path)) => path.to_string(),
+            (None, None, None) => String::new(),
+        };
+        let licence = text_of(&src, &["licence", "license"])
             .unwrap_or("")
             .to_string();
         if label.is_empty() && at.is_empty() {
             continue;
         }
-        *out.entry((label, at)).or_insert(0) += 1;
+        *out.entry((label, at, licence)).or_insert(0) += 1;
     }
     out
 }
@@ -166,13 +184,22 @@ pub fn methodology_html(snap: &Snapshot) -> String {
             let _ = write!(h, "<li>{}</li>", esc(rule));
         }
         h.push_str("</ul><h3>Sources</h3><ul>");
-        for ((label, at), n) in sources_of(snap, name) {
+        for ((label, at, licence), n) in sources_of(snap, name) {
             let target = if at.starts_with("https://") || at.starts_with("http://") {
                 format!("<a href=\"{0}\">{0}</a>", esc(&at))
             } else {
                 format!("<code>{}</code> (svcOS repository)", esc(&at))
             };
-            let _ = write!(h, "<li>{}: {target} ({n} records)</li>", esc(&label));
+            let licence = if licence.is_empty() {
+                String::new()
+            } else {
+                format!(", licence {}", esc(&licence))
+            };
+            let _ = write!(
+                h,
+                "<li>{}: {target} ({n} records{licence})</li>",
+                esc(&label)
+            );
         }
         h.push_str("</ul>");
     }
@@ -247,4 +274,32 @@ fn leak(name: &str) -> &'static str {
         .find(|d| **d == name)
         .copied()
         .unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_follow_the_members_a_record_carries() {
+        let (mut snap, _) = crate::render::tests::snapshot();
+        let codes = snap.datasets.get_mut("error-codes").unwrap();
+        let first = &mut codes.records[0].value;
+        first.insert(
+            "source".into(),
+            serde_json::json!({"title": "BTMiner docs", "repository": "https://github.com/x/y/",
+                               "path": "docs/codes.md", "licence": "MIT", "retrieved": "2026-11-01"}),
+        );
+        let html = methodology_html(&snap);
+        assert!(
+            html.contains("https://github.com/x/y/docs/codes.md"),
+            "repository + path"
+        );
+        assert!(html.contains("licence MIT"));
+        for name in crate::datasets::DATASETS {
+            assert!(html.contains(&format!("id=\"{name}\"")), "{name}");
+        }
+        let llms = llms_txt(&snap);
+        assert!(llms.contains("/v1/error-codes") && llms.contains("CC BY 4.0"));
+    }
 }

@@ -87,20 +87,29 @@ pub fn data_index_html(snap: &Snapshot) -> String {
     page("Open Mining Data: dataset mirrors", &h)
 }
 
-/// One distinct source of a dataset: who, where (a URL, or a repository and path) and under
-/// which licence, when the record says.
-type SourceKey = (String, String, String);
-
 fn text_of<'a>(v: &'a Value, keys: &[&str]) -> Option<&'a str> {
     keys.iter()
         .find_map(|k| v[*k].as_str().filter(|s| !s.is_empty()))
 }
 
-/// Distinct sources of a dataset's records with the records citing each. Members a source may
-/// carry beyond `title`/`url`/`path` (`publisher`, `repository`, `licence`/`license`) are used
-/// when present, so the page follows the data as its sources gain detail.
-fn sources_of(snap: &Snapshot, dataset: &str) -> BTreeMap<SourceKey, usize> {
-    let mut out = BTreeMap::new();
+/// The sources of a dataset, grouped by where they are published: a web site (the URL's host)
+/// or a repository. A corpus of hundreds of records cites a few dozen sites; one line per site
+/// reads as a methodology, one per page would not.
+#[derive(Debug, Default)]
+struct SourceGroup {
+    /// Records citing it.
+    records: usize,
+    /// Distinct pages or files cited.
+    pages: std::collections::BTreeSet<String>,
+    /// Licences the records state for it (`licence` or `license`), if any.
+    licences: std::collections::BTreeSet<String>,
+}
+
+/// Groups of a dataset's sources, keyed by site or repository. Members a source may carry
+/// beyond `title`/`url`/`path` (`repository`, `licence`/`license`) are used when present, so
+/// the page follows the data as its sources gain detail.
+fn sources_of(snap: &Snapshot, dataset: &str) -> BTreeMap<String, SourceGroup> {
+    let mut out: BTreeMap<String, SourceGroup> = BTreeMap::new();
     for r in snap
         .datasets
         .get(dataset)
@@ -108,27 +117,28 @@ fn sources_of(snap: &Snapshot, dataset: &str) -> BTreeMap<SourceKey, usize> {
         .unwrap_or_default()
     {
         let src = r.value.get("source").cloned().unwrap_or(Value::Null);
-        let label = text_of(&src, &["publisher", "title"])
-            .unwrap_or("")
-            .to_string();
-        let at = match (
+        let (site, page) = match (
             text_of(&src, &["url"]),
             text_of(&src, &["repository"]),
             text_of(&src, &["path"]),
         ) {
-            (Some(url), _, _) => url.to_string(),
-            (None, Some(repo), Some(path)) => format!("{}/{path}", repo.trim_end_matches('/')),
-            (None, Some(repo), None) => repo.to_string(),
-            (None, None, Some(path)) => path.to_string(),
-            (None, None, None) => String::new(),
+            (Some(u), _, _) => match url::Url::parse(u) {
+                Ok(parsed) => (parsed.host_str().unwrap_or(u).to_string(), u.to_string()),
+                Err(_) => (u.to_string(), u.to_string()),
+            },
+            (None, Some(repo), path) => (
+                repo.trim_end_matches('/').to_string(),
+                path.unwrap_or(repo).to_string(),
+            ),
+            (None, None, Some(path)) => ("the svcOS repository".to_string(), path.to_string()),
+            (None, None, None) => continue,
         };
-        let licence = text_of(&src, &["licence", "license"])
-            .unwrap_or("")
-            .to_string();
-        if label.is_empty() && at.is_empty() {
-            continue;
+        let g = out.entry(site).or_default();
+        g.records += 1;
+        g.pages.insert(page);
+        if let Some(l) = text_of(&src, &["licence", "license"]) {
+            g.licences.insert(l.to_string());
         }
-        *out.entry((label, at, licence)).or_insert(0) += 1;
     }
     out
 }
@@ -168,7 +178,7 @@ pub fn methodology_html(snap: &Snapshot) -> String {
     let mut h = String::from(
         "<h1>Open Mining Data: methodology</h1><p>Every record carries its own source. A dataset is loaded only when every row passes its rules: one bad row stops the service at start with file and line, so nothing is ever served half-checked.</p>",
     );
-    for (name, ds) in &snap.datasets {
+    for (name, ds) in in_order(snap) {
         let _ = write!(
             h,
             "<h2 id=\"{0}\">{1}</h2><p>{2}</p><p>Version {3}, {4} records, loaded {5}. Refresh: {6}</p><h3>Rules</h3><ul>",
@@ -184,21 +194,27 @@ pub fn methodology_html(snap: &Snapshot) -> String {
             let _ = write!(h, "<li>{}</li>", esc(rule));
         }
         h.push_str("</ul><h3>Sources</h3><ul>");
-        for ((label, at, licence), n) in sources_of(snap, name) {
-            let target = if at.starts_with("https://") || at.starts_with("http://") {
-                format!("<a href=\"{0}\">{0}</a>", esc(&at))
+        for (site, g) in sources_of(snap, name) {
+            let site_html = if site.contains('.') && !site.contains(' ') && !site.contains('/') {
+                format!("<a href=\"https://{0}/\">{0}</a>", esc(&site))
+            } else if site.starts_with("https://") {
+                format!("<a href=\"{0}\">{0}</a>", esc(&site))
             } else {
-                format!("<code>{}</code> (svcOS repository)", esc(&at))
+                esc(&site)
             };
-            let licence = if licence.is_empty() {
+            let licence = if g.licences.is_empty() {
                 String::new()
             } else {
-                format!(", licence {}", esc(&licence))
+                format!(
+                    "; licence {}",
+                    esc(&g.licences.iter().cloned().collect::<Vec<_>>().join(", "))
+                )
             };
             let _ = write!(
                 h,
-                "<li>{}: {target} ({n} records{licence})</li>",
-                esc(&label)
+                "<li>{site_html}: {} records from {} pages or files{licence}</li>",
+                g.records,
+                g.pages.len()
             );
         }
         h.push_str("</ul>");
@@ -219,14 +235,14 @@ pub fn llms_txt(snap: &Snapshot) -> String {
         "> Free, keyless, read-only JSON API and static CSV/JSON mirrors of Bitcoin-mining datasets: hashprice, ASIC miner specifications, power profiles, error codes, reliability claims and a catalogue price index. Data licence {LICENSE} ({LICENSE_URL}): cite \"svcOS Open Mining Data\", the dataset and its dataset_version, and link the route or mirror used.\n"
     );
     t.push_str("Every record carries its own `source` (a URL, or a path in the svcOS repository); cite that source for a single fact. Bulk users fetch the mirrors, not the API.\n\n## Datasets\n\n");
-    for (name, ds) in &snap.datasets {
+    for (name, ds) in in_order(snap) {
         let route = ROUTES
             .iter()
-            .find(|r| r.kind == Kind::List(leak(name)))
+            .find(|r| r.kind == Kind::List(name))
             .map_or("", |r| r.path);
         let _ = writeln!(
             t,
-            "- [{}]({}): {} (version {}, {} records). Mirrors: [JSON]({}), [CSV]({}).",
+            "- [{}]({}): {} Version {}, {} records. Mirrors: [JSON]({}), [CSV]({}).",
             ds.title,
             link(snap, route),
             ds.description,
@@ -267,13 +283,11 @@ pub fn llms_txt(snap: &Snapshot) -> String {
     t
 }
 
-/// The registry's dataset names are `'static`; map a runtime name onto one.
-fn leak(name: &str) -> &'static str {
+/// The snapshot's datasets in catalogue order.
+fn in_order(snap: &Snapshot) -> impl Iterator<Item = (&'static str, &crate::render::DatasetData)> {
     crate::datasets::DATASETS
         .iter()
-        .find(|d| **d == name)
-        .copied()
-        .unwrap_or("")
+        .filter_map(|n| snap.datasets.get(*n).map(|d| (*n, d)))
 }
 
 #[cfg(test)]
@@ -292,10 +306,14 @@ mod tests {
         );
         let html = methodology_html(&snap);
         assert!(
-            html.contains("https://github.com/x/y/docs/codes.md"),
-            "repository + path"
+            html.contains(">https://github.com/x/y</a>: 1 records from 1 pages"),
+            "grouped by repository"
         );
         assert!(html.contains("licence MIT"));
+        // Grouped by site: one line per host, however many pages it has.
+        let section = html.split("id=\"error-codes\"").nth(1).unwrap();
+        let section = section.split("<h2").next().unwrap();
+        assert_eq!(section.matches(">d-central.tech</a>: ").count(), 1);
         for name in crate::datasets::DATASETS {
             assert!(html.contains(&format!("id=\"{name}\"")), "{name}");
         }

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 
 use crate::schema;
+use crate::shapes::{ListingStatus, MinerDerived, Product, ProfileDerived};
 
 /// The datasets the service serves, in catalogue order.
 pub const DATASETS: &[&str] = &[
@@ -479,8 +480,6 @@ fn miner_record(m: &Map<String, Value>, feed: &PriceFeed) -> Map<String, Value> 
     let w = m["power_w"].as_f64().unwrap_or(0.0);
     let eff = m["efficiency_j_per_th"].as_f64().unwrap_or(0.0);
     let cooling = m["cooling"].as_str().unwrap_or("air");
-    r.insert("btu_per_h".into(), json!(btu_per_h(w) as i64));
-    r.insert("home_score".into(), json!(home_score(w, eff, cooling)));
     let slug = m["slug"].as_str().unwrap_or_default();
     // The linked product: the cheapest in-stock item of the feed for this model, else any item.
     let mut items: Vec<&Map<String, Value>> = feed
@@ -501,26 +500,30 @@ fn miner_record(m: &Map<String, Value>, feed: &PriceFeed) -> Map<String, Value> 
             .unwrap_or(std::cmp::Ordering::Equal)
     });
     let sample = feed.header.get("sample") == Some(&Value::Bool(true));
-    let (status, product) = match items.first() {
-        Some(i) => (
-            i["stock_status"]
-                .as_str()
-                .unwrap_or("out_of_stock")
-                .to_string(),
-            json!({
-                "sku": i["sku"],
-                "name": i["name"],
-                "condition": i["condition"],
-                "price_cad": i["price_cad"],
-                "stock_status": i["stock_status"],
-                "url": i["url"],
-                "sample": sample,
-            }),
-        ),
-        None => ("not_listed".to_string(), Value::Null),
+    // The feed's rows passed their schema, so its enums parse; a row that did not would have
+    // stopped the load.
+    let product = items.first().and_then(|i| {
+        Some(Product {
+            sku: i["sku"].as_str()?.to_string(),
+            name: i["name"].as_str()?.to_string(),
+            condition: serde_json::from_value(i["condition"].clone()).ok()?,
+            price_cad: i["price_cad"].as_f64()?,
+            stock_status: serde_json::from_value(i["stock_status"].clone()).ok()?,
+            url: i["url"].as_str()?.to_string(),
+            sample,
+        })
+    });
+    let derived = MinerDerived {
+        btu_per_h: btu_per_h(w) as i64,
+        home_score: home_score(w, eff, cooling),
+        status: product
+            .as_ref()
+            .map_or(ListingStatus::NotListed, |p| p.stock_status),
+        product,
     };
-    r.insert("status".into(), json!(status));
-    r.insert("product".into(), product);
+    if let Ok(Value::Object(fields)) = serde_json::to_value(&derived) {
+        r.extend(fields);
+    }
     r
 }
 
@@ -547,10 +550,15 @@ fn profile_record(p: &Map<String, Value>) -> Map<String, Value> {
     let mut r = p.clone();
     let slug = p["model_slug"].as_str().unwrap_or_default();
     let profile = p["profile"].as_str().unwrap_or_default();
-    r.insert("id".into(), json!(format!("{slug}-{profile}")));
     let w = p["power_w"].as_f64().unwrap_or(0.0);
     let th = p["hashrate_ths"].as_f64().unwrap_or(1.0);
-    r.insert("efficiency_j_per_th".into(), json!(round(w / th, 2)));
+    let derived = ProfileDerived {
+        id: format!("{slug}-{profile}"),
+        efficiency_j_per_th: round(w / th, 2),
+    };
+    if let Ok(Value::Object(fields)) = serde_json::to_value(&derived) {
+        r.extend(fields);
+    }
     r
 }
 

@@ -547,41 +547,24 @@ fn with_props(base: &Value, extra: Value, required: &[&str]) -> Value {
     s
 }
 
-/// Record schema of a dataset as served (row schema plus the derived fields).
-pub fn record_schema(dataset: &str, info: &DatasetInfo) -> Value {
-    match dataset {
-        "miners" => with_props(
-            &info.schema,
-            json!({
-                "btu_per_h": {"type": "integer", "x-unit": "BTU/h", "description": "power_w x 3.412142, rounded."},
-                "home_score": {"type": "integer", "minimum": 0, "maximum": 100, "description": "svcOS's home-mining score (formula in docs/OPEN-DATA.md)."},
-                "status": {"enum": ["in_stock", "out_of_stock", "preorder", "not_listed"], "description": "Stock status of the linked catalogue product; not_listed when the feed has none."},
-                "product": {
-                    "type": ["object", "null"],
-                    "additionalProperties": false,
-                    "required": ["sku", "name", "condition", "price_cad", "stock_status", "url", "sample"],
-                    "properties": {
-                        "sku": {"type": "string"}, "name": {"type": "string"},
-                        "condition": {"enum": ["new", "refurbished"]},
-                        "price_cad": {"type": "number"},
-                        "stock_status": {"enum": ["in_stock", "out_of_stock", "preorder"]},
-                        "url": {"type": "string"},
-                        "sample": {"type": "boolean", "description": "true: from the illustrative sample feed, not a live price."}
-                    }
-                }
-            }),
-            &["btu_per_h", "home_score", "status", "product"],
-        ),
-        "power-profiles" => with_props(
-            &info.schema,
-            json!({
-                "id": {"type": "string", "description": "model_slug-profile"},
-                "efficiency_j_per_th": {"type": "number", "x-unit": "J/TH"}
-            }),
-            &["id", "efficiency_j_per_th"],
-        ),
-        _ => strip_ids(info.schema.clone()),
-    }
+/// Record schema of a dataset as served: the row schema plus the derived fields, whose
+/// schemas are taken from the derived types' components (`MinerDerived`, `ProfileDerived`).
+pub fn record_schema(dataset: &str, info: &DatasetInfo, components: &Map<String, Value>) -> Value {
+    let derived = match dataset {
+        "miners" => components.get("MinerDerived"),
+        "power-profiles" => components.get("ProfileDerived"),
+        _ => None,
+    };
+    let Some(derived) = derived else {
+        return strip_ids(info.schema.clone());
+    };
+    let required: Vec<&str> = derived["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    with_props(&info.schema, derived["properties"].clone(), &required)
 }
 
 fn component_name(dataset: &str) -> &'static str {
@@ -737,7 +720,8 @@ pub fn openapi(infos: &BTreeMap<String, DatasetInfo>, server_url: Option<&str>) 
     // The service's own shapes are derived from the types the renderer serialises.
     let mut schemas = crate::shapes::components();
     for (name, info) in infos {
-        schemas.insert(component_name(name).into(), record_schema(name, info));
+        let record = record_schema(name, info, &schemas);
+        schemas.insert(component_name(name).into(), record);
     }
     let servers = match server_url {
         Some(u) => json!([{"url": u}]),

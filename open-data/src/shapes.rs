@@ -2,9 +2,10 @@
 //! OpenAPI document's `components.schemas` are derived from (schemars, as the firmware's
 //! gateway derives its schemas), so a field added to a type is in the document at once.
 //!
-//! Dataset records are not here: their row contract is the dataset's schema file, which the
-//! data is published with ([`crate::datasets`]); the OpenAPI record schemas are those files
-//! plus the derived fields ([`crate::registry::record_schema`]).
+//! Dataset rows are not here: their contract is the dataset's schema file, which the data is
+//! published with ([`crate::datasets`]). The fields the service derives for a record are
+//! ([`MinerDerived`], [`ProfileDerived`]); the OpenAPI record schemas are the files plus those
+//! ([`crate::registry::record_schema`]).
 
 use schemars::JsonSchema;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -263,6 +264,72 @@ pub struct Upstreams {
     pub price: String,
 }
 
+/// What the service adds to every miners row (derived, never in the data files).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct MinerDerived {
+    /// power_w x 3.412142, rounded (BTU/h).
+    pub btu_per_h: i64,
+    /// svcOS's home-mining score, 0-100 (formula in docs/OPEN-DATA.md).
+    #[schemars(range(min = 0, max = 100))]
+    pub home_score: i64,
+    /// Stock status of the linked catalogue product; not_listed when the feed has none.
+    pub status: ListingStatus,
+    /// The feed's cheapest in-stock item for the model (else any of its items), or null.
+    pub product: Option<Product>,
+}
+
+/// Stock status of a miner's linked product.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ListingStatus {
+    /// The linked item is in stock.
+    InStock,
+    /// The linked item is out of stock.
+    OutOfStock,
+    /// The linked item can be pre-ordered.
+    Preorder,
+    /// The feed has no item for the model.
+    NotListed,
+}
+
+/// Item condition in the catalogue feed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Condition {
+    /// New.
+    New,
+    /// Refurbished.
+    Refurbished,
+}
+
+/// A miner's linked catalogue product.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Product {
+    /// Vendor SKU.
+    pub sku: String,
+    /// Product name.
+    pub name: String,
+    /// New or refurbished.
+    pub condition: Condition,
+    /// Price in CAD.
+    pub price_cad: f64,
+    /// in_stock, out_of_stock or preorder.
+    pub stock_status: ListingStatus,
+    /// Product page.
+    pub url: String,
+    /// true: from the illustrative sample feed, not a live price.
+    pub sample: bool,
+}
+
+/// What the service adds to every power-profile point.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ProfileDerived {
+    /// `<model_slug>-<profile>`, unique.
+    pub id: String,
+    /// power_w / hashrate_ths, 2 decimals (J/TH).
+    pub efficiency_j_per_th: f64,
+}
+
 /// A generator for the OpenAPI 3.1 document: JSON Schema 2020-12, definitions under
 /// `#/components/schemas`, shapes as serialised.
 pub fn generator() -> SchemaGenerator {
@@ -281,6 +348,8 @@ pub fn components() -> Map<String, Value> {
     g.subschema_for::<PriceSummary>();
     g.subschema_for::<HashpriceStatus>();
     g.subschema_for::<Hashprice>();
+    g.subschema_for::<MinerDerived>();
+    g.subschema_for::<ProfileDerived>();
     g.take_definitions(true)
 }
 

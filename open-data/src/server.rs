@@ -552,25 +552,36 @@ fn method_router(state: &Arc<AppState>, route: &'static Route) -> MethodRouter {
     getter.options(preflight).fallback(method_not_allowed)
 }
 
-async fn redirect_index() -> Response {
+fn redirect(to: &'static str) -> Response {
     let mut resp = Response::new(Body::empty());
     *resp.status_mut() = StatusCode::PERMANENT_REDIRECT;
     resp.headers_mut()
-        .insert(header::LOCATION, HeaderValue::from_static("/v1/"));
+        .insert(header::LOCATION, HeaderValue::from_static(to));
     base_headers(resp.headers_mut());
     resp
 }
 
-/// The router: one axum route per registry entry, plus `/` and `/v1` redirecting to the index.
+/// The router: one axum route per registry entry, plus `/` and `/v1` redirecting to the index
+/// and `/data` to `/data/`.
 pub fn router(state: Arc<AppState>) -> Router {
     let mut app = Router::new();
     for route in ROUTES {
         app = app.route(route.path, method_router(&state, route));
     }
     debug_assert!(ROUTES.iter().any(|r| r.kind == Kind::Index));
-    app.route("/", get(redirect_index).fallback(method_not_allowed))
-        .route("/v1", get(redirect_index).fallback(method_not_allowed))
-        .fallback(not_found)
+    app.route(
+        "/",
+        get(|| async { redirect("/v1/") }).fallback(method_not_allowed),
+    )
+    .route(
+        "/v1",
+        get(|| async { redirect("/v1/") }).fallback(method_not_allowed),
+    )
+    .route(
+        "/data",
+        get(|| async { redirect("/data/") }).fallback(method_not_allowed),
+    )
+    .fallback(not_found)
 }
 
 /// Serve on `listener` within `limits` (see [`listen`]) until `shutdown` resolves, refreshing
@@ -763,6 +774,9 @@ mod tests {
         .unwrap();
         let header: Vec<&str> = history.trim_end().split(',').collect();
         assert!(header.contains(&"refreshed_at") && header.contains(&"network.height"));
+        let moved = call(&app, "GET", "/data", None).await;
+        assert_eq!(moved.status(), StatusCode::PERMANENT_REDIRECT);
+        assert_eq!(moved.headers()[header::LOCATION], "/data/");
         let missing = call(&app, "GET", "/data/nope.csv", None).await;
         assert_eq!(missing.status(), StatusCode::NOT_FOUND);
         let err: Value = serde_json::from_slice(&body(missing).await).unwrap();

@@ -36,7 +36,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 wait_up() { for _ in $(seq 100); do curl -fs -o /dev/null "$1" && return 0; sleep 0.1; done; echo "$1 not up" >&2; exit 1; }
 
 svc_port=$(free_port)
-"$OPEN_DATA_BIN" serve --bind "127.0.0.1:$svc_port" --db "$tmp/open-data.sqlite" 2>"$tmp/svc.log" &
+"$OPEN_DATA_BIN" serve --offline --bind "127.0.0.1:$svc_port" --db "$tmp/open-data.sqlite" 2>"$tmp/svc.log" &
 svc_pid=$!
 pids+=("$svc_pid")
 wait_up "http://127.0.0.1:$svc_port/v1/catalog"

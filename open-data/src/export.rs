@@ -1,13 +1,17 @@
-//! `export --out DIR`: static JSON and CSV mirrors of every dataset, from the same store and
-//! the same stored record text the API serves (so the records are byte-identical).
+//! `export --out DIR`: the publisher's static site, written from the same snapshot and the same
+//! code the server answers `/data/`, `/data/{file}`, `/data/api/`, `/llms.txt` and
+//! `/methodology` with ([`site_files`]), so a CDN serving the directory and the service answer
+//! byte-identical files. Records are the stored record text (byte-identical to the API's).
+//!
+//! Layout of `DIR` (the URL space of the site): `data/index.html`, `data/<dataset>.json`,
+//! `data/<dataset>.csv`, `data/api/index.html`, `llms.txt`, `methodology/index.html`.
 
 use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
-use crate::registry::{LICENSE, LICENSE_URL};
-use crate::store::Store;
-use crate::time::{now_unix, rfc3339};
+use crate::registry::{Kind, LICENSE, LICENSE_URL, MIRROR_FILES, ROUTES};
+use crate::render::{Record, Snapshot};
 
 /// Export failures.
 #[derive(Debug, thiserror::Error)]
@@ -23,9 +27,6 @@ pub enum ExportError {
         /// Cause.
         source: std::io::Error,
     },
-    /// A stored record does not parse.
-    #[error("stored record is not a JSON object: {0}")]
-    Corrupt(String),
 }
 
 fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
@@ -97,16 +98,34 @@ fn hashprice_columns() -> Vec<String> {
     let price = crate::hashprice::Price { usd: 0.0, cad: 0.0 };
     let sample = crate::hashprice::compute(&chain, price, 0, "", "");
     let mut cells = Vec::new();
-    flatten("", &sample, &mut cells);
+    flatten(
+        "",
+        &serde_json::to_value(&sample).unwrap_or_default(),
+        &mut cells,
+    );
     cells.into_iter().map(|(k, _)| k).collect()
 }
 
 fn write(dir: &Path, name: &str, data: &[u8]) -> Result<(), ExportError> {
     let path = dir.join(name);
-    svcos_common::fsutil::atomic_write(&path, data, 0o644).map_err(|source| ExportError::Io {
+    let io = |source| ExportError::Io {
         path: path.display().to_string(),
         source,
-    })
+    };
+    let parent = path.parent().unwrap_or(dir);
+    std::fs::create_dir_all(parent).map_err(io)?;
+    // A temp file beside the target, then a rename: a reader (or the web server publishing the
+    // directory) sees the old file or the new one, never half of one.
+    let mut tmp = tempfile::NamedTempFile::new_in(parent).map_err(io)?;
+    std::io::Write::write_all(&mut tmp, data).map_err(io)?;
+    tmp.as_file().sync_all().map_err(io)?;
+    std::fs::set_permissions(
+        tmp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )
+    .map_err(io)?;
+    tmp.persist(&path).map_err(|e| io(e.error))?;
+    Ok(())
 }
 
 fn mirror_json(
@@ -114,7 +133,7 @@ fn mirror_json(
     title: &str,
     version: &str,
     generated_at: &str,
-    raws: &[String],
+    raws: &[&str],
 ) -> String {
     let meta = json!({
         "schema": format!("svcos.opendata.mirror.{dataset}.v1"),
@@ -134,62 +153,97 @@ fn mirror_json(
     out
 }
 
-fn parsed(raws: &[String]) -> Result<Vec<Map<String, Value>>, ExportError> {
-    raws.iter()
-        .map(|r| {
-            serde_json::from_str::<Value>(r)
-                .ok()
-                .and_then(|v| v.as_object().cloned())
-                .ok_or_else(|| ExportError::Corrupt(r.chars().take(40).collect()))
-        })
-        .collect()
+/// A mirror file by name (one of [`MIRROR_FILES`]): (content type, bytes); `None` for any
+/// other name or a dataset the snapshot lacks.
+pub fn mirror_file(snap: &Snapshot, name: &str) -> Option<(&'static str, Vec<u8>)> {
+    if !MIRROR_FILES.contains(&name) {
+        return None;
+    }
+    let (dataset, ext) = name.rsplit_once('.')?;
+    if dataset == "hashprice-history" {
+        let raws: Vec<&str> = snap.history.iter().map(String::as_str).collect();
+        // The newest refresh dates the file, so every instance serving one snapshot writes
+        // the same bytes (the request time would give each its own ETag).
+        let generated = snap
+            .history
+            .first()
+            .and_then(|r| serde_json::from_str::<Value>(r).ok())
+            .and_then(|v| v["refreshed_at"].as_str().map(str::to_string))
+            .unwrap_or_else(|| crate::render::newest_dataset_time(snap));
+        return Some(match ext {
+            "json" => (
+                "application/json",
+                mirror_json(dataset, "Hashprice history", "live", &generated, &raws).into_bytes(),
+            ),
+            _ => {
+                let parsed: Vec<Map<String, Value>> = raws
+                    .iter()
+                    .filter_map(|r| serde_json::from_str::<Value>(r).ok())
+                    .filter_map(|v| v.as_object().cloned())
+                    .collect();
+                (
+                    "text/csv; charset=utf-8",
+                    to_csv(&parsed, &hashprice_columns()).into_bytes(),
+                )
+            }
+        });
+    }
+    let ds = snap.datasets.get(dataset)?;
+    Some(match ext {
+        "json" => {
+            let raws: Vec<&str> = ds.records.iter().map(|r| r.raw.as_str()).collect();
+            (
+                "application/json",
+                mirror_json(dataset, &ds.title, &ds.version, &ds.generated_at, &raws).into_bytes(),
+            )
+        }
+        _ => {
+            let values: Vec<Map<String, Value>> = ds
+                .records
+                .iter()
+                .map(|r: &Record| r.value.clone())
+                .collect();
+            ("text/csv; charset=utf-8", to_csv(&values, &[]).into_bytes())
+        }
+    })
 }
 
-/// Write `<dataset>.json` and `<dataset>.csv` for every dataset plus the hashprice history.
-/// Returns the file names written.
-pub fn export(store: &Store, out: &Path) -> Result<Vec<String>, ExportError> {
+/// Every file of the static site: (path relative to the site root, content type, bytes).
+/// The server answers the same paths from the same function's pieces.
+pub fn site_files(snap: &Snapshot) -> Vec<(String, &'static str, Vec<u8>)> {
+    let mut out = Vec::new();
+    for name in MIRROR_FILES {
+        if let Some((ct, body)) = mirror_file(snap, name) {
+            out.push((format!("data/{name}"), ct, body));
+        }
+    }
+    for route in ROUTES
+        .iter()
+        .filter(|r| r.kind.is_site() && r.kind != Kind::DataFile)
+    {
+        let r = crate::render::render(route, snap, &Default::default(), &Default::default(), None);
+        let rel = route.path.trim_start_matches('/');
+        let rel = if rel.ends_with('/') || !rel.contains('.') {
+            format!("{}/index.html", rel.trim_end_matches('/'))
+        } else {
+            rel.to_string()
+        };
+        out.push((rel, r.content_type, r.body));
+    }
+    out
+}
+
+/// Write the static site under `out`; returns the paths written (relative to `out`).
+pub fn export(snap: &Snapshot, out: &Path) -> Result<Vec<String>, ExportError> {
     std::fs::create_dir_all(out).map_err(|source| ExportError::Io {
         path: out.display().to_string(),
         source,
     })?;
     let mut written = Vec::new();
-    for (name, ds) in store.datasets()? {
-        let body = mirror_json(
-            &name,
-            &ds.title,
-            &ds.version,
-            &rfc3339(ds.loaded_at),
-            &ds.records,
-        );
-        write(out, &format!("{name}.json"), body.as_bytes())?;
-        write(
-            out,
-            &format!("{name}.csv"),
-            to_csv(&parsed(&ds.records)?, &[]).as_bytes(),
-        )?;
-        written.push(format!("{name}.json"));
-        written.push(format!("{name}.csv"));
+    for (rel, _, body) in site_files(snap) {
+        write(out, &rel, &body)?;
+        written.push(rel);
     }
-    let history: Vec<String> = store
-        .hashprice_history(i64::MAX)?
-        .into_iter()
-        .map(|(_, r)| r)
-        .collect();
-    let body = mirror_json(
-        "hashprice-history",
-        "Hashprice history",
-        "live",
-        &rfc3339(now_unix()),
-        &history,
-    );
-    write(out, "hashprice-history.json", body.as_bytes())?;
-    write(
-        out,
-        "hashprice-history.csv",
-        to_csv(&parsed(&history)?, &hashprice_columns()).as_bytes(),
-    )?;
-    written.push("hashprice-history.json".into());
-    written.push("hashprice-history.csv".into());
     Ok(written)
 }
 

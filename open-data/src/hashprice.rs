@@ -7,9 +7,9 @@
 //! come from the height with the consensus constants of rust-bitcoin.
 
 use bitcoin::Amount;
-use serde_json::{Value, json};
 
 use crate::datasets::round;
+use crate::shapes::{Block, BtcPrice, Hashprice, Network, PerUnit, Revenue, Upstreams};
 
 /// Blocks between halvings (rust-bitcoin's consensus constant).
 pub const HALVING_INTERVAL: u64 = bitcoin::blockdata::constants::SUBSIDY_HALVING_INTERVAL as u64;
@@ -58,14 +58,14 @@ fn rfc3339(unix_s: i64) -> String {
     crate::time::rfc3339(unix_s)
 }
 
-/// The hashprice record (schema `Hashprice` in the OpenAPI document).
+/// The hashprice record (its OpenAPI schema is derived from [`Hashprice`]).
 pub fn compute(
     chain: &ChainState,
     price: Price,
     now_unix_s: i64,
     chain_label: &str,
     price_label: &str,
-) -> Value {
+) -> Hashprice {
     let next_height = chain.height + 1;
     let subsidy_btc = subsidy(next_height).to_btc();
     let fees_btc = chain.avg_fees_sat / 1e8;
@@ -77,40 +77,59 @@ pub fn compute(
     let to_retarget = next_retarget - chain.height;
     let to_halving = next_halving - chain.height;
     let eta = |blocks: u64| rfc3339(now_unix_s + (blocks * BLOCK_SPACING_S) as i64);
-    let money = |btc: f64, rate: f64| {
-        json!({
-            "per_th_day": {"subsidy_only": round(btc_sub * rate, 8), "fee_inclusive": round(btc * rate, 8)},
-            "per_ph_day": {"subsidy_only": round(btc_sub * rate * 1000.0, 6), "fee_inclusive": round(btc * rate * 1000.0, 6)},
-        })
+    let money = |btc: f64, rate: f64| PerUnit {
+        per_th_day: Revenue {
+            subsidy_only: round(btc_sub * rate, 8),
+            fee_inclusive: round(btc * rate, 8),
+        },
+        per_ph_day: Revenue {
+            subsidy_only: round(btc_sub * rate * 1000.0, 6),
+            fee_inclusive: round(btc * rate * 1000.0, 6),
+        },
     };
-    json!({
-        "refreshed_at": rfc3339(now_unix_s),
-        "network": {
-            "height": chain.height,
-            "difficulty": chain.difficulty,
-            "implied_hashrate_ehs": round(chain.difficulty * 4_294_967_296.0 / BLOCK_SPACING_S as f64 / 1e18, 3),
-            "next_retarget_height": next_retarget,
-            "blocks_to_retarget": to_retarget,
-            "estimated_retarget_at": eta(to_retarget),
-            "next_halving_height": next_halving,
-            "blocks_to_halving": to_halving,
-            "estimated_halving_at": eta(to_halving),
+    Hashprice {
+        refreshed_at: rfc3339(now_unix_s),
+        network: Network {
+            height: chain.height,
+            difficulty: chain.difficulty,
+            implied_hashrate_ehs: round(
+                chain.difficulty * 4_294_967_296.0 / BLOCK_SPACING_S as f64 / 1e18,
+                3,
+            ),
+            next_retarget_height: next_retarget,
+            blocks_to_retarget: to_retarget,
+            estimated_retarget_at: eta(to_retarget),
+            next_halving_height: next_halving,
+            blocks_to_halving: to_halving,
+            estimated_halving_at: eta(to_halving),
         },
-        "block": {
-            "subsidy_btc": subsidy_btc,
-            "subsidy_after_halving_btc": subsidy(next_halving).to_btc(),
-            "avg_fees_btc": round(fees_btc, 8),
-            "fee_window_blocks": chain.fee_blocks,
+        block: Block {
+            subsidy_btc,
+            subsidy_after_halving_btc: subsidy(next_halving).to_btc(),
+            avg_fees_btc: round(fees_btc, 8),
+            fee_window_blocks: chain.fee_blocks,
         },
-        "price": {"usd": price.usd, "cad": price.cad},
-        "btc": {
-            "per_th_day": {"subsidy_only": round(btc_sub, 12), "fee_inclusive": round(btc_fee, 12)},
-            "per_ph_day": {"subsidy_only": round(btc_sub * 1000.0, 10), "fee_inclusive": round(btc_fee * 1000.0, 10)},
+        price: BtcPrice {
+            usd: price.usd,
+            cad: price.cad,
         },
-        "usd": money(btc_fee, price.usd),
-        "cad": money(btc_fee, price.cad),
-        "upstreams": {"chain": chain_label, "price": price_label},
-    })
+        btc: PerUnit {
+            per_th_day: Revenue {
+                subsidy_only: round(btc_sub, 12),
+                fee_inclusive: round(btc_fee, 12),
+            },
+            per_ph_day: Revenue {
+                subsidy_only: round(btc_sub * 1000.0, 10),
+                fee_inclusive: round(btc_fee * 1000.0, 10),
+            },
+        },
+        usd: money(btc_fee, price.usd),
+        cad: money(btc_fee, price.cad),
+        upstreams: Upstreams {
+            chain: chain_label.to_string(),
+            price: price_label.to_string(),
+        },
+    }
 }
 
 #[cfg(test)]
@@ -153,6 +172,7 @@ mod tests {
             "rpc",
             "price",
         );
+        let v = serde_json::to_value(&v).unwrap();
         // 86400e12 / (1e14 * 2^32) = 2.0116567611694336e-7 blocks per TH/s per day.
         let per_th = 2.011_656_761_169_433_6e-7;
         let usd_sub = per_th * 3.125 * 100_000.0;

@@ -6,13 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use svcos_common::{Shutdown, exit};
 use svcos_open_data::client::Url;
 use svcos_open_data::datasets::Source;
 use svcos_open_data::listen::{self, Limits};
+use svcos_open_data::process::{self, Shutdown, exit};
 use svcos_open_data::server::{self, AppState, FeedSource, HashpriceConfig};
-use svcos_open_data::upstream::ChainSource;
-use svcos_open_data::{OpenError, export, open_store};
+use svcos_open_data::upstream::{self, ChainSource};
+use svcos_open_data::{OpenError, export, open_snapshot, open_store};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -28,8 +28,24 @@ struct Cli {
 enum Command {
     /// Serve the API over HTTP.
     Serve(ServeArgs),
-    /// Write the static CSV and JSON mirrors of every dataset.
+    /// Write the static site: the CSV and JSON mirrors of every dataset (data/), the endpoint
+    /// index (data/api/), llms.txt and the methodology page; the bulk path for a CDN.
     Export(ExportArgs),
+    /// Build a sealed SQLite snapshot from the dataset files, for `serve --read-only` instances.
+    Snapshot(SnapshotArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct SnapshotArgs {
+    /// The snapshot file to write (replaced if it exists).
+    #[arg(long)]
+    db: PathBuf,
+    /// Dataset directory laid out like open-data/datasets (default: the copy compiled in).
+    #[arg(long)]
+    datasets: Option<PathBuf>,
+    /// Price-index feed file (default: the labelled sample).
+    #[arg(long)]
+    price_feed: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -55,18 +71,32 @@ struct ServeArgs {
     bind: std::net::SocketAddr,
     #[command(flatten)]
     data: DataArgs,
+    /// Serve --db as a shared read-only snapshot (made by `snapshot`): nothing is loaded or
+    /// written, so any number of instances can serve the one file.
+    #[arg(long, conflicts_with_all = ["reload", "price_feed"])]
+    read_only: bool,
     /// Bitcoin Core JSON-RPC URL, e.g. http://user:pass@127.0.0.1:8332 (credentials never logged).
     #[arg(long, conflicts_with = "esplora_url")]
     bitcoind_rpc: Option<String>,
-    /// Esplora REST base URL, e.g. https://blockstream.info/api.
+    /// Esplora REST base URL [default: https://blockstream.info/api].
     #[arg(long)]
     esplora_url: Option<String>,
-    /// BTC price source answering {"USD": n, "CAD": n} (or CoinGecko's simple-price shape).
+    /// BTC price source answering {"USD": n, "CAD": n} or CoinGecko's simple-price shape
+    /// [default: CoinGecko's simple price in USD and CAD].
     #[arg(long)]
     price_url: Option<String>,
+    /// No hashprice upstream at all (hashprice stays empty, flagged stale).
+    #[arg(long, conflicts_with_all = ["bitcoind_rpc", "esplora_url", "price_url"])]
+    offline: bool,
     /// Seconds between hashprice refreshes.
-    #[arg(long, default_value_t = 900)]
+    #[arg(long, default_value_t = server::DEFAULT_INTERVAL.as_secs())]
     hashprice_interval_s: u64,
+    /// Seconds before the first retry of a failed hashprice refresh (doubling per failure).
+    #[arg(long, default_value_t = server::RETRY_MIN.as_secs())]
+    retry_min_s: u64,
+    /// Longest wait in seconds between retries while the upstreams fail.
+    #[arg(long, default_value_t = server::RETRY_MAX.as_secs())]
+    retry_max_s: u64,
     /// Recent blocks whose fees are averaged.
     #[arg(long, default_value_t = 144)]
     fee_blocks: u64,
@@ -101,9 +131,12 @@ struct ServeArgs {
 struct ExportArgs {
     #[command(flatten)]
     data: DataArgs,
-    /// Directory for the mirrors.
+    /// Directory for the site (data/, data/api/, llms.txt, methodology/).
     #[arg(long)]
     out: PathBuf,
+    /// Public base URL of the site (absolute links in the pages).
+    #[arg(long)]
+    site_url: Option<String>,
 }
 
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
@@ -113,6 +146,7 @@ fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
 
 fn open(
     data: &DataArgs,
+    read_only: bool,
 ) -> Result<
     (
         std::collections::BTreeMap<String, svcos_open_data::datasets::DatasetInfo>,
@@ -129,7 +163,12 @@ fn open(
         .as_deref()
         .filter(|f| !f.starts_with("http://") && !f.starts_with("https://"))
         .map(PathBuf::from);
-    match open_store(&data.db, &src, feed_file.as_deref(), data.reload) {
+    let opened = if read_only {
+        open_snapshot(&data.db, &src)
+    } else {
+        open_store(&data.db, &src, feed_file.as_deref(), data.reload)
+    };
+    match opened {
         Ok((infos, store)) => Ok((infos, store, src)),
         Err(OpenError::Load(e)) => Err(fail(exit::CONFIG, e)),
         Err(e) => Err(fail(exit::FAILURE, e)),
@@ -141,11 +180,18 @@ fn url(flag: &str, s: &str) -> Result<Url, ExitCode> {
 }
 
 fn serve(args: ServeArgs) -> ExitCode {
-    let (infos, store, src) = match open(&args.data) {
+    let (infos, store, src) = match open(&args.data, args.read_only) {
         Ok(x) => x,
         Err(c) => return c,
     };
-    let chain = match (&args.bitcoind_rpc, &args.esplora_url) {
+    // Out of the box hashprice works: the documented public upstreams unless told otherwise.
+    let esplora_default = (!args.offline && args.bitcoind_rpc.is_none())
+        .then(|| upstream::DEFAULT_ESPLORA_URL.to_string());
+    let price_default = (!args.offline).then(|| upstream::DEFAULT_PRICE_URL.to_string());
+    let chain = match (
+        &args.bitcoind_rpc,
+        args.esplora_url.as_ref().or(esplora_default.as_ref()),
+    ) {
         (Some(u), _) => match url("bitcoind-rpc", u) {
             Ok(u) => Some(ChainSource::Rpc(u)),
             Err(c) => return c,
@@ -156,7 +202,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         },
         (None, None) => None,
     };
-    let price = match &args.price_url {
+    let price = match args.price_url.as_ref().or(price_default.as_ref()) {
         Some(u) => match url("price-url", u) {
             Ok(u) => Some(u),
             Err(c) => return c,
@@ -212,6 +258,8 @@ fn serve(args: ServeArgs) -> ExitCode {
             price,
             interval,
             fee_blocks: args.fee_blocks,
+            retry_min: Duration::from_secs(args.retry_min_s.max(1)),
+            retry_max: Duration::from_secs(args.retry_max_s.max(args.retry_min_s).max(1)),
         };
         let feed = feed.map(|f| (f, Duration::from_secs(args.price_feed_interval_s.max(1))));
         let limits = Limits {
@@ -221,13 +269,21 @@ fn serve(args: ServeArgs) -> ExitCode {
             max_connections: args.max_connections.max(1),
         };
         let shutdown = Shutdown::new();
-        if let Err(e) = shutdown.trigger_on_signals() {
+        if let Err(e) = process::trigger_on_signals(&shutdown) {
             return fail(exit::FAILURE, format!("signal handlers: {e}"));
         }
         // Connection floods free their buffers in pieces scattered over the heap, which glibc
         // keeps resident; the trimmer hands them back once the flood is over.
-        svcos_common::alloc::spawn_trimmer(shutdown.clone());
-        server::run(state, listener, hp, feed, limits, shutdown.wait_owned()).await;
+        process::spawn_trimmer(shutdown.clone());
+        server::run(
+            state,
+            listener,
+            hp,
+            feed,
+            limits,
+            shutdown.cancelled_owned(),
+        )
+        .await;
         ExitCode::SUCCESS
     })
 }
@@ -242,17 +298,52 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Serve(args) => serve(args),
         Command::Export(args) => {
-            let (_, store, _) = match open(&args.data) {
+            let (infos, store, _) = match open(&args.data, false) {
                 Ok(x) => x,
                 Err(c) => return c,
             };
-            match export::export(&store, &args.out) {
+            let openapi = Arc::new(svcos_open_data::registry::openapi(
+                &infos,
+                args.site_url.as_deref(),
+            ));
+            let snap = match server::snapshot_from_store(
+                &store,
+                openapi,
+                args.site_url.clone(),
+                server::DEFAULT_INTERVAL.as_secs(),
+            ) {
+                Ok(s) => s,
+                Err(e) => return fail(exit::FAILURE, e),
+            };
+            match export::export(&snap, &args.out) {
                 Ok(files) => {
                     for f in files {
                         println!("{}", args.out.join(f).display());
                     }
                     ExitCode::SUCCESS
                 }
+                Err(e) => fail(exit::FAILURE, e),
+            }
+        }
+        Command::Snapshot(args) => {
+            let src = Source {
+                dir: args.datasets.clone(),
+            };
+            // A fresh file: a snapshot holds exactly what the dataset files say.
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                let mut p = args.db.clone().into_os_string();
+                p.push(suffix);
+                let _ = std::fs::remove_file(p);
+            }
+            match open_store(&args.db, &src, args.price_feed.as_deref(), true) {
+                Ok((_, store)) => match store.seal() {
+                    Ok(()) => {
+                        println!("{}", args.db.display());
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => fail(exit::FAILURE, e),
+                },
+                Err(OpenError::Load(e)) => fail(exit::CONFIG, e),
                 Err(e) => fail(exit::FAILURE, e),
             }
         }

@@ -53,26 +53,16 @@ fn err(parameter: &str, message: impl Into<String>) -> QueryError {
     }
 }
 
-/// Decode `application/x-www-form-urlencoded` text (`+` is a space). `None` on a broken `%`
-/// escape or bytes that are not UTF-8.
-pub fn percent_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hex = b.get(i + 1..i + 3)?;
-                let hex = std::str::from_utf8(hex).ok()?;
-                out.push(u8::from_str_radix(hex, 16).ok()?);
-                i += 2;
-            }
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8(out).ok()
+/// Whether every `%` of a raw query is followed by two hex digits. The decoder
+/// (`form_urlencoded`, the url crate's) keeps a broken escape as literal text, which would turn
+/// a client's mistake into a silent filter on the text `%ZZ`.
+fn escapes_are_whole(raw: &str) -> bool {
+    let b = raw.as_bytes();
+    b.iter().enumerate().all(|(i, c)| {
+        *c != b'%'
+            || b.get(i + 1..i + 3)
+                .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
+    })
 }
 
 /// Check one value against its declared type.
@@ -162,9 +152,12 @@ pub fn parse_value(p: &Param, raw: &str) -> Result<ParamValue, QueryError> {
 /// Parse a raw query string for a route with `params` (query parameters only).
 pub fn parse_query(params: &[Param], raw: Option<&str>) -> Result<Params, QueryError> {
     let mut out = Params::new();
-    for pair in raw.unwrap_or("").split('&').filter(|s| !s.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        let key = percent_decode(k).ok_or_else(|| err(k, "parameter name is not valid UTF-8"))?;
+    let raw = raw.unwrap_or("");
+    for (key, value) in form_urlencoded::parse(raw.as_bytes()) {
+        // Bytes that are not UTF-8 decode to U+FFFD; refuse them rather than filter on it.
+        if key.contains('\u{FFFD}') {
+            return Err(err(&key, "parameter name is not valid UTF-8"));
+        }
         let Some(p) = params.iter().find(|p| p.name == key && !p.in_path) else {
             let known: Vec<&str> = params
                 .iter()
@@ -178,12 +171,25 @@ pub fn parse_query(params: &[Param], raw: Option<&str>) -> Result<Params, QueryE
             };
             return Err(err(&key, format!("unknown parameter {key:?}; {allowed}")));
         };
-        let value = percent_decode(v)
-            .ok_or_else(|| err(p.name, format!("{} is not valid UTF-8", p.name)))?;
+        if value.contains('\u{FFFD}') {
+            return Err(err(p.name, format!("{} is not valid UTF-8", p.name)));
+        }
         if out.contains_key(p.name) {
             return Err(err(p.name, format!("{} is given more than once", p.name)));
         }
         out.insert(p.name, parse_value(p, &value)?);
+    }
+    if !escapes_are_whole(raw) {
+        // Name the parameter whose text holds the broken escape.
+        let bad = raw
+            .split('&')
+            .find(|pair| !escapes_are_whole(pair))
+            .unwrap_or(raw);
+        let name = bad.split_once('=').map_or(bad, |(k, _)| k);
+        return Err(err(
+            name,
+            format!("{name}: a '%' escape needs two hex digits"),
+        ));
     }
     for p in params.iter().filter(|p| !p.in_path) {
         if let ParamType::Int {
@@ -289,8 +295,19 @@ mod tests {
 
     #[test]
     fn decoding() {
-        assert_eq!(percent_decode("a+b%20c").as_deref(), Some("a b c"));
-        assert_eq!(percent_decode("%e2%82%ac").as_deref(), Some("€"));
-        assert_eq!(percent_decode("%2"), None);
+        let one =
+            |raw: &str| parse_query(PARAMS, Some(raw)).map(|p| p.get("manufacturer").cloned());
+        let text = |s: &str| Ok(Some(ParamValue::Text(s.into())));
+        assert_eq!(one("manufacturer=a+b%20c"), text("a b c"));
+        assert_eq!(one("manufacturer=%e2%82%ac"), text("€"));
+        assert_eq!(
+            one("manufacturer=%2").unwrap_err().parameter,
+            "manufacturer"
+        );
+        assert_eq!(
+            one("manufacturer=%C3").unwrap_err().parameter,
+            "manufacturer"
+        );
+        assert_eq!(one("manu%66acturer=x"), text("x"));
     }
 }

@@ -43,6 +43,9 @@ pub struct Param {
     pub description: &'static str,
     /// Type and limits.
     pub ty: ParamType,
+    /// A value that answers 200 with the shipped data (OpenAPI `example`, so clients and
+    /// schemathesis can reach a record rather than only 404s).
+    pub example: Option<&'static str>,
 }
 
 impl Param {
@@ -53,6 +56,7 @@ impl Param {
             in_path: false,
             description,
             ty,
+            example: None,
         }
     }
 
@@ -63,6 +67,15 @@ impl Param {
             in_path: true,
             description,
             ty,
+            example: None,
+        }
+    }
+
+    /// The same parameter with an example value.
+    pub const fn example(self, value: &'static str) -> Param {
+        Param {
+            example: Some(value),
+            ..self
         }
     }
 
@@ -145,6 +158,29 @@ pub enum Kind {
     List(&'static str),
     /// One record of a dataset by key.
     One(&'static str),
+    /// Every record of a dataset about one model (key: a model slug).
+    ByModel(&'static str),
+    /// Site: the HTML index of the CSV and JSON mirrors (`/data/`).
+    DataIndex,
+    /// Site: one mirror file (`/data/{file}`), the bytes `export` writes.
+    DataFile,
+    /// Site: the human-readable endpoint index (`/data/api/`).
+    ApiIndex,
+    /// Site: the citation map for language-model tools (`/llms.txt`).
+    LlmsTxt,
+    /// Site: sources, rules and refresh of every dataset (`/methodology`).
+    Methodology,
+}
+
+impl Kind {
+    /// Whether the answer is a page of the publisher's site rather than an API answer (no
+    /// `/v1` prefix, not JSON-wrapped in a meta block).
+    pub fn is_site(self) -> bool {
+        matches!(
+            self,
+            Kind::DataIndex | Kind::DataFile | Kind::ApiIndex | Kind::LlmsTxt | Kind::Methodology
+        )
+    }
 }
 
 /// One registered route.
@@ -289,7 +325,8 @@ pub const ROUTES: &[Route] = &[
             "slug",
             "Model slug, e.g. antminer-s19-pro.",
             ParamType::Slug,
-        )],
+        )
+        .example("antminer-s9")],
         cache: CACHE_STATIC,
     },
     Route {
@@ -303,6 +340,18 @@ pub const ROUTES: &[Route] = &[
             "Model slug (exact).",
             ParamType::Slug,
         )],
+        cache: CACHE_STATIC,
+    },
+    Route {
+        id: "power-profiles-of-model",
+        path: "/v1/power-profiles/{model}",
+        kind: Kind::ByModel("power-profiles"),
+        summary: "Every profile point of one model",
+        description: "The stock point and any bench points of one miner model, by step; 404 when no miners record has this slug.",
+        params: &[
+            Param::path("model", "Model slug, e.g. antminer-s9.", ParamType::Slug)
+                .example("antminer-s9"),
+        ],
         cache: CACHE_STATIC,
     },
     Route {
@@ -347,7 +396,8 @@ pub const ROUTES: &[Route] = &[
             "code",
             "The unique code (vendor prefix plus native code).",
             ParamType::Key,
-        )],
+        )
+        .example("WHATSMINER-530")],
         cache: CACHE_STATIC,
     },
     Route {
@@ -361,6 +411,18 @@ pub const ROUTES: &[Route] = &[
             "Model slug or model-name slug.",
             ParamType::Slug,
         )],
+        cache: CACHE_STATIC,
+    },
+    Route {
+        id: "reliability-of-model",
+        path: "/v1/reliability/{model}",
+        kind: Kind::ByModel("reliability"),
+        summary: "Failure-mode claims about one model",
+        description: "The claims covering a miners slug, or naming a model whose name slugifies to it; a known model without claims answers an empty list, any other key 404.",
+        params: &[
+            Param::path("model", "Model slug or model-name slug.", ParamType::Slug)
+                .example("whatsminer-m30s"),
+        ],
         cache: CACHE_STATIC,
     },
     Route {
@@ -387,6 +449,71 @@ pub const ROUTES: &[Route] = &[
         ],
         cache: CACHE_HOURLY,
     },
+    Route {
+        id: "site-data",
+        path: "/data/",
+        kind: Kind::DataIndex,
+        summary: "Dataset mirrors (HTML index of the CSV and JSON files)",
+        description: "Links to the CSV and JSON mirror of every dataset; the same bytes `svcos-open-data export` writes under data/.",
+        params: &[],
+        cache: CACHE_HOURLY,
+    },
+    Route {
+        id: "site-data-file",
+        path: "/data/{file}",
+        kind: Kind::DataFile,
+        summary: "One CSV or JSON mirror file",
+        description: "Every record of a dataset: JSON with a meta block (records byte-identical to the API's), or CSV with a header row (nested fields as dotted columns, lists as JSON text).",
+        params: &[
+            Param::path("file", "Mirror file name.", ParamType::Enum(MIRROR_FILES))
+                .example("miners.csv"),
+        ],
+        cache: CACHE_HOURLY,
+    },
+    Route {
+        id: "site-api-index",
+        path: "/data/api/",
+        kind: Kind::ApiIndex,
+        summary: "Human-readable endpoint index (HTML)",
+        description: "Every route of this registry with its parameters, answers and caching.",
+        params: &[],
+        cache: CACHE_HOURLY,
+    },
+    Route {
+        id: "site-llms-txt",
+        path: "/llms.txt",
+        kind: Kind::LlmsTxt,
+        summary: "Citation map for language-model tools (llms.txt)",
+        description: "Markdown per llmstxt.org: what each dataset is, where its API route and mirrors are, the licence and how to cite.",
+        params: &[],
+        cache: CACHE_HOURLY,
+    },
+    Route {
+        id: "site-methodology",
+        path: "/methodology",
+        kind: Kind::Methodology,
+        summary: "Methodology: sources, rules and refresh (HTML)",
+        description: "Where each dataset comes from, the rules a record must pass to load, the derived numbers and how often each dataset is refreshed.",
+        params: &[],
+        cache: CACHE_HOURLY,
+    },
+];
+
+/// The mirror files of `/data/{file}` (and `export`'s `data/` directory): JSON and CSV of every
+/// dataset and of the hashprice history.
+pub const MIRROR_FILES: &[&str] = &[
+    "miners.json",
+    "miners.csv",
+    "power-profiles.json",
+    "power-profiles.csv",
+    "error-codes.json",
+    "error-codes.csv",
+    "reliability.json",
+    "reliability.csv",
+    "price-index.json",
+    "price-index.csv",
+    "hashprice-history.json",
+    "hashprice-history.csv",
 ];
 
 /// Licence of the data.
@@ -420,206 +547,24 @@ fn with_props(base: &Value, extra: Value, required: &[&str]) -> Value {
     s
 }
 
-/// Record schema of a dataset as served (row schema plus the derived fields).
-pub fn record_schema(dataset: &str, info: &DatasetInfo) -> Value {
-    match dataset {
-        "miners" => with_props(
-            &info.schema,
-            json!({
-                "btu_per_h": {"type": "integer", "x-unit": "BTU/h", "description": "power_w x 3.412142, rounded."},
-                "home_score": {"type": "integer", "minimum": 0, "maximum": 100, "description": "svcOS's home-mining score (formula in docs/OPEN-DATA.md)."},
-                "status": {"enum": ["in_stock", "out_of_stock", "preorder", "not_listed"], "description": "Stock status of the linked catalogue product; not_listed when the feed has none."},
-                "product": {
-                    "type": ["object", "null"],
-                    "additionalProperties": false,
-                    "required": ["sku", "name", "condition", "price_cad", "stock_status", "url", "sample"],
-                    "properties": {
-                        "sku": {"type": "string"}, "name": {"type": "string"},
-                        "condition": {"enum": ["new", "refurbished"]},
-                        "price_cad": {"type": "number"},
-                        "stock_status": {"enum": ["in_stock", "out_of_stock", "preorder"]},
-                        "url": {"type": "string"},
-                        "sample": {"type": "boolean", "description": "true: from the illustrative sample feed, not a live price."}
-                    }
-                }
-            }),
-            &["btu_per_h", "home_score", "status", "product"],
-        ),
-        "power-profiles" => with_props(
-            &info.schema,
-            json!({
-                "id": {"type": "string", "description": "model_slug-profile"},
-                "efficiency_j_per_th": {"type": "number", "x-unit": "J/TH"}
-            }),
-            &["id", "efficiency_j_per_th"],
-        ),
-        _ => strip_ids(info.schema.clone()),
-    }
-}
-
-fn meta_schema() -> Value {
-    json!({
-        "type": "object",
-        "required": ["schema", "title", "description", "license", "license_url", "source", "generated_at"],
-        "properties": {
-            "schema": {"type": "string", "description": "Schema tag of this answer, svcos.opendata.<route>.v1."},
-            "title": {"type": "string"},
-            "description": {"type": "string"},
-            "license": {"type": "string", "enum": [LICENSE]},
-            "license_url": {"type": "string"},
-            "source": {"type": "string", "description": "Publisher; every record also carries its own source."},
-            "attribution": {"type": "string"},
-            "generated_at": {"type": "string", "format": "date-time", "description": "When the data behind this answer was loaded or refreshed."},
-            "dataset": {"type": "string"},
-            "dataset_version": {"type": "string"},
-            "count": {"type": "integer", "minimum": 0, "description": "Records in this answer."},
-            "total": {"type": "integer", "minimum": 0, "description": "Records matching the filters."},
-            "filters": {"type": "object", "description": "The normalized parameters applied."},
-            "pagination": {"$ref": "#/components/schemas/Pagination"},
-            "sample": {"type": "boolean"},
-            "notice": {"type": "string"},
-            "stale": {"type": "boolean"},
-            "feed": {"type": "object"}
-        }
-    })
-}
-
-fn pagination_schema() -> Value {
-    json!({
-        "type": "object",
-        "additionalProperties": false,
-        "required": ["page", "per_page", "total", "total_pages", "next_page", "prev_page"],
-        "properties": {
-            "page": {"type": "integer", "minimum": 1},
-            "per_page": {"type": "integer", "minimum": 1, "maximum": 500},
-            "total": {"type": "integer", "minimum": 0},
-            "total_pages": {"type": "integer", "minimum": 0},
-            "next_page": {"type": ["integer", "null"]},
-            "prev_page": {"type": ["integer", "null"]}
-        }
-    })
-}
-
-/// The error body of every 4xx: `{meta, error: {status, code, message, parameter?}}`.
-pub fn error_schema() -> Value {
-    json!({
-        "type": "object",
-        "additionalProperties": false,
-        "required": ["meta", "error"],
-        "properties": {
-            "meta": {"$ref": "#/components/schemas/Meta"},
-            "error": {
-                "type": "object",
-                "additionalProperties": false,
-                "required": ["status", "code", "message"],
-                "properties": {
-                    "status": {"type": "integer"},
-                    "code": {"type": "string", "enum": ["invalid_parameter", "unknown_parameter", "not_found", "method_not_allowed"]},
-                    "message": {"type": "string"},
-                    "parameter": {"type": "string", "description": "The offending parameter (400 only)."},
-                    "allow": {"type": "string", "description": "Allowed methods (405 only)."}
-                }
-            }
-        }
-    })
-}
-
-/// Schema of the hashprice record.
-pub fn hashprice_schema() -> Value {
-    let pair = json!({
-        "type": "object", "additionalProperties": false,
-        "required": ["subsidy_only", "fee_inclusive"],
-        "properties": {"subsidy_only": {"type": "number"}, "fee_inclusive": {"type": "number"}}
-    });
-    let currency = json!({
-        "type": "object", "additionalProperties": false,
-        "required": ["per_th_day", "per_ph_day"],
-        "properties": {"per_th_day": pair, "per_ph_day": pair}
-    });
-    json!({
-        "type": "object",
-        "additionalProperties": false,
-        "required": ["refreshed_at", "network", "block", "price", "btc", "usd", "cad", "upstreams"],
-        "properties": {
-            "refreshed_at": {"type": "string", "format": "date-time", "description": "Time of the refresh that produced these numbers."},
-            "network": {
-                "type": "object", "additionalProperties": false,
-                "required": ["height", "difficulty", "implied_hashrate_ehs", "next_retarget_height", "blocks_to_retarget", "estimated_retarget_at", "next_halving_height", "blocks_to_halving", "estimated_halving_at"],
-                "properties": {
-                    "height": {"type": "integer"},
-                    "difficulty": {"type": "number"},
-                    "implied_hashrate_ehs": {"type": "number", "description": "difficulty x 2^32 / 600 s, in EH/s."},
-                    "next_retarget_height": {"type": "integer"},
-                    "blocks_to_retarget": {"type": "integer"},
-                    "estimated_retarget_at": {"type": "string", "format": "date-time", "description": "At the 600 s target spacing."},
-                    "next_halving_height": {"type": "integer"},
-                    "blocks_to_halving": {"type": "integer"},
-                    "estimated_halving_at": {"type": "string", "format": "date-time"}
-                }
-            },
-            "block": {
-                "type": "object", "additionalProperties": false,
-                "required": ["subsidy_btc", "subsidy_after_halving_btc", "avg_fees_btc", "fee_window_blocks"],
-                "properties": {
-                    "subsidy_btc": {"type": "number", "description": "Subsidy of the next block (height + 1)."},
-                    "subsidy_after_halving_btc": {"type": "number"},
-                    "avg_fees_btc": {"type": "number", "description": "Mean fees per block over the fee window."},
-                    "fee_window_blocks": {"type": "integer"}
-                }
-            },
-            "price": {
-                "type": "object", "additionalProperties": false,
-                "required": ["usd", "cad"],
-                "properties": {"usd": {"type": "number"}, "cad": {"type": "number"}}
-            },
-            "btc": {
-                "type": "object", "additionalProperties": false,
-                "required": ["per_th_day", "per_ph_day"],
-                "properties": {"per_th_day": pair, "per_ph_day": pair}
-            },
-            "usd": currency,
-            "cad": currency,
-            "upstreams": {
-                "type": "object", "additionalProperties": false,
-                "required": ["chain", "price"],
-                "properties": {
-                    "chain": {"type": "string", "description": "bitcoind-rpc or esplora, and its host."},
-                    "price": {"type": "string", "description": "Host of the price source."}
-                }
-            }
-        }
-    })
-}
-
-fn status_schema() -> Value {
-    json!({
-        "type": "object", "additionalProperties": false,
-        "required": ["stale", "stale_reason", "last_attempt_at", "last_success_at", "interval_s"],
-        "properties": {
-            "stale": {"type": "boolean"},
-            "stale_reason": {"type": ["string", "null"]},
-            "last_attempt_at": {"type": ["string", "null"], "format": "date-time"},
-            "last_success_at": {"type": ["string", "null"], "format": "date-time"},
-            "interval_s": {"type": "integer"}
-        }
-    })
-}
-
-fn catalog_entry_schema() -> Value {
-    json!({
-        "type": "object", "additionalProperties": false,
-        "required": ["dataset", "title", "description", "version", "records", "routes", "license", "mirrors"],
-        "properties": {
-            "dataset": {"type": "string"},
-            "title": {"type": "string"},
-            "description": {"type": "string"},
-            "version": {"type": "string"},
-            "records": {"type": "integer", "minimum": 0},
-            "routes": {"type": "array", "items": {"type": "string"}},
-            "license": {"type": "string"},
-            "mirrors": {"type": "array", "items": {"type": "string"}, "description": "File names written by `svcos-open-data export`."}
-        }
-    })
+/// Record schema of a dataset as served: the row schema plus the derived fields, whose
+/// schemas are taken from the derived types' components (`MinerDerived`, `ProfileDerived`).
+pub fn record_schema(dataset: &str, info: &DatasetInfo, components: &Map<String, Value>) -> Value {
+    let derived = match dataset {
+        "miners" => components.get("MinerDerived"),
+        "power-profiles" => components.get("ProfileDerived"),
+        _ => None,
+    };
+    let Some(derived) = derived else {
+        return strip_ids(info.schema.clone());
+    };
+    let required: Vec<&str> = derived["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    with_props(&info.schema, derived["properties"].clone(), &required)
 }
 
 fn component_name(dataset: &str) -> &'static str {
@@ -650,7 +595,11 @@ pub fn body_schema(route: &Route) -> Value {
         json!({"type": "object", "additionalProperties": false, "required": required, "properties": props})
     };
     match route.kind {
-        Kind::Index => json!({"type": "string"}),
+        Kind::Index | Kind::DataIndex | Kind::ApiIndex | Kind::LlmsTxt | Kind::Methodology => {
+            json!({"type": "string"})
+        }
+        Kind::DataFile => json!({"type": "object", "required": ["meta", "records"]}),
+        Kind::ByModel(ds) => list(r#ref(component_name(ds)), None),
         Kind::OpenApi => json!({"type": "object", "required": ["openapi", "paths"]}),
         Kind::Catalog => list(r#ref("CatalogEntry"), None),
         Kind::Hashprice => json!({
@@ -663,22 +612,9 @@ pub fn body_schema(route: &Route) -> Value {
             }
         }),
         Kind::HashpriceHistory => list(r#ref("Hashprice"), None),
-        Kind::List("price-index") => list(
-            r#ref("PriceItem"),
-            Some((
-                "summary",
-                json!({
-                    "type": "object", "additionalProperties": false,
-                    "required": ["count", "min_cad", "median_cad", "max_cad"],
-                    "properties": {
-                        "count": {"type": "integer"},
-                        "min_cad": {"type": ["number", "null"]},
-                        "median_cad": {"type": ["number", "null"]},
-                        "max_cad": {"type": ["number", "null"]}
-                    }
-                }),
-            )),
-        ),
+        Kind::List("price-index") => {
+            list(r#ref("PriceItem"), Some(("summary", r#ref("PriceSummary"))))
+        }
         Kind::List(ds) => list(r#ref(component_name(ds)), None),
         Kind::One(ds) => json!({
             "type": "object", "additionalProperties": false,
@@ -706,20 +642,34 @@ pub fn openapi(infos: &BTreeMap<String, DatasetInfo>, server_url: Option<&str>) 
             .params
             .iter()
             .map(|p| {
-                json!({
+                let mut v = json!({
                     "name": p.name,
                     "in": if p.in_path { "path" } else { "query" },
                     "required": p.in_path,
                     "description": p.description,
                     "schema": p.schema(),
-                })
+                });
+                if let Some(e) = p.example {
+                    v["example"] = json!(e);
+                }
+                v
             })
             .collect();
-        let content_type = if route.kind == Kind::Index {
-            "text/html"
-        } else {
-            "application/json"
+        let content_types: &[&str] = match route.kind {
+            Kind::Index | Kind::DataIndex | Kind::ApiIndex | Kind::Methodology => &["text/html"],
+            Kind::LlmsTxt => &["text/plain"],
+            Kind::DataFile => &["application/json", "text/csv"],
+            _ => &["application/json"],
         };
+        let mut content = Map::new();
+        for ct in content_types {
+            let schema = if *ct == "text/csv" {
+                json!({"type": "string"})
+            } else {
+                body_schema(route)
+            };
+            content.insert((*ct).into(), json!({"schema": schema}));
+        }
         let error = json!({
             "description": "Error body (docs/OPEN-DATA.md).",
             "headers": header_docs(),
@@ -731,7 +681,7 @@ pub fn openapi(infos: &BTreeMap<String, DatasetInfo>, server_url: Option<&str>) 
             json!({
                 "description": route.summary,
                 "headers": header_docs(),
-                "content": {content_type: {"schema": body_schema(route)}}
+                "content": content
             }),
         );
         responses.insert(
@@ -745,10 +695,10 @@ pub fn openapi(infos: &BTreeMap<String, DatasetInfo>, server_url: Option<&str>) 
                 e
             });
         }
-        if matches!(route.kind, Kind::One(_)) {
+        if matches!(route.kind, Kind::One(_) | Kind::ByModel(_) | Kind::DataFile) {
             responses.insert("404".into(), {
                 let mut e = error.clone();
-                e["description"] = json!("No record has this key.");
+                e["description"] = json!("No record (or model) has this key.");
                 e
             });
         }
@@ -767,15 +717,11 @@ pub fn openapi(infos: &BTreeMap<String, DatasetInfo>, server_url: Option<&str>) 
         });
         paths.insert(route.path.to_string(), json!({"get": op}));
     }
-    let mut schemas = Map::new();
-    schemas.insert("Meta".into(), meta_schema());
-    schemas.insert("Pagination".into(), pagination_schema());
-    schemas.insert("Error".into(), error_schema());
-    schemas.insert("Hashprice".into(), hashprice_schema());
-    schemas.insert("HashpriceStatus".into(), status_schema());
-    schemas.insert("CatalogEntry".into(), catalog_entry_schema());
+    // The service's own shapes are derived from the types the renderer serialises.
+    let mut schemas = crate::shapes::components();
     for (name, info) in infos {
-        schemas.insert(component_name(name).into(), record_schema(name, info));
+        let record = record_schema(name, info, &schemas);
+        schemas.insert(component_name(name).into(), record);
     }
     let servers = match server_url {
         Some(u) => json!([{"url": u}]),
@@ -799,7 +745,9 @@ pub fn openapi(infos: &BTreeMap<String, DatasetInfo>, server_url: Option<&str>) 
 pub fn routes_of(dataset: &str) -> Vec<&'static str> {
     ROUTES
         .iter()
-        .filter(|r| matches!(r.kind, Kind::List(d) | Kind::One(d) if d == dataset))
+        .filter(
+            |r| matches!(r.kind, Kind::List(d) | Kind::One(d) | Kind::ByModel(d) if d == dataset),
+        )
         .map(|r| r.path)
         .collect()
 }
@@ -815,7 +763,7 @@ mod tests {
         for r in ROUTES {
             assert!(ids.insert(r.id), "{}", r.id);
             assert!(paths.insert(r.path), "{}", r.path);
-            assert!(r.path.starts_with("/v1/"), "{}", r.path);
+            assert_eq!(r.path.starts_with("/v1/"), !r.kind.is_site(), "{}", r.path);
             for p in r.params.iter().filter(|p| p.in_path) {
                 assert!(r.path.contains(&format!("{{{}}}", p.name)), "{}", r.path);
             }

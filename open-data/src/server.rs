@@ -41,6 +41,29 @@ pub struct HashpriceConfig {
     pub interval: Duration,
     /// Blocks averaged for fees.
     pub fee_blocks: u64,
+    /// First retry after a failed refresh; each further failure doubles it.
+    pub retry_min: Duration,
+    /// Longest wait between retries while the upstreams fail (never more than `interval`), so
+    /// a recovered upstream is picked up within this long.
+    pub retry_max: Duration,
+}
+
+/// Default time between hashprice refreshes (the spec's 15 minutes).
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(900);
+/// Default first retry after a failed hashprice refresh.
+pub const RETRY_MIN: Duration = Duration::from_secs(5);
+/// Default longest wait between retries: an upstream that comes back is used within a minute.
+pub const RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// Wait before the next hashprice attempt after `failures` failed ones in a row (0 = the last
+/// one succeeded): the interval, or `retry_min` doubled per further failure up to `retry_max`
+/// (and never longer than the interval).
+pub fn next_attempt_in(cfg: &HashpriceConfig, failures: u32) -> Duration {
+    if failures == 0 || cfg.chain.is_none() || cfg.price.is_none() {
+        return cfg.interval;
+    }
+    let doubled = cfg.retry_min.saturating_mul(1u32 << (failures - 1).min(16));
+    doubled.min(cfg.retry_max).min(cfg.interval)
 }
 
 /// Where the price feed is refreshed from (None: the one loaded at start is kept).
@@ -199,22 +222,30 @@ impl AppState {
     }
 
     /// One hashprice refresh: on success a new record (stored, history extended); on failure
-    /// the last good record stays, flagged stale with the reason.
-    pub async fn refresh_hashprice(&self, cfg: &HashpriceConfig) {
+    /// the last good record stays, flagged stale with the reason. Whether it succeeded.
+    pub async fn refresh_hashprice(&self, cfg: &HashpriceConfig) -> bool {
         let now = now_unix();
         let (Some(chain), Some(price)) = (&cfg.chain, &cfg.price) else {
             self.update(|s| {
                 s.hashprice.stale = true;
-                s.hashprice.stale_reason = Some("no chain or price upstream configured".into());
+                s.hashprice.stale_reason =
+                    Some("offline: no chain or price upstream (--offline)".into());
                 s.hashprice.last_attempt_at = Some(rfc3339(now));
             });
-            return;
+            return false;
         };
         let (c, p) = tokio::join!(chain.fetch(cfg.fee_blocks), upstream::fetch_price(price));
         match (c, p) {
             (Ok(c), Ok(p)) => {
                 let label_price = price.host_port();
-                let rec = hashprice::compute(&c, p, now, &chain.label(), &label_price).to_string();
+                let rec = serde_json::to_string(&hashprice::compute(
+                    &c,
+                    p,
+                    now,
+                    &chain.label(),
+                    &label_price,
+                ))
+                .unwrap_or_default();
                 let stored = self
                     .store
                     .lock()
@@ -237,6 +268,7 @@ impl AppState {
                     s.history.insert(0, rec);
                     s.history.truncate(5000);
                 });
+                true
             }
             (c, p) => {
                 let mut why = Vec::new();
@@ -253,6 +285,7 @@ impl AppState {
                     s.hashprice.stale_reason = Some(reason);
                     s.hashprice.last_attempt_at = Some(rfc3339(now));
                 });
+                false
             }
         }
     }
@@ -430,6 +463,14 @@ async fn handle(
     if let (Some(k), Some(p)) = (&key, route.params.iter().find(|p| p.in_path))
         && let Err(e) = query::parse_value(p, k)
     {
+        if route.kind == Kind::DataFile {
+            return error_response(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                &format!("no mirror file {k:?}; see /data/"),
+                None,
+            );
+        }
         return error_response(
             StatusCode::BAD_REQUEST,
             "invalid_parameter",
@@ -493,7 +534,7 @@ async fn not_found(method: Method, uri: axum::http::Uri) -> Response {
         StatusCode::NOT_FOUND,
         "not_found",
         &format!(
-            "no route {}; see /v1/catalog or /v1/openapi.json",
+            "no route {}; see /v1/catalog, /v1/openapi.json or /data/api/",
             uri.path()
         ),
         None,
@@ -511,25 +552,36 @@ fn method_router(state: &Arc<AppState>, route: &'static Route) -> MethodRouter {
     getter.options(preflight).fallback(method_not_allowed)
 }
 
-async fn redirect_index() -> Response {
+fn redirect(to: &'static str) -> Response {
     let mut resp = Response::new(Body::empty());
     *resp.status_mut() = StatusCode::PERMANENT_REDIRECT;
     resp.headers_mut()
-        .insert(header::LOCATION, HeaderValue::from_static("/v1/"));
+        .insert(header::LOCATION, HeaderValue::from_static(to));
     base_headers(resp.headers_mut());
     resp
 }
 
-/// The router: one axum route per registry entry, plus `/` and `/v1` redirecting to the index.
+/// The router: one axum route per registry entry, plus `/` and `/v1` redirecting to the index
+/// and `/data` to `/data/`.
 pub fn router(state: Arc<AppState>) -> Router {
     let mut app = Router::new();
     for route in ROUTES {
         app = app.route(route.path, method_router(&state, route));
     }
     debug_assert!(ROUTES.iter().any(|r| r.kind == Kind::Index));
-    app.route("/", get(redirect_index).fallback(method_not_allowed))
-        .route("/v1", get(redirect_index).fallback(method_not_allowed))
-        .fallback(not_found)
+    app.route(
+        "/",
+        get(|| async { redirect("/v1/") }).fallback(method_not_allowed),
+    )
+    .route(
+        "/v1",
+        get(|| async { redirect("/v1/") }).fallback(method_not_allowed),
+    )
+    .route(
+        "/data",
+        get(|| async { redirect("/data/") }).fallback(method_not_allowed),
+    )
+    .fallback(not_found)
 }
 
 /// Serve on `listener` within `limits` (see [`listen`]) until `shutdown` resolves, refreshing
@@ -545,11 +597,25 @@ pub async fn run(
     state.warm();
     let st = state.clone();
     let hp = tokio::spawn(async move {
-        let mut tick = tokio::time::interval(hashprice_cfg.interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // A failed refresh is retried with backoff (RETRY_MIN doubling up to RETRY_MAX), not
+        // after the whole interval: an upstream down at start, or for a while, is used again
+        // within RETRY_MAX of coming back.
+        let mut failures = 0u32;
         loop {
-            tick.tick().await;
-            st.refresh_hashprice(&hashprice_cfg).await;
+            if st.refresh_hashprice(&hashprice_cfg).await {
+                failures = 0;
+            } else {
+                failures = failures.saturating_add(1);
+            }
+            let wait = next_attempt_in(&hashprice_cfg, failures);
+            if failures > 0 && hashprice_cfg.chain.is_some() {
+                tracing::info!(
+                    failures,
+                    retry_in_s = wait.as_secs_f64(),
+                    "hashprice refresh will be retried"
+                );
+            }
+            tokio::time::sleep(wait).await;
         }
     });
     let feed_task = feed.map(|(source, every)| {
@@ -576,5 +642,168 @@ pub async fn run(
     hp.abort();
     if let Some(t) = feed_task {
         t.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::Request as HttpRequest;
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    fn cfg(chain: bool) -> HashpriceConfig {
+        HashpriceConfig {
+            chain: chain.then(|| {
+                ChainSource::Esplora(crate::client::Url::parse("http://127.0.0.1:1/api").unwrap())
+            }),
+            price: Some(crate::client::Url::parse("http://127.0.0.1:1/price").unwrap()),
+            interval: DEFAULT_INTERVAL,
+            fee_blocks: 3,
+            retry_min: RETRY_MIN,
+            retry_max: RETRY_MAX,
+        }
+    }
+
+    #[test]
+    fn a_failed_refresh_is_retried_with_backoff_capped_at_a_minute() {
+        let c = cfg(true);
+        let waits: Vec<u64> = (0..9).map(|n| next_attempt_in(&c, n).as_secs()).collect();
+        assert_eq!(waits, [900, 5, 10, 20, 40, 60, 60, 60, 60]);
+        assert_eq!(next_attempt_in(&c, u32::MAX), RETRY_MAX);
+        // Never longer than the interval (tests run with a 1 s interval).
+        let fast = HashpriceConfig {
+            interval: Duration::from_secs(1),
+            ..cfg(true)
+        };
+        assert_eq!(next_attempt_in(&fast, 3), Duration::from_secs(1));
+        // Offline: nothing to retry, the interval only.
+        assert_eq!(next_attempt_in(&cfg(false), 4), DEFAULT_INTERVAL);
+    }
+
+    fn app() -> (Router, Arc<AppState>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let src = crate::datasets::Source::default();
+        let (infos, store) =
+            crate::open_store(&dir.path().join("od.sqlite"), &src, None, false).unwrap();
+        let state = Arc::new(AppState::new(infos, src, store, None, 900, 100).unwrap());
+        (router(state.clone()), state, dir)
+    }
+
+    async fn call(app: &Router, method: &str, uri: &str, inm: Option<&str>) -> Response {
+        let mut req = HttpRequest::builder().method(method).uri(uri);
+        if let Some(tag) = inm {
+            req = req.header(header::IF_NONE_MATCH, tag);
+        }
+        app.clone()
+            .oneshot(req.body(Body::empty()).unwrap())
+            .await
+            .unwrap()
+    }
+
+    async fn state_records(app: &Router, path: &str) -> usize {
+        let v: Value =
+            serde_json::from_slice(&body(call(app, "GET", path, None).await).await).unwrap();
+        v["records"].as_array().unwrap().len()
+    }
+
+    async fn body(resp: Response) -> Vec<u8> {
+        resp.into_body()
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes()
+            .to_vec()
+    }
+
+    #[tokio::test]
+    async fn etag_304_head_and_405() {
+        let (app, _, _dir) = app();
+        let ok = call(&app, "GET", "/v1/miners", None).await;
+        assert_eq!(ok.status(), StatusCode::OK);
+        let tag = ok.headers()[header::ETAG].to_str().unwrap().to_string();
+        assert_eq!(ok.headers()[header::ACCESS_CONTROL_ALLOW_ORIGIN], "*");
+        let len = body(ok).await.len();
+        let again = call(&app, "GET", "/v1/miners", Some(&tag)).await;
+        assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
+        assert!(body(again).await.is_empty());
+        let head = call(&app, "HEAD", "/v1/miners", None).await;
+        assert_eq!(
+            head.headers()[header::CONTENT_LENGTH],
+            len.to_string().as_str()
+        );
+        assert_eq!(head.headers()[header::ETAG], tag.as_str());
+        let post = call(&app, "POST", "/v1/miners", None).await;
+        assert_eq!(post.status(), StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(post.headers()[header::ALLOW], ALLOW);
+    }
+
+    #[tokio::test]
+    async fn site_routes_answer_with_their_content_types() {
+        let (app, _, _dir) = app();
+        for (path, ct) in [
+            ("/data/", "text/html; charset=utf-8"),
+            ("/data/api/", "text/html; charset=utf-8"),
+            ("/llms.txt", "text/plain; charset=utf-8"),
+            ("/methodology", "text/html; charset=utf-8"),
+            ("/data/miners.json", "application/json"),
+            ("/data/miners.csv", "text/csv; charset=utf-8"),
+            ("/data/hashprice-history.csv", "text/csv; charset=utf-8"),
+        ] {
+            let resp = call(&app, "GET", path, None).await;
+            assert_eq!(resp.status(), StatusCode::OK, "{path}");
+            assert_eq!(resp.headers()[header::CONTENT_TYPE], ct, "{path}");
+            assert!(resp.headers().contains_key(header::ETAG), "{path}");
+        }
+        let csv = String::from_utf8(body(call(&app, "GET", "/data/miners.csv", None).await).await)
+            .unwrap();
+        let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+        assert!(
+            header.contains(&"slug") && header.contains(&"source.url"),
+            "{header:?}"
+        );
+        let miners = state_records(&app, "/v1/miners").await;
+        assert_eq!(
+            csv.split("\r\n").filter(|l| !l.is_empty()).count(),
+            miners + 1
+        );
+        let history = String::from_utf8(
+            body(call(&app, "GET", "/data/hashprice-history.csv", None).await).await,
+        )
+        .unwrap();
+        let header: Vec<&str> = history.trim_end().split(',').collect();
+        assert!(header.contains(&"refreshed_at") && header.contains(&"network.height"));
+        let moved = call(&app, "GET", "/data", None).await;
+        assert_eq!(moved.status(), StatusCode::PERMANENT_REDIRECT);
+        assert_eq!(moved.headers()[header::LOCATION], "/data/");
+        let missing = call(&app, "GET", "/data/nope.csv", None).await;
+        assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+        let err: Value = serde_json::from_slice(&body(missing).await).unwrap();
+        assert_eq!(err["error"]["code"], "not_found");
+        let bad_key = call(&app, "GET", "/v1/power-profiles/no-such", None).await;
+        assert_eq!(bad_key.status(), StatusCode::NOT_FOUND);
+    }
+
+    #[tokio::test]
+    async fn a_refresh_without_upstreams_flags_the_hashprice_stale() {
+        let (app, state, _dir) = app();
+        let offline = HashpriceConfig {
+            chain: None,
+            price: None,
+            ..cfg(false)
+        };
+        assert!(!state.refresh_hashprice(&offline).await);
+        let v: Value =
+            serde_json::from_slice(&body(call(&app, "GET", "/v1/hashprice", None).await).await)
+                .unwrap();
+        assert_eq!(v["status"]["stale"], true);
+        assert!(
+            v["status"]["stale_reason"]
+                .as_str()
+                .unwrap()
+                .contains("offline")
+        );
+        assert_eq!(v["record"], Value::Null);
     }
 }

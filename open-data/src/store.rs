@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde_json::{Map, Value};
 
 use crate::datasets::{DatasetInfo, PriceFeed, Records};
@@ -44,6 +44,9 @@ pub type FeedHeader = (String, Map<String, Value>);
 #[derive(Debug)]
 pub struct Store {
     conn: Connection,
+    /// Opened as a shared read-only snapshot: nothing is ever written (hashprice history
+    /// stays in the instance's memory).
+    read_only: bool,
 }
 
 const SCHEMA: &str = "
@@ -81,7 +84,46 @@ impl Store {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(SCHEMA)?;
-        Ok(Store { conn })
+        Ok(Store {
+            conn,
+            read_only: false,
+        })
+    }
+
+    /// Open a sealed snapshot ([`Self::seal`]) read-only and immutable: SQLite takes no lock
+    /// and writes no journal, WAL or shm file, so any number of instances (on one machine or
+    /// over a read-only network mount) can share the one file.
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        // A file: URI so `immutable=1` can be passed; the url crate escapes the path.
+        let uri = url::Url::from_file_path(&abs)
+            .map(|u| format!("{u}?mode=ro&immutable=1"))
+            .map_err(|()| StoreError::Sqlite(rusqlite::Error::InvalidPath(abs.clone())))?;
+        let conn = Connection::open_with_flags(
+            uri,
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+                | OpenFlags::SQLITE_OPEN_URI
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        Ok(Store {
+            conn,
+            read_only: true,
+        })
+    }
+
+    /// Whether this store was opened as a read-only snapshot.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Make the file a self-contained snapshot: everything checkpointed into the main file and
+    /// the journal mode set back to DELETE, so a reader needs no `-wal` or `-shm` beside it.
+    pub fn seal(&self) -> Result<(), StoreError> {
+        self.conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        self.conn
+            .query_row("PRAGMA journal_mode=DELETE", [], |_| Ok(()))?;
+        Ok(())
     }
 
     /// Whether datasets were ever loaded into this store.
@@ -187,6 +229,9 @@ impl Store {
 
     /// Record one successful hashprice refresh.
     pub fn insert_hashprice(&self, refreshed_at: i64, record: &str) -> Result<(), StoreError> {
+        if self.read_only {
+            return Ok(());
+        }
         self.conn.execute(
             "INSERT OR REPLACE INTO hashprice (refreshed_at, json) VALUES (?1, ?2)",
             params![refreshed_at, record],
@@ -244,5 +289,16 @@ mod tests {
             vec![(2, "{\"a\":2}".to_string())]
         );
         assert_eq!(store.hashprice_count().unwrap(), 2);
+        store.seal().unwrap();
+        drop(store);
+        assert!(!dir.path().join("db.sqlite-wal").exists());
+        let ro = Store::open_read_only(&dir.path().join("db.sqlite")).unwrap();
+        assert!(ro.is_read_only() && ro.is_loaded().unwrap());
+        assert_eq!(ro.datasets().unwrap()["miners"].records, miners.records);
+        // Nothing is written, and nothing fails either.
+        ro.insert_hashprice(3, "{}").unwrap();
+        assert_eq!(ro.hashprice_count().unwrap(), 2);
+        assert!(!dir.path().join("db.sqlite-wal").exists());
+        assert!(!dir.path().join("db.sqlite-journal").exists());
     }
 }

@@ -9,6 +9,15 @@ use serde_json::{Value, json};
 use crate::client::{self, FetchError, Url};
 use crate::hashprice::{ChainState, Price, subsidy};
 
+/// The chain upstream used when none is given: Blockstream's public Esplora instance (no key).
+/// `--esplora-url` (any Esplora-compatible base, e.g. a mempool.space instance's `/api`) or
+/// `--bitcoind-rpc` overrides it; `--offline` turns every upstream off.
+pub const DEFAULT_ESPLORA_URL: &str = "https://blockstream.info/api";
+/// The price upstream used when none is given: CoinGecko's public simple-price endpoint in USD
+/// and CAD (no key). `--price-url` overrides it.
+pub const DEFAULT_PRICE_URL: &str =
+    "https://api.coingecko.com/api/v3/simple/price?ids=bitcoin&vs_currencies=usd,cad";
+
 /// Deadline of one upstream exchange.
 pub const TIMEOUT: Duration = Duration::from_secs(15);
 

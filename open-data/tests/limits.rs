@@ -248,6 +248,8 @@ async fn run_stops_on_shutdown_with_connections_open() {
         price: None,
         interval: Duration::from_secs(900),
         fee_blocks: 144,
+        retry_min: server::RETRY_MIN,
+        retry_max: server::RETRY_MAX,
     };
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(server::run(

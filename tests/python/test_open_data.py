@@ -142,7 +142,7 @@ def wait_for(what, cond, timeout=60.0):
 
 
 class Server:
-    def __init__(self, tmp: Path, upstreams: Upstreams):
+    def __init__(self, tmp: Path, upstreams: Upstreams, interval_s: int = 1, extra=()):
         self.tmp = tmp
         self.db = tmp / "open-data.sqlite"
         self.port = free_port()
@@ -157,9 +157,10 @@ class Server:
                 "--db", str(self.db),
                 "--bitcoind-rpc", f"http://{RPC_USER}:{RPC_PASS}@127.0.0.1:{upstreams.port}",
                 "--price-url", f"http://127.0.0.1:{upstreams.port}/price",
-                "--hashprice-interval-s", "1",
+                "--hashprice-interval-s", str(interval_s),
                 "--fee-blocks", "3",
                 "--workers", "2",
+                *extra,
             ],
             stdout=self.log,
             stderr=subprocess.STDOUT,
@@ -191,6 +192,18 @@ def server(upstreams):
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+def all_error_codes(server):
+    """Every error code, page by page (the corpus may be longer than one page of 500)."""
+    out, page = [], 1
+    while True:
+        status, _, body = get_json(f"{server.url}/v1/error-codes?per_page=500&page={page}")
+        assert status == 200, body
+        out += body["records"]
+        if body["meta"]["pagination"]["next_page"] is None:
+            return out
+        page += 1
+
+
 def records(server, path):
     status, _, body = get_json(server.url + path)
     assert status == 200, body
@@ -214,13 +227,16 @@ def test_catalog_openapi_and_index_come_from_one_registry(server):
     routes = set(doc["paths"])
     for r in cat["records"]:
         assert set(r["routes"]) <= routes, r
-    assert {"/v1/miners/{slug}", "/v1/error-codes/{code}", "/v1/hashprice/history", "/v1/"} <= routes
+    assert {"/v1/miners/{slug}", "/v1/error-codes/{code}", "/v1/power-profiles/{model}",
+            "/v1/reliability/{model}", "/v1/hashprice/history", "/v1/", "/data/", "/data/{file}",
+            "/data/api/", "/llms.txt", "/methodology"} <= routes
     params = {p["name"]: p["schema"] for p in doc["paths"]["/v1/error-codes"]["get"]["parameters"]}
     assert params["per_page"]["maximum"] == 500 and params["page"]["minimum"] == 1
-    status, headers, html = request("GET", server.url + "/v1/")
-    assert status == 200 and headers["content-type"].startswith("text/html")
-    for path in routes:
-        assert path.encode() in html, path
+    for index in ("/v1/", "/data/api/"):
+        status, headers, html = request("GET", server.url + index)
+        assert status == 200 and headers["content-type"].startswith("text/html")
+        for path in routes:
+            assert path.encode() in html, (index, path)
     status, headers, _ = request("GET", server.url + "/")
     assert status == 308 and headers["location"] == "/v1/"
 
@@ -255,13 +271,14 @@ def test_miners_and_filters(server):
 
 def test_error_code_pagination_edges(server):
     base = server.url + "/v1/error-codes"
-    status, _, full = get_json(base + "?per_page=500")
-    assert status == 200
-    total = full["meta"]["pagination"]["total"]
-    assert total == len(full["records"]) and total >= 50
+    full = all_error_codes(server)
+    total = len(full)
+    assert total >= 50
     status, _, first = get_json(base)
+    pages = -(-total // 100)
     assert first["meta"]["pagination"] == {
-        "page": 1, "per_page": 100, "total": total, "total_pages": 1, "next_page": None, "prev_page": None,
+        "page": 1, "per_page": 100, "total": total, "total_pages": pages,
+        "next_page": 2 if pages > 1 else None, "prev_page": None,
     }
     seen = []
     page = 1
@@ -275,7 +292,7 @@ def test_error_code_pagination_edges(server):
             break
         assert p["next_page"] == page + 1
         page += 1
-    assert seen == [r["code"] for r in full["records"]]
+    assert seen == [r["code"] for r in full]
     status, _, past = get_json(f"{base}?per_page=7&page={page + 5}")
     assert status == 200 and past["records"] == [] and past["meta"]["pagination"]["next_page"] is None
     for query, param in [
@@ -314,7 +331,7 @@ def test_error_code_filters(server):
     assert by_model and all(any("s21" in m.lower() for m in r["affected_models"]) for r in by_model)
     both = records(server, "/v1/error-codes?per_page=500&component=fan&manufacturer=svcos")
     assert [r["code"] for r in both] == ["SVCOS-HW-FAN-STALL"]
-    for r in records(server, "/v1/error-codes?per_page=500"):
+    for r in all_error_codes(server):
         assert r["source"].get("url") or r["source"].get("path"), r
     status, _, one = get_json(server.url + "/v1/error-codes/WHATSMINER-530")
     assert status == 200 and one["record"]["native_code"] == "530"
@@ -432,6 +449,54 @@ def test_cors_preflight_405_and_404(server):
     assert h["access-control-allow-origin"] == "*"
 
 
+def test_per_record_routes(server):
+    s9 = records(server, "/v1/power-profiles/antminer-s9")
+    assert s9 == records(server, "/v1/power-profiles?model=antminer-s9") and len(s9) >= 2
+    claims = records(server, "/v1/reliability/whatsminer-m30s")
+    assert claims == records(server, "/v1/reliability?model=whatsminer-m30s") and claims
+    assert records(server, "/v1/reliability/whatsminer-m50s")  # a model name a source uses
+    for path in ("/v1/power-profiles/no-such-model", "/v1/reliability/no-such-model",
+                 "/v1/miners/no-such-model", "/v1/error-codes/NOPE-1"):
+        status, h, body = get_json(server.url + path)
+        assert status == 404 and body["error"]["code"] == "not_found", path
+        assert body["meta"]["schema"] == "svcos.opendata.error.v1" and h["access-control-allow-origin"] == "*"
+    status, _, body = get_json(server.url + "/v1/power-profiles/Antminer-S9")
+    assert status == 400 and body["error"]["parameter"] == "model"
+
+
+def test_site_routes(server):
+    status, h, html = request("GET", server.url + "/data/")
+    assert status == 200 and h["content-type"].startswith("text/html")
+    links = [l.split('"', 1)[0] for l in html.decode().split('href="')[1:]]
+    mirrors = [l for l in links if l.startswith("/data/") and l.endswith((".csv", ".json"))]
+    assert len(mirrors) == 12, mirrors  # JSON and CSV of five datasets and the hashprice history
+    for link in mirrors:
+        status, h, body = request("GET", server.url + link)
+        assert status == 200 and h["etag"], link
+        if link.endswith(".csv"):
+            assert h["content-type"].startswith("text/csv")
+            header = next(csv.reader(body.decode().splitlines()))
+            assert len(header) >= 3, (link, header)
+        else:
+            doc = json.loads(body)
+            assert doc["meta"]["license"] == "CC BY 4.0" and isinstance(doc["records"], list)
+    status, h, llms = request("GET", server.url + "/llms.txt")
+    assert status == 200 and h["content-type"].startswith("text/plain")
+    text = llms.decode()
+    assert text.startswith("# svcOS Open Mining Data\n\n> ") and "CC BY 4.0" in text
+    for link in mirrors:
+        assert link in text, link
+    status, h, page = request("GET", server.url + "/methodology")
+    assert status == 200 and h["content-type"].startswith("text/html")
+    for name in ("miners", "power-profiles", "error-codes", "reliability", "price-index", "hashprice"):
+        assert f'id="{name}"'.encode() in page, name
+    assert b"3 %" in page and b"https://" in page
+    status, _, body = get_json(server.url + "/data/nothing.csv")
+    assert status == 404 and body["error"]["code"] == "not_found"
+    status, h, _ = request("POST", server.url + "/llms.txt")
+    assert status == 405 and h["allow"] == "GET, HEAD, OPTIONS"
+
+
 # ---------------------------------------------------------------- hashprice
 
 
@@ -498,6 +563,156 @@ def test_hashprice_vectors_and_stale_upstream(server, upstreams):
     assert RPC_PASS.encode() not in server.log_path.read_bytes()
 
 
+def test_hashprice_recovers_within_a_minute_and_restarts_with_the_last_good_value(tmp_path):
+    """Default retry schedule (5 s doubling, at most 60 s), a 15-minute interval: an upstream
+    down at start is used within a minute of coming back, not after the interval. The last
+    good value is persisted: a restart with the upstream down serves it at once, stale."""
+    up = Upstreams()
+    up.failing = True
+    srv = Server(tmp_path, up, interval_s=900)
+    try:
+        first = wait_for("a failed attempt", lambda: (b := hashprice(srv))["status"]["last_attempt_at"] and b)
+        assert first["status"]["stale"] and first["record"] is None
+        assert "HTTP 503" in first["status"]["stale_reason"]
+        time.sleep(6)  # at least one retry has failed too: the backoff is under way
+        up.failing = False
+        back = time.time()
+        fresh = wait_for("hashprice after the upstream came back",
+                         lambda: (b := hashprice(srv))["record"] and not b["status"]["stale"] and b, timeout=75)
+        took = time.time() - back
+        assert took <= 62, took
+        assert fresh["record"]["network"]["height"] == HEIGHT
+    finally:
+        srv.stop()
+    up.failing = True
+    again = Server(tmp_path, up, interval_s=900)
+    try:
+        body = hashprice(again)
+        assert body["record"] == fresh["record"]
+        assert body["status"]["stale"] is True and body["meta"]["stale"] is True
+    finally:
+        again.stop()
+        up.close()
+
+
+def test_offline_serves_without_any_upstream(tmp_path):
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(open_data_bin()), "serve", "--offline", "--bind", f"127.0.0.1:{port}",
+         "--db", str(tmp_path / "db.sqlite")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        body = wait_for("offline hashprice", lambda: (b := get_json(url + "/v1/hashprice", timeout=2)[2])["status"]["last_attempt_at"] and b)
+        assert body["record"] is None and "offline" in body["status"]["stale_reason"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    res = subprocess.run([str(open_data_bin()), "serve", "--offline", "--price-url", "http://x/", "--db", "x"],
+                         capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2 and "cannot be used with" in res.stderr, res.stderr
+
+
+# ---------------------------------------------------------------- scaling out
+
+
+def test_two_instances_behind_nginx_share_one_snapshot(tmp_path):
+    """Issue 32 item 7: a sealed read-only snapshot, two `serve --read-only` instances over the
+    one file, nginx (from the distribution) balancing between them: every answer's ETag is the
+    same whichever instance made it, so a validator from one revalidates at the other, and the
+    snapshot file is never written."""
+    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+    if not nginx:
+        pytest.skip("nginx is not installed (tests/run installs it as root)")
+    snap = tmp_path / "snapshot.sqlite"
+    res = subprocess.run([str(open_data_bin()), "snapshot", "--db", str(snap)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    os.chmod(snap, 0o444)
+    before = snap.read_bytes()
+    procs, ports = [], []
+    ngx = None
+    try:
+        for i in range(2):
+            port = free_port()
+            ports.append(port)
+            log = open(tmp_path / f"instance{i}.log", "wb")
+            procs.append(subprocess.Popen(
+                [str(open_data_bin()), "serve", "--read-only", "--offline", "--bind", f"127.0.0.1:{port}",
+                 "--db", str(snap), "--workers", "1"],
+                stdout=log, stderr=subprocess.STDOUT,
+            ))
+        for port in ports:
+            wait_for("instance up", lambda: request("GET", f"http://127.0.0.1:{port}/v1/catalog", timeout=2)[0] == 200)
+        ngx_port = free_port()
+        conf = tmp_path / "nginx.conf"
+        (tmp_path / "logs").mkdir()
+        conf.write_text(f"""
+worker_processes 1;
+pid {tmp_path}/nginx.pid;
+error_log {tmp_path}/logs/error.log warn;
+events {{ worker_connections 256; }}
+http {{
+  access_log {tmp_path}/logs/access.log;
+  client_body_temp_path {tmp_path}/body;
+  proxy_temp_path {tmp_path}/proxy;
+  fastcgi_temp_path {tmp_path}/fastcgi;
+  uwsgi_temp_path {tmp_path}/uwsgi;
+  scgi_temp_path {tmp_path}/scgi;
+  upstream open_data {{
+    server 127.0.0.1:{ports[0]};
+    server 127.0.0.1:{ports[1]};
+    keepalive 8;
+  }}
+  server {{
+    listen 127.0.0.1:{ngx_port};
+    location / {{
+      proxy_pass http://open_data;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      # No temp files: nginx's workers run as nobody and cannot write into the test's tmp.
+      proxy_buffering off;
+      add_header X-Upstream $upstream_addr always;
+    }}
+  }}
+}}
+""")
+        ngx = subprocess.Popen([nginx, "-e", str(tmp_path / "logs" / "error.log"), "-p", str(tmp_path),
+                                "-c", str(conf), "-g", "daemon off;"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        front = f"http://127.0.0.1:{ngx_port}"
+        wait_for("nginx up", lambda: request("GET", front + "/v1/catalog", timeout=2)[0] == 200)
+        paths = ["/v1/catalog", "/v1/openapi.json", "/v1/miners", "/v1/miners/antminer-s9",
+                 "/v1/error-codes?per_page=7&page=2", "/v1/power-profiles/antminer-s9",
+                 "/v1/reliability/whatsminer-m30s", "/v1/price-index", "/v1/hashprice/history",
+                 "/data/", "/data/miners.csv", "/data/error-codes.json", "/data/api/", "/llms.txt",
+                 "/methodology"]
+        for path in paths:
+            direct = [request("GET", f"http://127.0.0.1:{p}{path}") for p in ports]
+            assert direct[0][0] == direct[1][0] == 200, path
+            assert direct[0][1]["etag"] == direct[1][1]["etag"], path
+            assert direct[0][2] == direct[1][2], path
+            seen = set()
+            for _ in range(4):
+                status, h, body = request("GET", front + path)
+                assert status == 200 and h["etag"] == direct[0][1]["etag"] and body == direct[0][2], path
+                seen.add(h["x-upstream"])
+                status, h, _ = request("GET", front + path, headers={"If-None-Match": direct[0][1]["etag"]})
+                assert status == 304, path
+                seen.add(h["x-upstream"])
+            assert len(seen) == 2, (path, seen)  # both instances answered
+        assert snap.read_bytes() == before
+        assert not (tmp_path / "snapshot.sqlite-wal").exists()
+    finally:
+        if ngx:
+            ngx.terminate()
+            ngx.wait(timeout=10)
+        for p in procs:
+            p.terminate()
+            p.wait(timeout=10)
+
+
 # ---------------------------------------------------------------- export and dataset validation
 
 
@@ -517,20 +732,36 @@ def test_export_mirrors_equal_the_api(server):
     for dataset, path in [
         ("miners", "/v1/miners"),
         ("power-profiles", "/v1/power-profiles"),
-        ("error-codes", "/v1/error-codes?per_page=500"),
+        ("error-codes", None),
         ("reliability", "/v1/reliability"),
         ("price-index", "/v1/price-index"),
     ]:
-        _, _, api = request("GET", server.url + path)
-        mirror = (out / f"{dataset}.json").read_bytes()
-        assert records_region(api) == records_region(mirror), dataset
-        csv_lines = (out / f"{dataset}.csv").read_bytes().decode().strip().split("\r\n")
-        assert len(csv_lines) == 1 + len(json.loads(api)["records"]), dataset
-    hist = json.loads((out / "hashprice-history.json").read_text())
+        mirror = (out / "data" / f"{dataset}.json").read_bytes()
+        if path:
+            _, _, api = request("GET", server.url + path)
+            assert records_region(api) == records_region(mirror), dataset
+            n = len(json.loads(api)["records"])
+        else:
+            # Paginated: the mirror holds every page's records, in order.
+            api_records = all_error_codes(server)
+            assert json.loads(mirror)["records"] == api_records
+            n = len(api_records)
+        with open(out / "data" / f"{dataset}.csv", newline="") as f:
+            rows = list(csv.reader(f))
+        assert len(rows) == 1 + n, dataset
+        # The service answers the same files at the same paths (one code path, one snapshot).
+        for ext in ("json", "csv"):
+            status, _, served = request("GET", f"{server.url}/data/{dataset}.{ext}")
+            assert status == 200 and served == (out / "data" / f"{dataset}.{ext}").read_bytes(), (dataset, ext)
+    for page, file in [("/llms.txt", "llms.txt"), ("/data/api/", "data/api/index.html")]:
+        status, _, served = request("GET", server.url + page)
+        assert status == 200 and served == (out / file).read_bytes(), page
+    assert (out / "data" / "index.html").is_file() and (out / "methodology" / "index.html").is_file()
+    hist = json.loads((out / "data" / "hashprice-history.json").read_text())
     assert hist["meta"]["license"] == "CC BY 4.0" and isinstance(hist["records"], list)
     # The CSV mirror of the history has its header row even with no records yet, so a CSV
     # reader (pandas, Python's csv) finds the columns of a hashprice record.
-    with open(out / "hashprice-history.csv", newline="") as f:
+    with open(out / "data" / "hashprice-history.csv", newline="") as f:
         reader = csv.DictReader(f)
         rows = list(reader)
     columns = set(reader.fieldnames or [])
@@ -549,7 +780,7 @@ def test_a_bad_row_stops_the_service_with_file_and_line(tmp_path):
     lines[idx] = json.dumps(row)
     codes.write_text("\n".join(lines))
     res = subprocess.run(
-        [str(open_data_bin()), "serve", "--bind", f"127.0.0.1:{free_port()}",
+        [str(open_data_bin()), "serve", "--offline", "--bind", f"127.0.0.1:{free_port()}",
          "--db", str(tmp_path / "db.sqlite"), "--datasets", str(data)],
         capture_output=True, text=True, timeout=60,
     )

@@ -59,7 +59,7 @@ COMPONENT_RULES = [
     ("temperature-sensor", r"temp(erature)? sensor|humidity sensor|temperature reading", "temperature-sensor"),
     ("eeprom", r"eeprom", "eeprom"),
     ("pool", r"\bpool|asicboost|stratum", "pool"),
-    ("network", r"network|mac address", "network"),
+    ("network", r"network|mac address|wifi", "network"),
     ("power-setting", r"power rate|power mismatch|power version", "configuration"),
     ("psu", r"power|\bpsu\b|\bvout\b|\biout\b|over.?current|input voltage", "psu"),
     ("cooling", r"temp|hot\b|water velocity|humidity", "cooling"),
@@ -290,18 +290,24 @@ def cgminer_rows():
         )
         rec = record(f"CGMINER-API-{code}", code, "cgminer (open source)", "cgminer",
                      "cgminer RPC API", short_title(human), desc, models, src, text=human)
-        # An API status is about the request: the component is the API, whatever the words say,
-        # unless the message names a pool (pool management commands).
-        if rec["component"] != "pool":
-            rec["component"] = "service"
-            rec["classification"]["component"] = "api-status"
-        # E = the request failed (warning: the miner keeps mining); W = unsupported (info).
-        rec["severity"] = "warning" if sev == "ERR" else "info"
-        rec["classification"]["severity"] = f"api-status-{letter}"
-        rec["diy_difficulty"] = "none"
-        rec["classification"]["diy_difficulty"] = "api-status-none"
-        out.append(rec)
+        out.append(as_api_status(rec, letter))
     return out
+
+
+def as_api_status(rec: dict, letter: str | None) -> dict:
+    """An API status code is about the request, not the hardware: component `service` (or
+    `pool` when the message names a pool), DIY `none`; severity from the API's own status
+    letter where the source gives one (E = the request failed: warning, the miner keeps
+    mining; W = not supported: info), else from the severity rules."""
+    if rec["component"] != "pool":
+        rec["component"] = "service"
+        rec["classification"]["component"] = "api-status"
+    if letter:
+        rec["severity"] = "warning" if letter == "E" else "info"
+        rec["classification"]["severity"] = f"api-status-{letter}"
+    rec["diy_difficulty"] = "none"
+    rec["classification"]["diy_difficulty"] = "api-status-none"
+    return rec
 
 
 # ---------------------------------------------------------------------------------------------
@@ -319,6 +325,8 @@ def documented_rows():
                 table["manufacturer_slug"], table["firmware"], c["title"], c["description"],
                 c.get("affected_models", table["affected_models"]), src, text=text,
             )
+            if table.get("api_status"):
+                rec = as_api_status(rec, c.get("status_letter"))
             out.append(rec)
     return out
 

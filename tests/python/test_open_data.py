@@ -356,6 +356,10 @@ def test_error_code_corpus_is_sourced_and_served(server):
         assert r["replacement_parts"] == [], r["code"]
     makers = {r["manufacturer_slug"] for r in served}
     assert {"svcos", "microbt", "innosilicon", "cgminer", "canaan", "bitmain"} <= makers
+    # svcOS's own codes name the file that raises them: it must exist in this repository.
+    for r in served:
+        if r["manufacturer_slug"] == "svcos":
+            assert (ROOT / r["source"]["path"]).is_file(), (r["code"], r["source"]["path"])
     # pyasic's table, expanded over Whatsminer slots 0-2 the way its decoder numbers them.
     status, _, one = get_json(server.url + "/v1/error-codes/WHATSMINER-5051")
     assert status == 200 and one["record"]["title"] == "Slot 1 stopped hashing, chips temperature protecting"

@@ -42,20 +42,39 @@ fn error_codes_have_a_complete_source_and_nothing_invented() {
             .or_default() += 1;
         let url = text(r, &["source", "url"]);
         let repo_path = text(r, &["source", "repository"]).zip(text(r, &["source", "path"]));
-        assert!(url.is_some() || repo_path.is_some(), "{code}: no url or repository+path");
-        assert!(text(r, &["source", "license"]).is_some(), "{code}: no licence");
+        assert!(
+            url.is_some() || repo_path.is_some(),
+            "{code}: no url or repository+path"
+        );
+        assert!(
+            text(r, &["source", "license"]).is_some(),
+            "{code}: no licence"
+        );
         let date = text(r, &["source", "retrieved"]).unwrap_or_default();
-        assert!(date.len() == 10 && date.starts_with("20"), "{code}: retrieved {date:?}");
+        assert!(
+            date.len() == 10 && date.starts_with("20"),
+            "{code}: retrieved {date:?}"
+        );
         for rule in ["component", "severity", "diy_difficulty"] {
-            assert!(text(r, &["classification", rule]).is_some(), "{code}: {rule} rule");
+            assert!(
+                text(r, &["classification", rule]).is_some(),
+                "{code}: {rule} rule"
+            );
         }
         // Nothing invented: a repair-cost band needs its own source URL, parts need a
         // source that states them (none of the current sources does).
         match &r["repair_cost_cad"] {
             Value::Null => {}
-            band => assert!(band["source_url"].as_str().is_some(), "{code}: unsourced band"),
+            band => assert!(
+                band["source_url"].as_str().is_some(),
+                "{code}: unsourced band"
+            ),
         }
-        assert_eq!(r["replacement_parts"], Value::Array(vec![]), "{code}: parts");
+        assert_eq!(
+            r["replacement_parts"],
+            Value::Array(vec![]),
+            "{code}: parts"
+        );
     }
     // Each source family is present (a generator that silently lost one would pass a count).
     for (maker, floor) in [
@@ -86,13 +105,19 @@ fn simulated_power_points_are_labelled_and_published_ones_sourced() {
         );
         if kind == "simulated" {
             assert!(text(p, &["measured_on"]).is_some(), "{id}");
-            assert!(id.contains("sim"), "{id}: a simulated profile says so in its name");
+            assert!(
+                id.contains("sim"),
+                "{id}: a simulated profile says so in its name"
+            );
             assert!(
                 text(p, &["source", "title"]).unwrap().contains("simulated"),
                 "{id}"
             );
         } else {
-            assert!(text(p, &["source", "url"]).unwrap().starts_with("https://"), "{id}");
+            assert!(
+                text(p, &["source", "url"]).unwrap().starts_with("https://"),
+                "{id}"
+            );
         }
     }
 }

@@ -61,16 +61,17 @@ COMPONENT_RULES = [
     ("pool", r"\bpool|asicboost|stratum", "pool"),
     ("network", r"network|mac address|wifi", "network"),
     ("power-setting", r"power rate|power mismatch|power version", "configuration"),
+    ("restart-reason", r"restart", "control-board"),
     ("psu", r"power|\bpsu\b|\bvout\b|\biout\b|over.?current|input voltage", "psu"),
-    ("cooling", r"temp|hot\b|water velocity|humidity", "cooling"),
-    ("control-board", r"control board|rebooted|\bspi\b", "control-board"),
+    ("cooling", r"temp|hot\b|overheat|water velocity|humidity", "cooling"),
+    ("control-board", r"control board|rebooted|\bspi\b|memory", "control-board"),
     ("chip", r"\bchip|nonce|bist", "chip"),
     ("firmware", r"firmware|version|checksum|security|signature|virus|illegal|process error|btminer|cgminer|upgrade|software", "firmware"),
     ("hashboard", r"slot|hash ?board|board|hashrate|frequency|\bfreq\b|crc|voltage|plug|balance|factory test|data cables", "hashboard"),
 ]
 
 SEVERITY_RULES = [
-    ("informational", r"does not support|not available|not enabled|tool version is too low|old firmware|substandard|^low freq|^low hashrate|empty level", "info"),
+    ("informational", r"requested restart|power-on restart|does not support|not available|not enabled|tool version is too low|old firmware|substandard|^low freq|^low hashrate|empty level", "info"),
     ("factory-data", r"serial #|product type|power model|miner type|bin type|cooling type|hash board struct", "warning"),
     ("single-pool", r"pool \d connection failed|rejection rate|asicboost", "warning"),
     ("stops-mining-or-protection", r"protect|not found|no power|stopped|environment temperature is too high|too low, mining stopped|over.?temp|overheat|over hot|over.?current|\bfault\b|damaged|exited with signal|illegal|virus|removed|not detected|\blost\b|failed|all pools are disabled|no pool information|blocked|do not match|not connected", "critical"),
@@ -79,6 +80,7 @@ SEVERITY_RULES = [
 
 # DIY difficulty from the component (documented table), with a few keyword overrides.
 DIY_OVERRIDES = [
+    ("no-action", r"requested restart|power-on restart", "none"),
     ("factory-data", r"serial #|product type|power model|miner type|bin type|cooling type|hash board struct|pcb serial|power mismatch|power rate", "expert"),
     ("environment", r"environment|env temp", "easy"),
     ("software-update", r"please upgrade|please update|old firmware|restore factory settings", "easy"),

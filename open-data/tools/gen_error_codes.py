@@ -16,8 +16,11 @@ Sources, in merge order (a code already present is never replaced by a later sou
    Whatsminer, and the range the MicroBT tables and the guides show: 530/531/532), "Pool {n}"
    over pools 0-2 (BTMiner's three pool slots). Templates whose range no source states
    (per-chip codes 52x-56x, substandard levels L{n} of 85x) are not expanded.
-3. `sources/cgminer-api-codes.tsv`: the error and warning status codes of cgminer's RPC API
-   (api.c of github.com/ckolivas/cgminer, GPL-3.0), extracted with `extract-cgminer`.
+3. `sources/cgminer-api-codes.tsv`: the error, warning and info status codes of cgminer's RPC
+   API (api.c of github.com/ckolivas/cgminer, GPL-3.0), extracted with `extract-cgminer`.
+   Success answers (SEVERITY_SUCC) are not fault or diagnostic codes and are left out.
+3b. `sources/bfgminer-api-codes.tsv`: BFGMiner's (github.com/luke-jr/bfgminer, GPL-3.0) E/W/I
+   status codes that cgminer's table lacks with the same meaning, extracted with `extract-bfgminer`.
 4. `sources/documented-codes.json`: small code tables transcribed from manufacturers' and
    firmware vendors' public documents, each table with its source.
 
@@ -25,6 +28,7 @@ Usage:
   gen_error_codes.py                 write the dataset file
   gen_error_codes.py --check         exit 1 if the committed file differs from a fresh build
   gen_error_codes.py extract-cgminer PATH/TO/api.c [COMMIT]   refresh the cgminer table
+  gen_error_codes.py extract-bfgminer PATH/TO/api.c [COMMIT]  refresh the BFGMiner table (after cgminer's)
 """
 
 import hashlib
@@ -240,67 +244,113 @@ def innosilicon_rows():
 # cgminer RPC API status codes
 
 CGMINER_TSV = SOURCES / "cgminer-api-codes.tsv"
+BFGMINER_TSV = SOURCES / "bfgminer-api-codes.tsv"
+
+
+API_SEVERITIES = {"ERR": "E", "WARN": "W", "INFO": "I"}
+
+
+def api_table(api_c: Path) -> list[tuple[int, str, str, str]]:
+    """(code, name, severity, message) of every status message in a cgminer-family api.c
+    whose severity is an error, a warning or an informational diagnostic; success answers
+    (SEVERITY_SUCC) are not fault or diagnostic codes and are left out."""
+    text = api_c.read_text(errors="replace")
+    numbers = {n: int(v, 0) for n, v in re.findall(r"^#define (MSG_[A-Z0-9]+)\s+(0x[0-9a-fA-F]+|\d+)\b", text, re.M)}
+    rows = []
+    for sev, name, msg in re.findall(
+        r"\{\s*SEVERITY_(ERR|WARN|INFO),\s*(MSG_[A-Z0-9]+),\s*PARAM_[A-Z]+,\s*\"([^\"]*)\"\s*\}", text
+    ):
+        rows.append((numbers[name], name, sev, msg))
+    # MSG_NODEVS' text is assembled by the preprocessor ("No " + the device kinds compiled in).
+    if "MSG_NODEVS" in numbers and not any(r[1] == "MSG_NODEVS" for r in rows):
+        rows.append((numbers["MSG_NODEVS"], "MSG_NODEVS", "ERR", "No GPUs/PGAs/ASCs (the device kinds compiled in)"))
+    out, seen = [], set()
+    for row in sorted(rows):
+        if row[0] not in seen:
+            seen.add(row[0])
+            out.append(row)
+    return out
+
+
+def write_api_tsv(path: Path, header: list[str], rows) -> None:
+    lines = header + ["code\tname\tseverity\tmessage"]
+    lines += [f"{code}\t{name}\t{sev}\t{msg}" for code, name, sev, msg in rows]
+    path.write_text("\n".join(lines) + "\n")
 
 
 def extract_cgminer(api_c: Path, commit: str) -> None:
-    """Write sources/cgminer-api-codes.tsv from cgminer's api.c (error and warning codes)."""
-    text = api_c.read_text(errors="replace")
-    numbers = dict(re.findall(r"^#define (MSG_[A-Z0-9]+) (\d+)", text, re.M))
-    rows = []
-    for sev, name, msg in re.findall(
-        r"\{ SEVERITY_(ERR|WARN),\s*(MSG_[A-Z0-9]+),\s*PARAM_[A-Z]+,\s*\"([^\"]*)\"\s*\}", text
-    ):
-        rows.append((int(numbers[name]), name, sev, msg))
-    # MSG_NODEVS' text is assembled by the preprocessor ("No " + the device kinds compiled in).
-    if "MSG_NODEVS" in numbers and not any(r[1] == "MSG_NODEVS" for r in rows):
-        rows.append((int(numbers["MSG_NODEVS"]), "MSG_NODEVS", "ERR", "No GPUs/PGAs/ASCs (the device kinds compiled in)"))
-    seen = set()
-    lines = [
-        "# cgminer RPC API status codes of severity E (error) and W (warning).",
+    """Write sources/cgminer-api-codes.tsv from cgminer's api.c (error, warning and info codes)."""
+    write_api_tsv(CGMINER_TSV, [
+        "# cgminer RPC API status codes of severity E (error), W (warning) and I (info).",
         f"# Extracted by gen_error_codes.py extract-cgminer from api.c of github.com/ckolivas/cgminer at {commit} (GPL-3.0).",
-        "code\tname\tseverity\tmessage",
-    ]
-    for code, name, sev, msg in sorted(rows):
-        if code in seen:
-            continue
-        seen.add(code)
-        lines.append(f"{code}\t{name}\t{sev}\t{msg}")
-    CGMINER_TSV.write_text("\n".join(lines) + "\n")
+    ], api_table(api_c))
 
 
-def cgminer_rows():
-    lines = CGMINER_TSV.read_text().splitlines()
+def extract_bfgminer(api_c: Path, commit: str) -> None:
+    """Write sources/bfgminer-api-codes.tsv: the E/W/I status codes of BFGMiner's api.c that
+    cgminer's table does not hold with the same meaning (new numbers, or a number BFGMiner
+    gives to another message, e.g. its CPU codes 98-103). Same number and same MSG_ name is
+    the same code (MSG_NODEVS' text differs only by the device kinds compiled in)."""
+    cg = {(int(c), n) for c, n, _, _ in read_api_tsv(CGMINER_TSV)[1]}
+    rows = [r for r in api_table(api_c) if (r[0], r[1]) not in cg]
+    write_api_tsv(BFGMINER_TSV, [
+        "# BFGMiner RPC API status codes of severity E, W and I that cgminer's table lacks (same number, same MSG_ name).",
+        f"# Extracted by gen_error_codes.py extract-bfgminer from api.c of github.com/luke-jr/bfgminer at {commit} (GPL-3.0).",
+    ], rows)
+
+
+def read_api_tsv(path: Path) -> tuple[str, list[list[str]]]:
+    lines = path.read_text().splitlines()
     commit = re.search(r"at ([0-9a-f]{40})", lines[1]).group(1)
+    return commit, [l.split("\t") for l in lines[3:]]
+
+
+def api_rows(path: Path, repo: str, program: str, prefix: str, maker: str, slug: str, api: str) -> list[dict]:
+    commit, rows = read_api_tsv(path)
     src = {
-        "title": "cgminer RPC API status codes (api.c)",
-        "url": f"https://github.com/ckolivas/cgminer/blob/{commit}/api.c",
-        "repository": "github.com/ckolivas/cgminer",
+        "title": f"{program} RPC API status codes (api.c)",
+        "url": f"https://{repo}/blob/{commit}/api.c",
+        "repository": repo,
         "path": "api.c",
-        "version": f"commit {commit} (API 3.7)",
+        "version": f"commit {commit} ({api})",
         "license": "GPL-3.0-or-later",
         "retrieved": RETRIEVED,
     }
-    models = ["cgminer-based firmware (RPC API, port 4028)"]
+    models = [f"{program}-based firmware (RPC API, port 4028)"]
     out = []
-    for line in lines[3:]:
-        code, name, sev, msg = line.split("\t")
+    for code, name, sev, msg in rows:
         human = msg.replace("%d", "N").replace("%s", "X").replace("'X'", "X")
-        letter = {"ERR": "E", "WARN": "W"}[sev]
+        letter = API_SEVERITIES[sev]
+        kind = {
+            "E": "It reports a rejected or failed API request, not a hardware fault.",
+            "W": "It is a warning about the request (not supported or not possible yet), not a hardware fault.",
+            "I": "It is a diagnostic notice about the request (nothing failed), not a hardware fault.",
+        }[letter]
         desc = (
-            f"cgminer's RPC API answers STATUS={letter}, Code={code} ({name}) with the message "
-            f"\"{human}\". It reports a rejected or unsupported API request, not a hardware fault."
+            f"{program}'s RPC API answers STATUS={letter}, Code={code} ({name}) with the message "
+            f"\"{human}\". {kind}"
         )
-        rec = record(f"CGMINER-API-{code}", code, "cgminer (open source)", "cgminer",
-                     "cgminer RPC API", short_title(human), desc, models, src, text=human)
+        rec = record(f"{prefix}-{code}", code, maker, slug, f"{program} RPC API",
+                     short_title(human), desc, models, src, text=human)
         out.append(as_api_status(rec, letter))
     return out
+
+
+def cgminer_rows():
+    return api_rows(CGMINER_TSV, "github.com/ckolivas/cgminer", "cgminer", "CGMINER-API",
+                    "cgminer (open source)", "cgminer", "API 3.7")
+
+
+def bfgminer_rows():
+    return api_rows(BFGMINER_TSV, "github.com/luke-jr/bfgminer", "BFGMiner", "BFGMINER-API",
+                    "BFGMiner (open source)", "bfgminer", "API 3.1")
 
 
 def as_api_status(rec: dict, letter: str | None) -> dict:
     """An API status code is about the request, not the hardware: component `service` (or
     `pool` when the message names a pool), DIY `none`; severity from the API's own status
     letter where the source gives one (E = the request failed: warning, the miner keeps
-    mining; W = not supported: info), else from the severity rules."""
+    mining; W = not supported or not possible yet, I = a diagnostic notice: info), else from the severity rules."""
     if rec["component"] != "pool":
         rec["component"] = "service"
         rec["classification"]["component"] = "api-status"
@@ -355,7 +405,7 @@ def curated_rows():
 
 def build() -> list[dict]:
     merged: dict[str, dict] = {}
-    for rows in (curated_rows(), whatsminer_rows(), innosilicon_rows(), cgminer_rows(), documented_rows()):
+    for rows in (curated_rows(), whatsminer_rows(), innosilicon_rows(), cgminer_rows(), bfgminer_rows(), documented_rows()):
         for r in rows:
             merged.setdefault(r["code"], r)
     return list(merged.values())
@@ -375,6 +425,9 @@ def render(rows: list[dict]) -> str:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["extract-cgminer"]:
         extract_cgminer(Path(argv[1]), argv[2] if len(argv) > 2 else "unknown")
+        return 0
+    if argv[:1] == ["extract-bfgminer"]:
+        extract_bfgminer(Path(argv[1]), argv[2] if len(argv) > 2 else "unknown")
         return 0
     text = render(build())
     if argv[:1] == ["--check"]:

@@ -192,9 +192,20 @@ def server(upstreams):
 
 
 def records(server, path):
+    """Every record an answer holds: a paginated answer (error-codes) is followed page by
+    page, so a test never mistakes the first page for the whole result set."""
     status, _, body = get_json(server.url + path)
     assert status == 200, body
-    return body["records"]
+    out = body["records"]
+    pagination = body["meta"].get("pagination")
+    while pagination and pagination["next_page"] is not None:
+        sep = "&" if "?" in path else "?"
+        status, _, body = get_json(f"{server.url}{path}{sep}page={pagination['next_page']}")
+        assert status == 200, body
+        assert body["meta"]["pagination"]["page"] == pagination["next_page"]
+        out += body["records"]
+        pagination = body["meta"]["pagination"]
+    return out
 
 
 # ---------------------------------------------------------------- catalogue, OpenAPI, index
@@ -327,15 +338,13 @@ def test_error_code_filters(server):
 
 
 def all_error_codes(server):
-    """Every error-code record, page by page at the largest page size."""
-    out, page = [], 1
-    while True:
-        status, _, body = get_json(f"{server.url}/v1/error-codes?per_page=500&page={page}")
-        assert status == 200
-        out += body["records"]
-        if body["meta"]["pagination"]["next_page"] is None:
-            return out
-        page += 1
+    """Every error-code record, followed page by page. At the default 100 a page the corpus
+    spans several pages, so this also exercises the pagination links; the largest page size
+    must give the same records in the same order."""
+    paged = records(server, "/v1/error-codes")
+    assert len(paged) > 100
+    assert [r["code"] for r in records(server, "/v1/error-codes?per_page=500")] == [r["code"] for r in paged]
+    return paged
 
 
 def test_error_code_corpus_is_sourced_and_served(server):
@@ -346,7 +355,9 @@ def test_error_code_corpus_is_sourced_and_served(server):
     path = ROOT / "open-data" / "datasets" / "error-codes" / "error-codes.v1.jsonl"
     rows = [json.loads(l) for l in path.read_text().splitlines() if l.strip() and not l.startswith("#")]
     assert [r["code"] for r in served] == [r["code"] for r in rows]
-    assert len(served) >= 380 and len({r["code"] for r in served}) == len(served)
+    assert len(served) >= 450 and len({r["code"] for r in served}) == len(served)
+    # More records than one page holds: the corpus is only complete when paging works.
+    assert len(served) > 100
     for r in served:
         src = r["source"]
         assert src.get("url") or (src.get("repository") and src.get("path")), r["code"]
@@ -577,7 +588,6 @@ def test_export_mirrors_equal_the_api(server):
     for dataset, path in [
         ("miners", "/v1/miners"),
         ("power-profiles", "/v1/power-profiles"),
-        ("error-codes", "/v1/error-codes?per_page=500"),
         ("reliability", "/v1/reliability"),
         ("price-index", "/v1/price-index"),
     ]:
@@ -586,6 +596,12 @@ def test_export_mirrors_equal_the_api(server):
         assert records_region(api) == records_region(mirror), dataset
         csv_lines = (out / f"{dataset}.csv").read_bytes().decode().strip().split("\r\n")
         assert len(csv_lines) == 1 + len(json.loads(api)["records"]), dataset
+    # error-codes is paginated: the mirror holds every record, the API all pages together.
+    served = all_error_codes(server)
+    mirror = json.loads((out / "error-codes.json").read_text())["records"]
+    assert mirror == served
+    csv_lines = (out / "error-codes.csv").read_bytes().decode().strip().split("\r\n")
+    assert len(csv_lines) == 1 + len(served)
     hist = json.loads((out / "hashprice-history.json").read_text())
     assert hist["meta"]["license"] == "CC BY 4.0" and isinstance(hist["records"], list)
     # The CSV mirror of the history has its header row even with no records yet, so a CSV

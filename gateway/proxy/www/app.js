@@ -943,7 +943,7 @@
             onChange=${() => write(() => api("PUT", "/api/autotuner/active", { active: s.active !== true }))} /> Tuning on</label></div>
         <${Loading} q=${q} />
         <div class="tiles">
-          <${Tile} label="State" sub=${html`<span id="tuner-reason"><${V} k="reason" v=${s.reason} /></span>`}><span class=${stateClass(s.state)}><${V} k="state" v=${s.state} /></span><//>
+          <${Tile} label="State" sub=${html`<span id="tuner-reason"><${V} k="reason" v=${s.reason} /></span>`}><span class=${stateClass(s.state)}><${V} k="state" v=${s.state} f="state" /></span><//>
           <${Tile} label="Mode" sub=${html`profile <${V} k="profile" v=${s.profile} />`}><${V} k="mode" v=${s.mode} /><//>
           <${Tile} label="Power target"><${V} k="power_target_watt" v=${s.power_target_watt} f="watt" /><//>
           <${Tile} label="Steps taken" sub=${html`since ${FMT.time(s.since_ms)}`}><${V} k="steps" v=${s.steps} f="int" /><//>
@@ -1070,11 +1070,11 @@
         <p>Healthy: <strong class=${q.data && q.data.healthy ? "s-ok" : "s-warn"}><${V} k="healthy" v=${get(q.data, "healthy")} f="bool" /></strong></p>
         <${Loading} q=${q} />
         <div class="scroll"><table id="services">
-          <thead><tr><th scope="col">Service</th><th scope="col">State</th><th scope="col">PID</th><th scope="col">Restarts</th><th scope="col">Up for</th><th scope="col">Last exit</th><th scope="col"><span class="sr">Actions</span></th></tr></thead>
+          <thead><tr><th scope="col">Service</th><th scope="col">State</th><th scope="col" class="wide-only">PID</th><th scope="col">Restarts</th><th scope="col" class="wide-only">Up for</th><th scope="col" class="wide-only">Last exit</th><th scope="col"><span class="sr">Actions</span></th></tr></thead>
           <tbody>${services.map((s, i) => html`<tr data-service=${s.name}>
-            <td><${V} k=${`services.${i}.name`} v=${s.name} /></td><td class=${stateClass(s.state)}><${V} k=${`services.${i}.state`} v=${s.state} /></td>
-            <td><${V} k=${`services.${i}.pid`} v=${s.pid} /></td><td class="restarts"><${V} k=${`services.${i}.restarts`} v=${s.restarts} f="int" /></td>
-            <td>${FMT.duration(s.uptime_s)}</td><td>${FMT.text(s.last_exit)}</td>
+            <td><${V} k=${`services.${i}.name`} v=${s.name} /></td><td class=${stateClass(s.state)}><${V} k=${`services.${i}.state`} v=${s.state} f="state" /></td>
+            <td class="wide-only"><${V} k=${`services.${i}.pid`} v=${s.pid} /></td><td class="restarts"><${V} k=${`services.${i}.restarts`} v=${s.restarts} f="int" /></td>
+            <td class="wide-only">${FMT.duration(s.uptime_s)}</td><td class="wide-only">${FMT.text(s.last_exit)}</td>
             <td><button type="button" class="secondary small restart" disabled=${act.busy} onClick=${() => restart(s.name)}>Restart</button></td></tr>`)}</tbody>
         </table></div>
         <${Err} error=${act.error} />
@@ -1135,7 +1135,8 @@
       <h2>${spec.title}</h2>
       <div class="row wrap">${spec.fields.map(([k, label]) => html`<${Field} label=${label}><input name=${k} value=${values[k]} onInput=${(e) => setValues({ ...values, [k]: e.target.value })} required /><//>`)}</div>
       <button type="submit" class="danger" disabled=${act.busy}>Write…</button>
-      ${act.result ? html`<pre class="result" role="status">${JSON.stringify(act.result, null, 1)}</pre>` : null}
+      ${act.result ? html`<div class="result" role="status"><${KV} obj=${act.result} src=${spec.path} />
+        ${Object.entries(act.result).filter(([, v]) => v && typeof v === "object" && !Array.isArray(v)).map(([k, v]) => html`<h3>${kvLabel(k)}</h3><${KV} obj=${v} src=${spec.path} />`)}</div>` : null}
       <${Err} error=${act.error} />
     </form>`;
   }

@@ -370,6 +370,43 @@ def test_defect8_heater_sleep_thermostat_without_a_reading(sim, ready, browser):
     assert "no recent room reading" in warned, warned
 
 
+# ------------------------------------------------------------------------------- defect 9
+
+
+def test_defect9_per_pool_share_counters_survive_a_pools_save_with_an_edited_worker(sim, ready, browser):
+    before = pools_of(sim, ready)["pools"]
+    wait_for(lambda: (pools_of(sim, ready)["pools"][0].get("status") or {}).get("accepted", 0) > 0, 120, "accepted shares")
+    counted = pools_of(sim, ready)["pools"][0]["status"]["accepted"]
+    edited = [dict(p) for p in before]
+    edited[0]["user"] = f"dash.defect9.{int(time.time()) % 1000}"
+    try:
+        restore_pools(sim, ready, edited)
+
+        def mining_as_edited():
+            p = pools_of(sim, ready)["pools"][0].get("status") or {}
+            return p.get("user") == edited[0]["user"] and p.get("state") == "alive" and p
+
+        live = wait_for(mining_as_edited, 60, "the edited worker mining")
+
+        async def drive(page: Page):
+            await open_logged_in(page, sim, ready, "shares")
+            await page.until("document.querySelectorAll('#screen-shares tbody tr').length > 0", 60, "the per-pool table")
+            await asyncio.sleep(0.5)
+            values = await page.check_values("#screen-shares")
+            shown = await page.js("""({total: JSON.parse(document.querySelector('#screen-shares [data-k="shares.accepted"]').dataset.v),
+                pools: [...document.querySelectorAll('#screen-shares tbody tr')].map((tr) => JSON.parse(tr.querySelector('[data-k$=".accepted"]').dataset.v))})""")
+            return values, shown, page
+
+        values, shown, page = run_page(browser, sim.http_url, drive)
+    finally:
+        restore_pools(sim, ready, before)
+    # The pool's count went on from where it was; the rows add up to the total.
+    assert live["accepted"] >= counted, (live, counted)
+    assert sum(shown["pools"]) == shown["total"], shown
+    assert values > 4
+    assert_clean(page)
+
+
 # ------------------------------------------------------------------------------- defect 11
 
 
@@ -396,22 +433,26 @@ def test_defect11_wizard_summary_in_words_and_the_pool_url_shown_whole(wizard_si
     pool_url = pools_of(sim, token)["pools"][0]["url"]
 
     async def drive(page: Page):
-        out = {}
-        for label, size in (("desktop", DESKTOP), ("phone", PHONE)):
-            await at_size(page, size)
-            await page.goto(f"{sim.http_url}/#/setup")
-            await page.until("document.readyState === 'complete'", 30, "the page")
-            await page.js(f"sessionStorage.setItem('svcos.token', {json.dumps(token)}); sessionStorage.setItem('svcos.wizard.step', '2'); true")
-            await page.call("Page.reload")
-            await page.until("document.getElementById('wizard')?.dataset.step === 'pool' && !!document.getElementById('wizard-pool-url')?.value", 60, "the pool step")
-            out[label] = await page.js("""(() => { const i = document.getElementById('wizard-pool-url');
-                return {value: i.value, fits: i.scrollWidth <= i.clientWidth}; })()""")
-        await clear_size(page)
-        await page.js("sessionStorage.setItem('svcos.wizard.step', '7'); true")
+        await page.goto(f"{sim.http_url}/#/setup")
+        await page.until("document.readyState === 'complete'", 30, "the page")
+        await page.js(f"sessionStorage.setItem('svcos.token', {json.dumps(token)}); sessionStorage.setItem('svcos.wizard.step', '7'); true")
         await page.call("Page.reload")
         await page.until("document.getElementById('wizard')?.dataset.step === 'summary' && !!document.querySelector('#wizard-summary tr[data-step=pool]')", 60, "the summary")
         await page.until(f"document.querySelector('#wizard-summary tr[data-step=pool]').textContent.includes({json.dumps(pool_url)})", 30, "the pool row")
         rows = await page.js("Object.fromEntries([...document.querySelectorAll('#wizard-summary tr[data-step]')].map((tr) => [tr.dataset.step, tr.textContent]))")
+        for _ in range(8):
+            if await page.js("document.getElementById('wizard').dataset.step === 'pool'"):
+                break
+            await page.click("#wizard-back")
+            await asyncio.sleep(0.2)
+        await page.until("!!document.getElementById('wizard-pool-url')?.value", 30, "the pool step")
+        out = {}
+        for label, size in (("desktop", DESKTOP), ("phone", PHONE)):
+            await at_size(page, size)
+            await asyncio.sleep(0.3)
+            out[label] = await page.js("""(() => { const i = document.getElementById('wizard-pool-url');
+                return {value: i.value, fits: i.scrollWidth <= i.clientWidth, width: i.clientWidth}; })()""")
+        await clear_size(page)
         return out, rows, page
 
     out, rows, page = run_page(browser, sim.http_url, drive)

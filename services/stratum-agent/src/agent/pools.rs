@@ -66,6 +66,7 @@ impl Agent {
             .home
             .map(|h| (self.index_of(h), self.ranked().first() == Some(&h)));
         let mut old: Vec<PoolSlot> = std::mem::take(&mut self.slots);
+        let new_keys: HashSet<String> = config.pools.iter().map(pool_key).collect();
         for cfg in config.pools {
             let key = pool_key(&cfg);
             let slot = match old.iter().position(|s| s.key == key) {
@@ -75,6 +76,21 @@ impl Agent {
                     s
                 }
                 None => {
+                    // The same pool server under another worker name is the owner's edit of
+                    // that pool, not a new one: its counters stay with it (issue 31 defect 9:
+                    // the per-pool counts restarted while the total went on). The slot itself
+                    // is new, so the connection is dialled again with the new credentials.
+                    if let Some(p) = old
+                        .iter()
+                        .position(|s| s.cfg.url == cfg.url && !new_keys.contains(&s.key))
+                    {
+                        let edited = old.remove(p);
+                        if let Some(counted) = self.saved.pools.remove(&edited.key) {
+                            self.saved.pools.entry(key.clone()).or_default().absorb(counted);
+                            self.dirty = true;
+                        }
+                        self.drop_slot(edited);
+                    }
                     let uid = self.next_uid;
                     self.next_uid += 1;
                     PoolSlot::new(uid, cfg, now)
@@ -83,12 +99,7 @@ impl Agent {
             self.slots.push(slot);
         }
         for s in old {
-            if let Some(c) = s.conn {
-                self.conns.remove(&c);
-                if self.epoch_conn == Some(c) {
-                    self.epoch_conn = None;
-                }
-            }
+            self.drop_slot(s);
         }
         if self.sv2_focus.is_none_or(|f| !self.conns.contains_key(&f))
             || !self.settings.stratum.sv2_enabled
@@ -115,6 +126,16 @@ impl Agent {
             }
         }
         Ok(())
+    }
+
+    /// Close the connection of a slot the new list no longer has.
+    fn drop_slot(&mut self, slot: PoolSlot) {
+        if let Some(c) = slot.conn {
+            self.conns.remove(&c);
+            if self.epoch_conn == Some(c) {
+                self.epoch_conn = None;
+            }
+        }
     }
 
     /// A new list that ranks another pool above the one being mined (moved up, or added
@@ -241,5 +262,37 @@ mod tests {
         // Reloading the new order again records nothing more.
         ask(&mut k.agent, Command::ReloadConfig).unwrap();
         assert_eq!(k.agent.saved.switches.len(), before + 1);
+    }
+
+    #[test]
+    fn an_edited_worker_keeps_the_pools_counters_and_a_new_pool_starts_at_zero() {
+        let mut k = kit(pools(2), SavedState::default(), vec![]);
+        let key0 = k.agent.slots[0].key.clone();
+        let counted = PoolCounters {
+            accepted: 60,
+            rejected: 2,
+            best_share: 9.0,
+            ..PoolCounters::default()
+        };
+        k.agent.saved.pools.insert(key0.clone(), counted);
+        let path = k.agent.settings.config_path.clone();
+        let mut config = Config::load(&path).unwrap();
+        config.pools[0].user = "edited.worker".into();
+        config.pools.push(PoolConfig {
+            url: "stratum+tcp://127.0.0.1:2001".into(),
+            user: "w9".into(),
+            priority: 2,
+            ..Default::default()
+        });
+        config.save(&path).unwrap();
+        ask(&mut k.agent, Command::ReloadConfig).unwrap();
+        let view = k.views.pools.borrow().clone();
+        assert_eq!(view.pools[0].user, "edited.worker");
+        assert_eq!((view.pools[0].accepted, view.pools[0].rejected), (60, 2));
+        assert_eq!(view.pools[0].best_share, 9.0);
+        assert_eq!(view.pools[2].accepted, 0);
+        assert!(!k.agent.saved.pools.contains_key(&key0));
+        // The unchanged pool keeps its own slot and counters.
+        assert_eq!(view.pools[1].user, "w1");
     }
 }

@@ -390,11 +390,11 @@ def test_defect9_per_pool_share_counters_survive_a_pools_save_with_an_edited_wor
 
         async def drive(page: Page):
             await open_logged_in(page, sim, ready, "shares")
-            await page.until("document.querySelectorAll('#screen-shares tbody tr').length > 0", 60, "the per-pool table")
+            await page.until("document.querySelectorAll('#screen-shares .scroll tbody tr').length > 0", 60, "the per-pool table")
             await asyncio.sleep(0.5)
             values = await page.check_values("#screen-shares")
             shown = await page.js("""({total: JSON.parse(document.querySelector('#screen-shares [data-k="shares.accepted"]').dataset.v),
-                pools: [...document.querySelectorAll('#screen-shares tbody tr')].map((tr) => JSON.parse(tr.querySelector('[data-k$=".accepted"]').dataset.v))})""")
+                pools: [...document.querySelectorAll('#screen-shares .scroll tbody tr')].map((tr) => JSON.parse(tr.querySelector('[data-k$=".accepted"]').dataset.v))})""")
             return values, shown, page
 
         values, shown, page = run_page(browser, sim.http_url, drive)

@@ -389,7 +389,10 @@ async fn profiles_save_apply_export_import_and_silicon_views() {
         .await;
     assert_eq!(off.status, 200);
     let enabled = |c: Value| c["config"]["tuner"]["enabled"].clone();
-    assert_eq!(enabled(h.get("/api/config", Some(GOOD)).await.json()), false);
+    assert_eq!(
+        enabled(h.get("/api/config", Some(GOOD)).await.json()),
+        json!(false)
+    );
     let applied = h
         .send_json(
             "POST",
@@ -402,7 +405,10 @@ async fn profiles_save_apply_export_import_and_silicon_views() {
     let applied = applied.json();
     assert_eq!(applied["mode"], "fixed");
     assert_eq!(applied["active"], true);
-    assert_eq!(enabled(h.get("/api/config", Some(GOOD)).await.json()), true);
+    assert_eq!(
+        enabled(h.get("/api/config", Some(GOOD)).await.json()),
+        json!(true)
+    );
 
     // Export, then import into the same tuner: the document is accepted as is.
     let d = h.get("/api/profile/download", Some(GOOD)).await;

@@ -86,7 +86,11 @@ impl Agent {
                     {
                         let edited = old.remove(p);
                         if let Some(counted) = self.saved.pools.remove(&edited.key) {
-                            self.saved.pools.entry(key.clone()).or_default().absorb(counted);
+                            self.saved
+                                .pools
+                                .entry(key.clone())
+                                .or_default()
+                                .absorb(counted);
                             self.dirty = true;
                         }
                         self.drop_slot(edited);

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import PASSWORD, ROOT, http, start_sim, stop_sim, wait_for  # noqa: E402
 from test_dashboard import Browser, run_page, wait_for_proxy  # noqa: E402
 
-SIZES = {"desktop": (1280, 900, False), "phone": (390, 844, True)}
+SIZES = {"desktop": (1366, 900, False), "phone": (390, 844, True)}
 # (mode, screen) pairs: each mode's own screens.
 SCREENS = [
     ("home", "heater"),

@@ -35,6 +35,14 @@
   }
   const num = (v, d) => (isNum(v) ? nf({ maximumFractionDigits: d, minimumFractionDigits: d }).format(v) : "–");
   let currency = "USD";
+  const STATE_WORDS = {
+    mining: "mining", bringup: "starting the hashboards", chain_bringup: "starting the hashboards",
+    starting_services: "starting", waiting_for_pool_client: "waiting for the pool client",
+    waiting_for_work: "waiting for work from the pool", no_work: "waiting for work from the pool",
+    sleeping: "asleep", overheat: "paused: too hot", overheat_pause: "paused: too hot", fault: "fault",
+    alive: "connected", dead: "unreachable", connecting: "connecting", auth_failed: "worker or password refused",
+    silent: "connected, but no work", disabled: "disabled", idle: "idle", running: "running", stopped: "stopped",
+  };
   const FMT = {
     text: (v) => (v === null || v === undefined || v === "" ? "–" : String(v)),
     int: (v) => num(v, 0),
@@ -45,7 +53,12 @@
     percent: (v) => (isNum(v) ? nf({ style: "percent", maximumFractionDigits: 1 }).format(v / 100) : "–"),
     rpm: (v) => (isNum(v) ? num(v, 0) + " rpm" : "–"),
     mhz: (v) => (isNum(v) ? num(v, 0) + " MHz" : "–"),
-    mv: (v) => (isNum(v) ? num(v, 0) + " mV" : "–"),
+    // Chain and PSU voltages are volts to the owner ("8.80 V", not "8,800 mV").
+    mv: (v) => (isNum(v) ? num(v / 1000, 2) + " V" : "–"),
+    // A state code in words ("bringup" → "starting the hashboards").
+    state: (v) => (v === null || v === undefined || v === "" ? "–" : STATE_WORDS[v] || String(v).replace(/_/g, " ")),
+    // A number the API sent with float noise (243.09999999999968) at a sane precision.
+    auto: (v) => (isNum(v) ? (Number.isInteger(v) ? num(v, 0) : nf({ maximumFractionDigits: Math.abs(v) < 10 ? 3 : 2 }).format(v)) : FMT.text(v)),
     ghs: (v) => {
       if (!isNum(v)) return "–";
       if (v >= 1000) return num(v / 1000, 2) + " TH/s";
@@ -62,12 +75,13 @@
       return d ? `${d} d ${h} h` : h ? `${h} h ${m} min` : `${m} min ${Math.floor(v % 60)} s`;
     },
     bool: (v) => (v === true ? "yes" : v === false ? "no" : "–"),
-    // Sizes from a few bytes (a wrong file) to a 1 GiB bundle, in the unit that shows them.
+    // Sizes from a few bytes (a wrong file) to the 1 GiB bundle limit, in the unit that shows them.
     bytes: (v) => {
       if (!isNum(v)) return "–";
       if (v < 1024) return num(v, 0) + " B";
       if (v < 1048576) return num(v / 1024, 1) + " KiB";
-      return num(v / 1048576, 1) + " MiB";
+      if (v < 1073741824) return num(v / 1048576, 1) + " MiB";
+      return num(v / 1073741824, 1) + " GiB";
     },
   };
   window.svcosFmt = FMT;
@@ -280,11 +294,41 @@
   const Loading = ({ q }) =>
     q.error && !q.data ? html`<${Err} error=${q.error} />` : !q.loaded ? html`<p class="muted">Loading…</p>` : null;
 
-  // Key/value list of an object's scalar members.
+  // A connection error as the OS or the pool client worded it ("Failed:connect … (os error
+  // 111)"), in the owner's words, keeping the original for support.
+  const ERROR_WORDS = [
+    [/os error 111|connection refused/i, "the pool refused the connection (nothing listens at that address and port)"],
+    [/os error 110|timed out|timeout/i, "no answer from the pool (timed out)"],
+    [/os error 113|no route to host/i, "no route to the pool's host"],
+    [/os error 101|network is unreachable/i, "the network is unreachable"],
+    [/os error 104|connection reset/i, "the pool closed the connection"],
+    [/failed to lookup|name or service not known|no such host|dns/i, "the pool's host name could not be found"],
+    [/unauthori[sz]ed|auth/i, "the pool refused the worker name or password"],
+  ];
+  function plainError(e) {
+    if (!e) return "";
+    const hit = ERROR_WORDS.find(([re]) => re.test(e));
+    return hit ? `${hit[1]} (${e.replace(/^\s*failed:\s*/i, "")})` : String(e).replace(/^\s*failed:\s*/i, "");
+  }
+
+  // A member's unit from its name's suffix: the label drops it and the value shows it.
+  const KEY_UNITS = [[/_bytes$/, "bytes"], [/_mv$/, "mv"], [/_mhz$/, "mhz"], [/_watts?$/, "watt"], [/_c$/, "celsius"], [/_percent$/, "percent"], [/_rpm$/, "rpm"], [/_(s|secs)$/, "duration"], [/_at_ms$|_time_ms$/, "time"], [/_ghs$/, "ghs"]];
+  function kvLabel(k) {
+    const words = k.replace(/_(bytes|mv|mhz|watts?|c|percent|rpm|s|secs|ms|ghs)$/, "").replace(/_at$/, " at").replace(/_/g, " ");
+    return words.charAt(0).toUpperCase() + words.slice(1);
+  }
+  function kvFormat(k, v) {
+    if (typeof v === "boolean") return "bool";
+    if (typeof v !== "number") return "text";
+    const unit = KEY_UNITS.find(([re]) => re.test(k));
+    return unit ? unit[1] : "auto";
+  }
+
+  // Key/value list of an object's scalar members, labelled in words with units in the values.
   function KV({ obj, src, skip = [] }) {
     if (!obj || typeof obj !== "object") return null;
     const rows = Object.entries(obj).filter(([k, v]) => !skip.includes(k) && k !== "schema" && (v === null || typeof v !== "object"));
-    return html`<dl class="kv" data-src=${src}>${rows.map(([k, v]) => html`<dt>${k.replace(/_/g, " ")}</dt><dd><${V} k=${k} v=${v} /></dd>`)}</dl>`;
+    return html`<dl class="kv" data-src=${src}>${rows.map(([k, v]) => html`<dt>${kvLabel(k)}</dt><dd><${V} k=${k} v=${v} f=${kvFormat(k, v)} /></dd>`)}</dl>`;
   }
 
   // The confirmation dialog every dangerous write goes through (native <dialog>: focus trap,
@@ -390,11 +434,11 @@
     return "loud";
   }
 
+  // The price's one home is `[tuner].electricity_price_per_kwh` (the wizard's step writes it
+  // there too); the wizard's record is only the answer it gave then.
   function useEconomics() {
-    const q = usePoll(() => api("GET", "/api/setup/status"), 0);
-    const v = get(q.data, "steps");
-    const step = Array.isArray(v) ? v.find((s) => s.step === "economics") : null;
-    const values = (step && step.values) || {};
+    const q = usePoll(() => api("GET", "/api/config"), 0);
+    const values = get(q.data, "config.tuner") || {};
     if (values.currency) currency = values.currency;
     return { price: values.electricity_price_per_kwh, currency: values.currency, reload: q.reload };
   }
@@ -432,7 +476,13 @@
     const h = home.data || {};
     const cfg = get(config.data, "config") || {};
     const m = (status && status.mining) || {};
-    const sleeping = h.sleeping === true;
+    // A Sleep or On the miner accepted shows at once: the status catches up within a poll, and
+    // until then the last heat reading would claim heat a sleeping miner no longer makes.
+    const [pending, setPending] = useState(null);
+    useEffect(() => {
+      if (pending && (h.sleeping === true) === (pending === "sleep")) setPending(null);
+    }, [h.sleeping, pending]);
+    const sleeping = pending ? pending === "sleep" : h.sleeping === true;
     const [level, setLevel] = useState(null);
     const [room, setRoom] = useState(null);
     const cap = get(status, "mining.power_target_watt");
@@ -461,6 +511,8 @@
 
     const sleepWake = (what) => run(async () => {
       await api("POST", `/api/action/${what}`, {});
+      setPending(what);
+      setTimeout(() => setPending((p) => (p === what ? null : p)), 15000);
       await home.reload();
       refreshStatus();
     });
@@ -481,14 +533,15 @@
       <section class="card hero" data-src="/api/home/status">
         <div class="hero-state">
           <span class=${"big " + (sleeping ? "s-warn" : stateClass(h.state))}>${sleeping ? "Sleeping" : h.heating ? "Heating" : FMT.text(h.state)}</span>
-          <span class="muted">state <${V} k="state" v=${h.state} /></span>
+          <span class="muted">the miner is <${V} k="state" v=${h.state} f="state" /></span>
         </div>
         <div class="power-toggle" role="group" aria-label="Heater power">
-          <button type="button" id="heater-on" aria-pressed=${!sleeping} disabled=${act.busy} onClick=${() => sleepWake("wake")}>On</button>
-          <button type="button" id="heater-sleep" class="secondary" aria-pressed=${sleeping} disabled=${act.busy} onClick=${() => sleepWake("sleep")}>Sleep (off)</button>
+          <button type="button" id="heater-on" class=${sleeping ? "secondary" : ""} aria-pressed=${!sleeping} disabled=${act.busy} onClick=${() => sleepWake("wake")}>On</button>
+          <button type="button" id="heater-sleep" class=${sleeping ? "" : "secondary"} aria-pressed=${sleeping} disabled=${act.busy} onClick=${() => sleepWake("sleep")}>Sleep (off)</button>
         </div>
         <div class="tiles">
-          <${Tile} label="Heat output"><${V} k="heat_output_watt" v=${h.heat_output_watt} f="watt" /><//>
+          <${Tile} label="Heat output" sub=${sleeping ? "asleep: the hashboards are off" : ""}>${sleeping
+            ? html`<span id="heat-output">0 W</span>` : html`<span id="heat-output"><${V} k="heat_output_watt" v=${h.heat_output_watt} f="watt" /></span>`}<//>
           <${Tile} label="Noise" sub=${html`fans <${V} k="fan_pwm_percent" v=${h.fan_pwm_percent} f="percent" />`}>${noiseWord(h.fan_pwm_percent)}<//>
           <${Tile} label="Hottest chip"><${V} k="temp_max_c" v=${h.temp_max_c} f="celsius" /><//>
           <${Tile} label="Room" sub=${thermo && thermo.target_room_c !== undefined ? `target ${FMT.celsius(thermo.target_room_c)}` : ""}>
@@ -522,8 +575,11 @@
           <button type="button" disabled=${act.busy} onClick=${() => applyThermostat(true)}>Use thermostat</button>
           <button type="button" class="secondary" disabled=${act.busy} onClick=${() => applyThermostat(false)}>Turn thermostat off</button>
         </div>
-        <p class="muted">Thermostat: ${get(cfg, "home.thermostat_enabled") ? "on" : "off"}. Room readings come from <code>POST /api/home/room-temp</code>
-          (for example a Home Assistant automation).</p>
+        ${get(cfg, "home.thermostat_enabled") && thermo && !thermo.reading_fresh
+          ? html`<p class="warning" role="alert" id="thermostat-state">Thermostat: on, but it has no recent room reading, so it cannot hold the room
+              at its target: the miner heats at the level above (${FMT.watt(cap)}) until a reading arrives.</p>`
+          : html`<p class="muted" id="thermostat-state">Thermostat: ${get(cfg, "home.thermostat_enabled") ? "on" : "off"}.</p>`}
+        <p class="muted">Room readings come from <code>POST /api/home/room-temp</code> (for example a Home Assistant automation).</p>
         <${Err} error=${act.error} />
       </section>
 
@@ -612,7 +668,7 @@
     const eff = isNum(m.power_watt) && isNum(hr["1m"]) && hr["1m"] > 0 ? m.power_watt / (hr["1m"] / 1000) : undefined;
     return html`<div class="screen" id="screen-mining">
       <section class="tiles" data-src="/api/status" data-seq=${m.telemetry_seq}>
-        <${Tile} label="State" sub=${m.state_reason}><span class=${stateClass(m.state)}><${V} k="mining.state" v=${m.state} /></span><//>
+        <${Tile} label="State" sub=${m.state_reason}><span class=${stateClass(m.state)}><${V} k="mining.state" v=${m.state} f="state" /></span><//>
         <${Tile} label="Hashrate (5 s)" sub=${html`1 min <${V} k="mining.hashrate_ghs.1m" v=${hr["1m"]} f="ghs" /> · 15 min <${V} k="mining.hashrate_ghs.15m" v=${hr["15m"]} f="ghs" />`}>
           <${V} k="mining.hashrate_ghs.5s" v=${hr["5s"]} f="ghs" /><//>
         <${Tile} label="Power" sub=${html`target <${V} k="mining.power_target_watt" v=${m.power_target_watt} f="watt" />`}><${V} k="mining.power_watt" v=${m.power_watt} f="watt" /><//>
@@ -628,7 +684,7 @@
           <thead><tr><th scope="col">Chain</th><th scope="col">State</th><th scope="col">Chips</th><th scope="col">Hashrate (1 min)</th><th scope="col">Board</th><th scope="col">Chip</th><th scope="col">Frequency</th><th scope="col">Voltage</th><th scope="col">HW errors</th></tr></thead>
           <tbody>${(s.chains || []).map((c, i) => html`<tr>
             <td><${V} k=${`chains.${i}.chain_id`} v=${c.chain_id} /></td>
-            <td class=${stateClass(c.state)}><${V} k=${`chains.${i}.state`} v=${c.state} /></td>
+            <td class=${stateClass(c.state)}><${V} k=${`chains.${i}.state`} v=${c.state} f="state" /></td>
             <td><${V} k=${`chains.${i}.chips_detected`} v=${c.chips_detected} f="int" /> / <${V} k=${`chains.${i}.chips_expected`} v=${c.chips_expected} f="int" /></td>
             <td><${V} k=${`chains.${i}.hashrate_ghs.1m`} v=${get(c, "hashrate_ghs.1m")} f="ghs" /></td>
             <td><${V} k=${`chains.${i}.temp_board_c`} v=${c.temp_board_c} f="celsius" /></td>
@@ -651,39 +707,79 @@
 
   // ---------------------------------------------------------------- Mining: chips heat map
 
+  // Each cell shows its number in the unit the legend names (a unit in every 46 px cell was cut
+  // to "GH/" on a phone); light tones with dark text keep the labels above 4.5:1.
   const CHIP_METRICS = {
-    temp_c: { label: "Temperature", f: "celsius" },
-    ghs_1m: { label: "Hashrate (1 min)", f: "ghs" },
-    hw_errors: { label: "HW errors", f: "int" },
+    temp_c: { label: "Temperature", f: "num1", unit: "°C" },
+    ghs_1m: { label: "Hashrate (1 min)", f: "num1", unit: "GH/s" },
+    hw_errors: { label: "HW errors", f: "int", unit: "errors" },
   };
+  const TONES = { ok: 120, warn: 40, bad: 0 };
+  const toneColour = (tone) => `hsl(${TONES[tone]} 65% 72%)`;
 
-  function ChipsScreen() {
+  // A chip's tone against fixed references, never against the spread of today's values: a chip
+  // below the temperature target is fine however much warmer than its neighbours, and a chip
+  // within 10 % of the median chip's hashrate is fine however slightly it trails.
+  function chipTone(metric, v, ref) {
+    if (!isNum(v)) return null;
+    if (metric === "temp_c") {
+      if (isNum(ref.hot) && v >= ref.hot) return "bad";
+      return isNum(ref.target) && v > ref.target ? "warn" : "ok";
+    }
+    if (metric === "ghs_1m") {
+      if (!(ref.median > 0)) return "ok";
+      const r = v / ref.median;
+      return r >= 0.9 ? "ok" : r > 0.5 ? "warn" : "bad";
+    }
+    return v === 0 ? "ok" : v < 10 ? "warn" : "bad";
+  }
+
+  function chipLegend(metric, ref) {
+    const c = (v) => FMT.celsius(v), g = (v) => FMT.ghs(v);
+    if (metric === "temp_c") {
+      return [["ok", `at or below the target ${c(ref.target)}`], ["warn", `above the target`], ["bad", `at or above ${c(ref.hot)} (hot)`]];
+    }
+    if (metric === "ghs_1m") {
+      return [["ok", `within 10 % of the median chip (${g(ref.median)})`], ["warn", `10–50 % below it`], ["bad", `half of it or less`]];
+    }
+    return [["ok", "no errors"], ["warn", "1–9 errors"], ["bad", "10 or more"]];
+  }
+
+  function ChipsScreen({ status }) {
     const q = usePoll(() => api("GET", "/api/chips"), SCREEN_POLL_MS);
+    const config = usePoll(() => api("GET", "/api/config"), 0);
     const [metric, setMetric] = useState("temp_c");
     const chains = get(q.data, "chains") || [];
-    const all = chains.flatMap((c) => (c.chips || []).map((x) => x[metric])).filter(isNum);
-    const lo = all.length ? Math.min(...all) : 0, hi = all.length ? Math.max(...all) : 1;
-    const color = (v, alive) => {
-      if (!alive) return "var(--dead)";
-      if (!isNum(v)) return "var(--line)";
-      const t = hi > lo ? (v - lo) / (hi - lo) : 0.5;
-      // Temperature and errors: hotter is worse (red); hashrate: lower is worse.
-      const bad = metric === "ghs_1m" ? 1 - t : t;
-      return `hsl(${Math.round(120 - 120 * bad)} 65% 42%)`;
+    const m = CHIP_METRICS[metric];
+    const rates = chains.flatMap((c) => (c.chips || []).filter((x) => x.alive).map((x) => x.ghs_1m)).filter(isNum).sort((a, b) => a - b);
+    const ref = {
+      target: get(status, "mining.temp_target_c") ?? get(config.data, "config.thermal.target_temp_c"),
+      hot: get(config.data, "config.thermal.hot_temp_c"),
+      median: rates.length ? rates[Math.floor(rates.length / 2)] : undefined,
+    };
+    const colour = (x) => {
+      if (!x.alive) return "var(--dead)";
+      const tone = chipTone(metric, x[metric], ref);
+      return tone ? toneColour(tone) : "var(--line)";
     };
     return html`<div class="screen" id="screen-chips">
       <section class="card" data-src="/api/chips">
         <div class="card-head"><h2>Chips</h2>
           <${Field} label="Colour by"><select id="chip-metric" value=${metric} onChange=${(e) => setMetric(e.target.value)}>
             ${Object.entries(CHIP_METRICS).map(([k, x]) => html`<option value=${k}>${x.label}</option>`)}</select><//></div>
-        <p class="muted">Scale: ${FMT[CHIP_METRICS[metric].f](lo)} (green) to ${FMT[CHIP_METRICS[metric].f](hi)}; grey chips are dead.</p>
+        <ul class="chip-legend" id="chip-legend" aria-label=${`${m.label} colours`}>
+          ${chipLegend(metric, ref).map(([tone, words]) => html`<li data-tone=${tone}><span class="swatch" style=${{ background: toneColour(tone) }}></span>${words}</li>`)}
+          <li><span class="swatch" style=${{ background: "var(--dead)" }}></span>dead</li>
+        </ul>
+        <p class="muted">Numbers in ${m.unit}.</p>
         <${Loading} q=${q} />
         ${chains.map((c, ci) => html`<h3>Chain <${V} k=${`chains.${ci}.chain_id`} v=${c.chain_id} /> · ${(c.chips || []).length} chips</h3>
           <div class="heatmap" role="list">
-            ${(c.chips || []).map((x, i) => html`<div role="listitem" class="chip" tabindex="0" style=${{ background: color(x[metric], x.alive) }}
-              title=${`chip ${x.index}: ${FMT.celsius(x.temp_c)}, ${FMT.ghs(x.ghs_1m)}, ${x.hw_errors} HW errors, ${x.frequency_mhz} MHz`}
-              aria-label=${`chip ${x.index}: ${FMT[CHIP_METRICS[metric].f](x[metric])}${x.alive ? "" : ", dead"}`}>
-              <${V} k=${`chains.${ci}.chips.${i}.${metric}`} v=${x[metric]} f=${CHIP_METRICS[metric].f} /></div>`)}
+            ${(c.chips || []).map((x, i) => html`<div role="listitem" class=${"chip" + (x.alive ? "" : " dead")} tabindex="0" style=${{ background: colour(x) }}
+              data-tone=${x.alive ? chipTone(metric, x[metric], ref) || "" : "dead"}
+              title=${`chip ${x.index}: ${FMT.celsius(x.temp_c)}, ${FMT.ghs(x.ghs_1m)}, ${x.hw_errors} HW errors, ${FMT.mhz(x.frequency_mhz)}`}
+              aria-label=${`chip ${x.index}: ${FMT[m.f](x[metric])} ${m.unit}${x.alive ? "" : ", dead"}`}>
+              <${V} k=${`chains.${ci}.chips.${i}.${metric}`} v=${x[metric]} f=${m.f} /></div>`)}
           </div>`)}
       </section>
     </div>`;
@@ -710,19 +806,24 @@
       const body = { pools: rows.map((r, i) => ({ url: r.url.trim(), user: r.user.trim(), password: r.password || "", enabled: !!r.enabled, priority: i, quota: Number(r.quota) || 0 })) };
       await api("POST", "/api/pools", body);
       setDraft(null);
-      await q.reload();
+      // A new order can put the miner on another pool: the switch history shows it at once.
+      await Promise.all([q.reload(), policy.reload()]);
       return "saved";
     });
+    // A test's result belongs to the pool it tested (URL and worker), not to a row number: it
+    // moves with the pool when the list is reordered and is gone once either is edited.
+    const testKey = (r) => `${r.url.trim()}|${r.user.trim()}`;
     const test = async (i) => {
-      setTests({ ...tests, [i]: { busy: true } });
+      const r = rows[i];
+      const key = testKey(r);
+      setTests((t) => ({ ...t, [key]: { busy: true } }));
       try {
-        const r = rows[i];
         const body = { url: r.url.trim(), user: r.user.trim() };
         if (r.password && r.password !== "********") body.password = r.password;
         const res = await api("POST", "/api/pools/test", body);
-        setTests((t) => ({ ...t, [i]: { res } }));
+        setTests((t) => ({ ...t, [key]: { res } }));
       } catch (e) {
-        setTests((t) => ({ ...t, [i]: { error: e } }));
+        setTests((t) => ({ ...t, [key]: { error: e } }));
       }
     };
     const p = policy.data || {};
@@ -733,7 +834,7 @@
         <ol class="pool-list">
           ${rows.map((r, i) => {
             const live = draft ? null : get(pools[i], "status");
-            const t = tests[i] || {};
+            const t = tests[testKey(r)] || {};
             const rowError = poolOfError(act.error) === i ? act.error : null;
             return html`<li class="pool" data-index=${i}>
               <div class="row wrap">
@@ -742,9 +843,9 @@
                 <${Field} label="Password"><input class="pool-pass" type="password" autocomplete="off" value=${r.password} onInput=${(e) => edit(i, "password", e.target.value)} /><//>
                 <label class="check"><input type="checkbox" class="pool-enabled" checked=${r.enabled} onChange=${(e) => edit(i, "enabled", e.target.checked)} /> Enabled</label>
               </div>
-              ${live ? html`<p class="muted">State <span class=${stateClass(live.active ? "active" : live.state)}><${V} k=${`pools.${i}.status.state`} v=${live.state} /></span>${live.active ? " · active" : ""} ·
+              ${live ? html`<p class="muted">State <span class=${stateClass(live.active ? "active" : live.state)}><${V} k=${`pools.${i}.status.state`} v=${live.state} f="state" /></span>${live.active ? " · active" : ""} ·
                 accepted <${V} k=${`pools.${i}.status.accepted`} v=${live.accepted} f="int" /> · rejected <${V} k=${`pools.${i}.status.rejected`} v=${live.rejected} f="int" />
-                ${live.last_error ? html` · last error: ${live.last_error}` : null}</p>` : null}
+                ${live.last_error ? html` · last error: <span class="pool-last-error">${plainError(live.last_error)}</span>` : null}</p>` : null}
               <div class="row wrap">
                 <button type="button" class="secondary" aria-label=${`Move pool ${i + 1} up`} disabled=${i === 0} onClick=${() => move(i, -1)}>↑</button>
                 <button type="button" class="secondary" aria-label=${`Move pool ${i + 1} down`} disabled=${i === rows.length - 1} onClick=${() => move(i, 1)}>↓</button>
@@ -752,7 +853,7 @@
                 <button type="button" class="secondary" onClick=${() => setDraft(rows.filter((_, j) => j !== i))}>Delete</button>
                 ${t.busy ? html`<span class="muted">testing…</span>` : null}
                 ${t.res ? html`<span class=${"pool-test-result " + (t.res.ok ? "s-ok" : "s-bad")} role="status">${t.res.ok ? "reachable: " : "failed: "}
-                  ${(t.res.steps || []).map((s) => `${s.name} ${s.ok ? "ok" : "failed"} (${s.elapsed_ms} ms)`).join(", ")} ${t.res.error || ""}</span>` : null}
+                  ${(t.res.steps || []).map((s) => `${s.name} ${s.ok ? "ok" : "failed"} (${s.elapsed_ms} ms)`).join(", ")} ${plainError(t.res.error)}</span>` : null}
                 <${Err} error=${t.error} />
               </div>
               ${rowError ? html`<p class="error pool-error" role="alert">${rowError.message}</p>` : null}
@@ -842,7 +943,7 @@
             onChange=${() => write(() => api("PUT", "/api/autotuner/active", { active: s.active !== true }))} /> Tuning on</label></div>
         <${Loading} q=${q} />
         <div class="tiles">
-          <${Tile} label="State" sub=${html`<span id="tuner-reason"><${V} k="reason" v=${s.reason} /></span>`}><span class=${stateClass(s.state)}><${V} k="state" v=${s.state} /></span><//>
+          <${Tile} label="State" sub=${html`<span id="tuner-reason"><${V} k="reason" v=${s.reason} /></span>`}><span class=${stateClass(s.state)}><${V} k="state" v=${s.state} f="state" /></span><//>
           <${Tile} label="Mode" sub=${html`profile <${V} k="profile" v=${s.profile} />`}><${V} k="mode" v=${s.mode} /><//>
           <${Tile} label="Power target"><${V} k="power_target_watt" v=${s.power_target_watt} f="watt" /><//>
           <${Tile} label="Steps taken" sub=${html`since ${FMT.time(s.since_ms)}`}><${V} k="steps" v=${s.steps} f="int" /><//>
@@ -969,11 +1070,11 @@
         <p>Healthy: <strong class=${q.data && q.data.healthy ? "s-ok" : "s-warn"}><${V} k="healthy" v=${get(q.data, "healthy")} f="bool" /></strong></p>
         <${Loading} q=${q} />
         <div class="scroll"><table id="services">
-          <thead><tr><th scope="col">Service</th><th scope="col">State</th><th scope="col">PID</th><th scope="col">Restarts</th><th scope="col">Up for</th><th scope="col">Last exit</th><th scope="col"><span class="sr">Actions</span></th></tr></thead>
+          <thead><tr><th scope="col">Service</th><th scope="col">State</th><th scope="col" class="wide-only">PID</th><th scope="col">Restarts</th><th scope="col" class="wide-only">Up for</th><th scope="col" class="wide-only">Last exit</th><th scope="col"><span class="sr">Actions</span></th></tr></thead>
           <tbody>${services.map((s, i) => html`<tr data-service=${s.name}>
-            <td><${V} k=${`services.${i}.name`} v=${s.name} /></td><td class=${stateClass(s.state)}><${V} k=${`services.${i}.state`} v=${s.state} /></td>
-            <td><${V} k=${`services.${i}.pid`} v=${s.pid} /></td><td class="restarts"><${V} k=${`services.${i}.restarts`} v=${s.restarts} f="int" /></td>
-            <td>${FMT.duration(s.uptime_s)}</td><td>${FMT.text(s.last_exit)}</td>
+            <td><${V} k=${`services.${i}.name`} v=${s.name} /></td><td class=${stateClass(s.state)}><${V} k=${`services.${i}.state`} v=${s.state} f="state" /></td>
+            <td class="wide-only"><${V} k=${`services.${i}.pid`} v=${s.pid} /></td><td class="restarts"><${V} k=${`services.${i}.restarts`} v=${s.restarts} f="int" /></td>
+            <td class="wide-only">${FMT.duration(s.uptime_s)}</td><td class="wide-only">${FMT.text(s.last_exit)}</td>
             <td><button type="button" class="secondary small restart" disabled=${act.busy} onClick=${() => restart(s.name)}>Restart</button></td></tr>`)}</tbody>
         </table></div>
         <${Err} error=${act.error} />
@@ -1034,7 +1135,8 @@
       <h2>${spec.title}</h2>
       <div class="row wrap">${spec.fields.map(([k, label]) => html`<${Field} label=${label}><input name=${k} value=${values[k]} onInput=${(e) => setValues({ ...values, [k]: e.target.value })} required /><//>`)}</div>
       <button type="submit" class="danger" disabled=${act.busy}>Write…</button>
-      ${act.result ? html`<pre class="result" role="status">${JSON.stringify(act.result, null, 1)}</pre>` : null}
+      ${act.result ? html`<div class="result" role="status"><${KV} obj=${act.result} src=${spec.path} />
+        ${Object.entries(act.result).filter(([, v]) => v && typeof v === "object" && !Array.isArray(v)).map(([k, v]) => html`<h3>${kvLabel(k)}</h3><${KV} obj=${v} src=${spec.path} />`)}</div>` : null}
       <${Err} error=${act.error} />
     </form>`;
   }
@@ -1146,7 +1248,7 @@
             onInput=${(e) => { setBtc(e.target.value); localStorage.setItem(BTC_KEY, e.target.value); }} /><//>
         </div>
       </section>
-      <section class="card" data-src="/api/setup/status">
+      <section class="card" data-src="/api/config">
         <h2>Electricity</h2>
         <form class="row wrap" onSubmit=${(e) => { e.preventDefault(); runPrice(async () => { await api("POST", "/api/setup/step-economics", { electricity_price_per_kwh: Number(price ?? econ.price ?? 0), currency: cur || econ.currency || "USD" }); await econ.reload(); return true; }); }}>
           <${Field} label="Price per kWh"><input id="price" type="number" min="0" max="10" step="0.001" value=${price ?? econ.price ?? ""} onInput=${(e) => setPrice(e.target.value)} /><//>
@@ -1244,7 +1346,7 @@
     </ol>`;
   }
 
-  function UpdateCard() {
+  function UpdateCard({ onRunningChanged }) {
     const st = usePoll(() => api("GET", UPDATE_STATUS), 3000);
     const [file, setFile] = useState(null);
     const [force, setForce] = useState(false);
@@ -1266,6 +1368,12 @@
     // A refused upload installed nothing: the status keeps its phase and names the refusal,
     // which is no step of the install, so no ladder of install steps for it.
     const refused = !!s.refusal && !s.in_progress;
+    // A new running version or a commit makes the other cards' versions old: they read again.
+    useEffect(() => {
+      if (s.running_version && onRunningChanged) onRunningChanged();
+    }, [s.running_version, s.phase, s.booted_slot]);
+    const target = get(act.result, "to.slot");
+    const arrived = act.result && (s.phase === "committed" || (target && s.booted_slot === target && !s.in_progress));
     return html`<section class="card" id="fw-update" data-src=${UPDATE_STATUS}>
       <h2>Firmware update</h2>
       <dl class="kv"><dt>Running version</dt><dd><${V} k="running_version" v=${s.running_version} /></dd>
@@ -1288,7 +1396,8 @@
         : sent ? html`<p id="update-upload" role="status">${act.busy ? "Uploading" : "Uploaded"} ${FMT.bytes(sent.loaded)} of ${FMT.bytes(sent.total)}${" "}
         <progress max="100" value=${pct ?? 0} aria-label="Upload progress">${num(pct, 0)} %</progress></p>` : null}
       ${act.error ? html`<div id="update-error" role="alert"><p class="error"><strong>The miner refused the update.</strong> ${act.error.message}</p>${refusal ? html`<p class="muted">Refusal code: <code>${refusal}</code></p>` : null}</div>` : null}
-      ${act.result ? html`<p id="update-result" role="status">The bundle was installed; the miner now reboots into slot ${get(act.result, "to.slot") || "–"}.</p>` : null}
+      ${arrived ? html`<p id="update-result" role="status">The update is done: the miner runs version ${FMT.text(s.running_version)} from slot ${FMT.text(s.booted_slot)}${s.phase === "committed" ? " (committed)" : ""}.</p>`
+        : act.result ? html`<p id="update-result" role="status">The bundle was installed; the miner now reboots into slot ${target || "–"}.</p>` : null}
       ${(s.slots || []).length ? html`<table class="slots"><thead><tr><th>Slot</th><th>Boot name</th><th>State</th><th>Boot status</th><th>Version</th></tr></thead>
         <tbody>${s.slots.map((sl, i) => html`<tr><td><${V} k=${`slots.${i}.name`} v=${sl.name} /></td><td><${V} k=${`slots.${i}.bootname`} v=${sl.bootname} /></td>
           <td><${V} k=${`slots.${i}.state`} v=${sl.state} /></td><td><${V} k=${`slots.${i}.boot_status`} v=${sl.boot_status} /></td><td><${V} k=${`slots.${i}.version`} v=${sl.version} /></td></tr>`)}</tbody></table>` : null}
@@ -1327,9 +1436,13 @@
   function FirmwareScreen() {
     const version = usePoll(() => api("GET", "/api/dashboard/version"), 0);
     const cap = usePoll(() => api("GET", "/api/system/update_capability"), 0);
+    const reread = () => {
+      version.reload();
+      cap.reload();
+    };
     return html`<div class="screen" id="screen-firmware">
       <section class="card" data-src="/api/dashboard/version"><h2>Firmware</h2><${Loading} q=${version} /><${KV} obj=${version.data} src="/api/dashboard/version" /></section>
-      <${UpdateCard} />
+      <${UpdateCard} onRunningChanged=${reread} />
       <${RestoreCard} />
       <section class="card" data-src="/api/system/update_capability"><h2>Update capability</h2><${Err} error=${cap.error} /><${KV} obj=${cap.data} src="/api/system/update_capability" />
         ${get(cap.data, "methods") ? html`<pre>${JSON.stringify(cap.data.methods, null, 1)}</pre>` : null}</section>
@@ -1513,7 +1626,7 @@
         <button type="button" class="secondary" id="wizard-test-pool" disabled=${testing || !v.url} onClick=${runTest}>Test pool</button>
         ${testing ? html`<span class="muted">connecting…</span>` : null}
         ${test && test.res ? html`<span id="wizard-test-result" class=${test.res.ok ? "s-ok" : "s-bad"} role="status">${test.res.ok ? "The pool answered" : "Failed"}:
-          ${(test.res.steps || []).map((s) => `${s.name} ${s.ok ? "ok" : "failed"}`).join(", ")} ${test.res.error || ""}</span>` : null}
+          ${(test.res.steps || []).map((s) => `${s.name} ${s.ok ? "ok" : "failed"}`).join(", ")} ${plainError(test.res.error)}</span>` : null}
         <${Err} error=${test && test.error} />
       </div>
       <div class="row"><button type="submit" id="wizard-next" disabled=${act.busy}>Save pool</button><${Skip} onClick=${next} /></div>
@@ -1601,6 +1714,42 @@
     </form>`;
   }
 
+  const STEP_STATUS_WORDS = { done: "done", skipped: "skipped", pending: "not done yet" };
+
+  // What each recorded step set, in the owner's words (the record's keys are the API's).
+  function summaryWords(step, pools) {
+    const v = step.values || {};
+    switch (step.step) {
+      case "safety":
+        return step.status === "skipped" ? `skipped${v.reason ? `: ${v.reason}` : ""}` : step.status === "done" ? "warnings read and accepted" : "";
+      case "circuit":
+        return step.status === "pending" ? "" : `${FMT.int(v.voltage_v)} V, ${FMT.int(v.breaker_a)} A breaker: ${FMT.watt(v.max_continuous_watt)} continuous${v.applied_as_cap ? ", applied as the power cap" : ", not applied as a cap"}`;
+      case "password":
+        return v.kept ? `kept the existing password${v.reason ? ` (${v.reason})` : ""}` : step.status === "done" ? "set" : "";
+      case "economics":
+        return isNum(v.electricity_price_per_kwh) ? `${nf({ style: "currency", currency: v.currency || currency, maximumFractionDigits: 3 }).format(v.electricity_price_per_kwh)} per kWh` : "";
+      case "quiet_hours": {
+        if (!v.start) return "";
+        if (v.enabled === false) return "off";
+        // A named zone says where the times are read; the fixed offset is only the fallback
+        // for "UTC", so it is not shown beside a zone.
+        const zone = v.timezone && v.timezone !== "UTC" ? v.timezone
+          : isNum(v.utc_offset_min) && v.utc_offset_min !== 0 ? `UTC${v.utc_offset_min < 0 ? "−" : "+"}${String(Math.floor(Math.abs(v.utc_offset_min) / 60)).padStart(2, "0")}:${String(Math.abs(v.utc_offset_min) % 60).padStart(2, "0")}` : "UTC";
+        const caps = [v.power_cap_watt > 0 ? `power at most ${FMT.watt(v.power_cap_watt)}` : null, v.fan_max_percent > 0 ? `fans at most ${FMT.percent(v.fan_max_percent)}` : null].filter(Boolean);
+        return `${v.start}–${v.end} (${zone})${caps.length ? `: ${caps.join(", ")}` : ""}`;
+      }
+      case "mode":
+        return MODE_LABEL[v.mode] || v.mode || "";
+      case "pool": {
+        const first = pools[0];
+        if (!first) return "no pool yet";
+        return `${first.url}${first.user ? ` as ${first.user}` : ""}${pools.length > 1 ? ` (and ${pools.length - 1} backup pool${pools.length > 2 ? "s" : ""})` : ""}`;
+      }
+      default:
+        return Object.entries(v).map(([k, x]) => `${k.replace(/_/g, " ")}: ${typeof x === "object" ? JSON.stringify(x) : x}`).join(", ");
+    }
+  }
+
   function WizSummary({ st, run, act, onDone, q }) {
     const labels = { safety: "Safety", circuit: "Circuit", password: "Password", economics: "Electricity", quiet_hours: "Quiet hours", mode: "Mode", pool: "Pool" };
     const finish = () => run(async () => {
@@ -1610,10 +1759,11 @@
       onDone();
       return true;
     });
+    const pools = usePoll(() => api("GET", "/api/pools"), 0);
     return html`<div data-src="/api/setup/status">
       <table id="wizard-summary"><thead><tr><th scope="col">Step</th><th scope="col">Status</th><th scope="col">Values</th></tr></thead>
-        <tbody>${(st.steps || []).map((s) => html`<tr><td>${labels[s.step] || s.step}</td><td class=${s.status === "pending" ? "s-warn" : "s-ok"}>${s.status}</td>
-          <td>${s.values ? Object.entries(s.values).map(([k, x]) => `${k.replace(/_/g, " ")}: ${typeof x === "object" ? JSON.stringify(x) : x}`).join(", ") : ""}</td></tr>`)}</tbody></table>
+        <tbody>${(st.steps || []).map((s) => html`<tr data-step=${s.step}><td>${labels[s.step] || s.step}</td><td class=${s.status === "pending" ? "s-warn" : "s-ok"}>${STEP_STATUS_WORDS[s.status] || s.status}</td>
+          <td>${summaryWords(s, get(pools.data, "pools") || [])}</td></tr>`)}</tbody></table>
       ${st.can_complete ? null : html`<p class="s-warn" role="status">Still needed before finishing: ${(st.missing || []).join(", ")}. Use Back to reach them.</p>`}
       ${st.complete ? html`<p class="s-ok">The wizard was completed on ${FMT.time(st.completed_at_ms)}; finishing again keeps the settings above.</p>` : null}
       <div class="row"><button type="button" id="wizard-finish" disabled=${!st.can_complete || act.busy} onClick=${finish}>Finish and start mining</button></div>
@@ -1700,6 +1850,9 @@
 
     // The one live poll every screen shares: /api/status.
     const refresh = useRef(() => {});
+    // When the miner last answered the status poll: while it does not, every value on the page
+    // is as old as that, and the page dims them (the banner says since when).
+    const lastSeen = useRef(Date.now());
     // Bumped by a mode switch from this page: an answer to a poll sent before it carries the
     // old mode and must not bring back the old mode's screens (and their refused requests).
     const modeSeq = useRef(0);
@@ -1720,6 +1873,7 @@
         try {
           const s = await api("GET", "/api/status");
           if (alive && seq === modeSeq.current) {
+            lastSeen.current = Date.now();
             setStatus(s);
             setStatusError(null);
           }
@@ -1799,9 +1953,11 @@
       </header>
       ${inApp ? html`<nav aria-label="Screens"><ul>
         ${SCREENS.filter((s) => MODE_RANK[s.group] <= MODE_RANK[mode]).map((s) => html`<li><a href=${`#/${s.id}`} id=${`nav-${s.id}`} aria-current=${s.id === current ? "page" : undefined}>${s.label}</a></li>`)}
-      </ul></nav>` : null}
-      ${statusError && status ? html`<div id="banner" role="alert">${statusError.message}</div>` : null}
-      <main id="main" tabindex="-1">${body}</main>
+      </ul>
+      <label class="nav-select"><span>Screen</span><select id="nav-select" value=${current} onChange=${(e) => { location.hash = `#/${e.target.value}`; }}>
+        ${SCREENS.filter((s) => MODE_RANK[s.group] <= MODE_RANK[mode]).map((s) => html`<option value=${s.id}>${s.label}</option>`)}</select></label></nav>` : null}
+      ${statusError && status ? html`<div id="banner" role="alert">The miner is not answering (${statusError.message}); the values below are from ${new Date(lastSeen.current).toLocaleTimeString()} and are dimmed until it answers again.</div>` : null}
+      <main id="main" tabindex="-1" class=${statusError && status ? "stale" : ""} data-stale=${statusError && status ? "true" : "false"}>${body}</main>
       <${ConfirmHost} />
       <footer>svcOS · local only, no cloud · Preact, htm and uPlot (MIT / Apache-2.0)</footer>`;
   }

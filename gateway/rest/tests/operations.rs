@@ -4,7 +4,7 @@
 mod common;
 
 use common::{GOOD, Harness, Options};
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[tokio::test]
 async fn network_block_is_derived_from_the_current_job() {
@@ -84,6 +84,15 @@ async fn source_test_rules_are_the_followers_and_mapped_to_422() {
     }
 }
 
+/// `[tuner]`'s price and currency as `/api/config` answers them.
+async fn price(h: &Harness) -> (Value, Value) {
+    let c = h.get("/api/config", Some(GOOD)).await.json();
+    (
+        c["config"]["tuner"]["electricity_price_per_kwh"].clone(),
+        c["config"]["tuner"]["currency"].clone(),
+    )
+}
+
 #[tokio::test]
 async fn wizard_writes_need_a_bearer_once_a_password_exists() {
     let h = Harness::start(Options::default()).await;
@@ -125,6 +134,28 @@ async fn wizard_writes_need_a_bearer_once_a_password_exists() {
         .await;
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(r.json()["circuit_limit_watt"], 2944.0);
+    // The price goes to its one home, `[tuner]` (issue 31 defect 7: it stayed in the wizard's
+    // record while the tuner's profitability read 0); a refused price changes nothing.
+    let r = h
+        .send_json(
+            "POST",
+            "/api/setup/step-economics",
+            Some(GOOD),
+            &json!({"electricity_price_per_kwh": 0.25, "currency": "eur"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(price(&h).await, (json!(0.25), json!("EUR")));
+    let r = h
+        .send_json(
+            "POST",
+            "/api/setup/step-economics",
+            Some(GOOD),
+            &json!({"electricity_price_per_kwh": 11, "currency": "USD"}),
+        )
+        .await;
+    assert_eq!(r.status, 422, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(price(&h).await, (json!(0.25), json!("EUR")));
     let r = h.get("/api/setup/status", None).await;
     assert_eq!(r.status, 200);
     let b = r.json();

@@ -377,6 +377,22 @@ async fn profiles_save_apply_export_import_and_silicon_views() {
         400,
         "bad action",
     );
+    // Applying turns the tuner on, and the switch's one home says so (issue 31 defect 6: the
+    // Tuner screen showed "on" while `[tuner].enabled` stayed false).
+    let off = h
+        .send_json(
+            "PUT",
+            "/api/autotuner/active",
+            Some(GOOD),
+            &json!({"active": false}),
+        )
+        .await;
+    assert_eq!(off.status, 200);
+    let enabled = |c: Value| c["config"]["tuner"]["enabled"].clone();
+    assert_eq!(
+        enabled(h.get("/api/config", Some(GOOD)).await.json()),
+        json!(false)
+    );
     let applied = h
         .send_json(
             "POST",
@@ -386,7 +402,13 @@ async fn profiles_save_apply_export_import_and_silicon_views() {
         )
         .await;
     assert_eq!(applied.status, 200);
-    assert_eq!(applied.json()["mode"], "fixed");
+    let applied = applied.json();
+    assert_eq!(applied["mode"], "fixed");
+    assert_eq!(applied["active"], true);
+    assert_eq!(
+        enabled(h.get("/api/config", Some(GOOD)).await.json()),
+        json!(true)
+    );
 
     // Export, then import into the same tuner: the document is accepted as is.
     let d = h.get("/api/profile/download", Some(GOOD)).await;

@@ -300,6 +300,16 @@ impl EconomicsInput {
 }
 
 impl Economics {
+    /// The `[tuner]` patch of the config: the price's one home, which the tuner's profitability
+    /// figures, the Settings screen and the heater's cost all read. The wizard's record keeps a
+    /// copy only as the answer it gave.
+    pub fn config_patch(&self) -> Value {
+        json!({"tuner": {
+            "electricity_price_per_kwh": self.price_per_kwh,
+            "currency": self.currency,
+        }})
+    }
+
     /// What a day costs at `power_watt`.
     pub fn estimate(&self, power_watt: f64) -> CostEstimate {
         CostEstimate {

@@ -43,6 +43,30 @@ pub struct PoolCounters {
     pub found_blocks: u64,
 }
 
+impl PoolCounters {
+    /// Add `other`'s counts to these (a pool whose worker or password was edited keeps what it
+    /// counted under its old key).
+    pub fn absorb(&mut self, other: PoolCounters) {
+        self.accepted += other.accepted;
+        self.rejected += other.rejected;
+        self.stale += other.stale;
+        self.discarded += other.discarded;
+        self.accepted_difficulty += other.accepted_difficulty;
+        self.rejected_difficulty += other.rejected_difficulty;
+        self.best_share = self.best_share.max(other.best_share);
+        self.get_failures += other.get_failures;
+        self.remote_failures += other.remote_failures;
+        if other.last_share_time_ms > self.last_share_time_ms {
+            self.last_share_time_ms = other.last_share_time_ms;
+            self.last_share_latency_ms = other.last_share_latency_ms;
+        }
+        for (reason, n) in other.reject_reasons {
+            *self.reject_reasons.entry(reason).or_default() += n;
+        }
+        self.found_blocks += other.found_blocks;
+    }
+}
+
 /// A job as saved (hex fields keep the file readable).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SavedJob {

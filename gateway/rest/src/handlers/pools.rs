@@ -47,18 +47,24 @@ async fn get_pools(State(state): State<AppState>) -> Response {
         .pools
         .iter()
         .enumerate()
-        .map(|(i, p)| ConfiguredPool {
-            index: i as u32,
-            url: svcos_common::redact::mask_url_userinfo(&p.url).into_owned(),
-            user: p.user.clone(),
-            password: SECRET_MASK,
-            priority: p.priority,
-            quota: p.quota,
-            enabled: p.enabled,
-            status: live
+        .map(|(i, p)| {
+            let url = svcos_common::redact::mask_url_userinfo(&p.url).into_owned();
+            // By identity, not position: until stratum-agent has read a saved reorder, index i
+            // of its list is another pool, whose counters must not show under this one.
+            let status = live
                 .as_ref()
-                .and_then(|l| l.pools.iter().find(|s| s.index as usize == i))
-                .map(Pool::from),
+                .and_then(|l| l.pools.iter().find(|s| s.url == url && s.user == p.user))
+                .map(Pool::from);
+            ConfiguredPool {
+                index: i as u32,
+                url,
+                user: p.user.clone(),
+                password: SECRET_MASK,
+                priority: p.priority,
+                quota: p.quota,
+                enabled: p.enabled,
+                status,
+            }
         })
         .collect();
     Json(PoolsBody {

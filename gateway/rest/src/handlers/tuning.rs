@@ -133,6 +133,19 @@ async fn adjust(
     Ok(changed(r.state))
 }
 
+/// Applying a profile turns the tuner on (fixed mode runs in the tuner): the switch's one home,
+/// `[tuner].enabled`, says so too, or the Tuner screen, `/api/config` and the tuner after its
+/// next restart would each tell another story (issue 31 defect 6). Written after the tuner
+/// accepted the profile, so a refused profile changes nothing.
+async fn switch_in_config(state: &AppState, active: bool) -> Result<(), ApiError> {
+    if state.config().tuner.enabled == active {
+        return Ok(());
+    }
+    crate::config_write::patch_write(state, serde_json::json!({"tuner": {"enabled": active}}))
+        .await
+        .map(drop)
+}
+
 /// A power target moved by step is the operator's target from then on, so it goes into
 /// `[hardware].power_target_watt` like the wizard's or the heat level's. Left only in the tuner,
 /// the config would go on showing the older figure (the power form, `/api/config`, a fleet
@@ -242,7 +255,9 @@ async fn post_profiles(
                 .await
                 .map_err(grpc)?
                 .into_inner();
-            let state = RunStateBody::from(&r.state.unwrap_or_default());
+            let run = r.state.unwrap_or_default();
+            switch_in_config(&state, run.active).await?;
+            let state = RunStateBody::from(&run);
             ok(PostProfilesBody::Applied(Box::new(state)))
         }
         other => Err(field_error(
@@ -391,6 +406,7 @@ async fn silicon_active(
         .await
         .map_err(grpc)?
         .into_inner();
+    switch_in_config(&state, r.state.as_ref().is_some_and(|s| s.active)).await?;
     Ok(changed(r.state))
 }
 

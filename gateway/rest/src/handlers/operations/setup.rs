@@ -2,7 +2,7 @@
 //! input rules, completion and answers live in `svcos-setup`; a handler here parses the body,
 //! applies the crate's rule under the wizard's lock, makes its one outside call (the auth
 //! service's `Setup`, or the config write path [`crate::config_write::patch_config`] for the
-//! circuit cap and quiet hours) and maps the answer.
+//! circuit cap, the electricity price and quiet hours) and maps the answer.
 //!
 //! Auth: every wizard write needs a bearer, except during the first-boot window (no password
 //! exists yet), when the steps up to and including step3-password are reachable without one
@@ -225,7 +225,16 @@ async fn economics(State(state): State<AppState>, headers: HeaderMap, body: Byte
     let economics = parse_body::<svcos_setup::EconomicsInput>(&headers, &body)?
         .check()
         .map_err(wizard_error)?;
-    let w = update(&state, |w, now| w.set_economics(&economics, now)).await?;
+    // `[tuner].electricity_price_per_kwh` is the price's one home; the config write happens
+    // under the wizard's lock (after the order check), so the config and the record agree.
+    let guard = locked(&state).await;
+    let mut w = store(&state).load();
+    w.require_safety().map_err(wizard_error)?;
+    patch_config(&state, economics.config_patch()).await?;
+    w.set_economics(&economics, state.clock.now_ms())
+        .map_err(wizard_error)?;
+    store(&state).save(&w).map_err(wizard_error)?;
+    drop(guard);
     let mut answer = w.saved(&facts(&state).await, "economics");
     answer.estimate = Some(economics.estimate(state.telemetry().map_or(0.0, |t| t.power_watt)));
     Ok(Json(answer).into_response())

@@ -644,3 +644,57 @@ pub struct SshKeysRequest {
     #[serde(default)]
     pub password_login: Option<bool>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(json: Value) -> NetworkConfigRequest {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn network_config_patch_names_the_request_member() {
+        let ok = request(
+            serde_json::json!({"method": "static", "address": " 10.0.0.9/24 ",
+            "gateway": "10.0.0.1", "dns": ["10.0.0.1"], "hostname": "rig-7"}),
+        );
+        let patch = ok.to_patch().unwrap();
+        assert_eq!(patch["network"]["ipv4"]["address"], "10.0.0.9/24");
+        assert_eq!(patch["network"]["ipv4"]["interface"], "eth0");
+        assert_eq!(patch["system"]["hostname"], "rig-7");
+        let dhcp = request(serde_json::json!({"method": "dhcp"}))
+            .to_patch()
+            .unwrap();
+        assert!(
+            dhcp.get("system").is_none(),
+            "no hostname asked: none written"
+        );
+        for (json, field) in [
+            (serde_json::json!({"method": "auto"}), "method"),
+            (
+                serde_json::json!({"method": "static", "address": "10.0.0.9/24",
+                "gateway": "10.0.1.1", "dns": ["10.0.0.1"]}),
+                "gateway",
+            ),
+            (
+                serde_json::json!({"method": "dhcp", "dns": ["10.0.0.1", "x"]}),
+                "dns[1]",
+            ),
+        ] {
+            assert_eq!(
+                request(json.clone()).to_patch().unwrap_err().0,
+                field,
+                "{json}"
+            );
+        }
+        assert_eq!(request_field("system.hostname"), "hostname");
+        assert_eq!(request_field("network.ipv4.dns[2]"), "dns[2]");
+        assert!(
+            serde_json::from_value::<NetworkConfigRequest>(
+                serde_json::json!({"method": "dhcp", "netmask": "255.0.0.0"})
+            )
+            .is_err()
+        );
+    }
+}

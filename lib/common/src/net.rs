@@ -65,10 +65,10 @@ fn default_route_in(table: &str) -> Option<(String, Option<Ipv4Addr>)> {
         if cols.len() < 8 || cols[1] != "00000000" || cols[7] != "00000000" {
             return None;
         }
-        // The kernel prints the address as a host-order number of the network-order bytes.
+        // The kernel prints the network-order bytes read as a native number (`%08X`).
         let gateway = u32::from_str_radix(cols[2], 16)
             .ok()
-            .map(|n| Ipv4Addr::from(n.to_le_bytes()))
+            .map(|n| Ipv4Addr::from(n.to_ne_bytes()))
             .filter(|g| !g.is_unspecified());
         Some((cols[0].to_string(), gateway))
     })
@@ -266,6 +266,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_endian = "little")]
     fn default_route_gateway_is_read_in_network_order() {
         let table = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\n\
                      eth0\t0001A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\n\

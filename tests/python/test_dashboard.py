@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from conftest import PASSWORD, http, login, start_sim, stop_sim, wait_for
+from conftest import PASSWORD, accepted_shares, http, login, start_sim, stop_sim, wait_for
 
 pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed")
 
@@ -1054,3 +1054,144 @@ def test_the_hostname_field_checks_its_pattern_without_a_console_error(sim, read
     verdicts, page = run_page(browser, sim.http_url, drive)
     assert verdicts == {"garage_heater": True, "garage-heater": False}, verdicts
     assert_clean(page)
+
+
+# ------------------------------------------------------------------------------------------ basics
+
+
+def test_the_basics_logged_in_through_the_page(fresh_sim, browser):
+    """Issue 31 item 1 on a stack of its own (the password change signs other sessions out):
+    logged in through the form, the overview shows mining uptime, expected hashrate and the best
+    share with its unit; Settings shows the IP and MAC address and the uptime; reboot asks first
+    (cancelled: nothing is sent), restart mining asks first and restarts; a static address is
+    applied (the networkd file is written); the password change signs the other session out and
+    the new password logs in. At 390×844 no screen is wider than the phone and nothing logs an
+    error."""
+    sim = fresh_sim
+    other = login(sim)  # the session the password change must end
+    finish_wizard_by_rest(sim, other)
+    set_mode(sim, other, "standard")
+    wait_for(lambda: accepted_shares(sim, other) > 0, 180, "accepted shares (a best share)")
+    new_password = "basics test password 2"
+    before = {s["name"]: s["restarts"] for s in http("GET", f"{sim.api_url}/api/system/health", token=other)[2]["services"]}
+
+    async def drive(page: Page):
+        out = {}
+        await page.goto(f"{sim.http_url}/#/mining")
+        await page.until("!!document.getElementById('login-form')", 60, "the login form")
+        await page.type("#login-password", PASSWORD)
+        await page.js("document.getElementById('login-form').requestSubmit(); true")
+        await page.until("!!document.getElementById('mining-basics')", 90, "the overview after login")
+        await page.until("JSON.parse(document.querySelector('#best-share [data-k]').dataset.v) > 0"
+                         " && JSON.parse(document.querySelector('#expected-hashrate [data-k]').dataset.v) > 0", 60,
+                         "a best share and an expected hashrate")
+        await asyncio.sleep(0.5)
+        out["overview"] = await page.check_values("#screen-mining")
+        out["tiles"] = await page.js("""Object.fromEntries(['mining-uptime', 'expected-hashrate', 'best-share'].map((id) => {
+            const v = document.querySelector('#' + id + ' [data-k]'); return [id, [v.textContent, JSON.parse(v.dataset.v)]]; }))""")
+        # Settings: system facts, reboot (cancelled), restart mining (confirmed).
+        await page.js("location.hash = '#/settings'; true")
+        await page.until("document.querySelector('#system-uptime [data-k]')?.dataset.v > 0"
+                         " && !!document.querySelector('#lan-interfaces tbody tr')", 60, "the system and network cards")
+        await asyncio.sleep(0.5)
+        out["settings"] = await page.check_values("#screen-settings")
+        out["system"] = await page.js("""Object.fromEntries(['system-ip', 'system-mac', 'system-uptime'].map((id) => {
+            const v = document.querySelector('#' + id + ' [data-k]'); return [id, [v.textContent, JSON.parse(v.dataset.v)]]; }))""")
+        await page.click("#reboot")
+        out["reboot_dialog"] = await page.until("document.querySelector('dialog[open]')?.textContent", 30, "the reboot confirmation")
+        await page.click("#confirm-cancel")
+        await page.until("!document.querySelector('dialog[open]')", 30, "the dialog closed")
+        await page.click("#restart-mining")
+        out["restart_dialog"] = await page.until("document.querySelector('dialog[open]')?.textContent", 30, "the restart confirmation")
+        await page.click("#confirm-ok")
+        out["restarted"] = await page.until("document.getElementById('system-action')?.textContent", 90, "the restart's answer")
+        # Network: a static address, confirmed.
+        await page.click("#net-static")
+        await page.until("!!document.getElementById('net-address')", 10, "the static fields")
+        await page.type("#net-address", "192.168.77.20/24")
+        await page.type("#net-gateway", "192.168.78.1")
+        await page.type("#net-dns", "192.168.77.1, 1.1.1.1")
+        await page.click("#net-save")
+        await page.until("!!document.querySelector('dialog[open]')", 30, "the network confirmation")
+        await page.click("#confirm-ok")
+        out["net_error"] = await page.until("document.querySelector('#network-settings .error')?.textContent", 30, "the refusal")
+        await page.type("#net-gateway", "192.168.77.1")
+        await page.click("#net-save")
+        await page.until("!!document.querySelector('dialog[open]')", 30, "the network confirmation")
+        await page.click("#confirm-ok")
+        out["net_saved"] = await page.until("document.getElementById('network-saved')?.textContent", 30, "Saved")
+        # Password: the current one, the new one twice.
+        await page.type("#pw-current", PASSWORD)
+        await page.type("#pw-new", new_password)
+        await page.type("#pw-again", new_password)
+        await page.click("#pw-save")
+        out["password"] = await page.until("document.getElementById('password-changed')?.textContent", 60, "the password changed")
+        out["token"] = await page.js("sessionStorage.getItem('svcos.token')")
+        # Every screen at phone size (Hacker mode lists them all).
+        status, _, body = http("POST", f"{sim.api_url}/api/config", token=out["token"], body={"system": {"mode": "hacker"}})
+        assert status == 200, body
+        await page.call("Emulation.setDeviceMetricsOverride", width=390, height=844, deviceScaleFactor=1, mobile=True)
+        try:
+            await page.js("location.hash = '#/mining'; true")
+            await page.call("Page.reload")
+            await page.until("document.querySelectorAll('nav a').length >= 14", 60, "every screen in the navigation")
+            widths = {}
+            for screen in await page.js("[...document.querySelectorAll('nav a')].map((a) => a.getAttribute('href').slice(2))"):
+                await page.js(f"location.hash = '#/{screen}'; true")
+                await page.until(f"!!document.getElementById('screen-{screen}')"
+                                 " && !document.querySelector('main').textContent.includes('Loading…')", 60, f"the {screen} screen")
+                await asyncio.sleep(1)
+                # Tables scroll inside their own box; the page itself must not scroll sideways.
+                widths[screen] = await page.js("Math.max(document.documentElement.scrollWidth, document.body.scrollWidth)")
+            out["widths"] = widths
+        finally:
+            await page.call("Emulation.clearDeviceMetricsOverride")
+        return out, page
+
+    out, page = run_page(browser, sim.http_url, drive)
+    print(f"basics: {out}")
+    # Overview: every value is the REST answer's; the best share carries its unit.
+    assert out["overview"] >= 18, out["overview"]
+    uptime, expected, best = out["tiles"]["mining-uptime"], out["tiles"]["expected-hashrate"], out["tiles"]["best-share"]
+    assert uptime[1] >= 0 and uptime[0] != "–", uptime
+    assert expected[1] > 0 and expected[0].endswith(("GH/s", "TH/s")), expected
+    assert best[1] > 0 and best[0].endswith(" difficulty"), best
+    # Settings: the address and MAC the kernel reports for the LAN interface, and the uptime.
+    assert out["settings"] >= 8, out["settings"]
+    _, _, info = http("GET", f"{sim.api_url}/api/network/info", token=out["token"])
+    primary = info["primary"] or {}
+    ip, mac, up = out["system"]["system-ip"], out["system"]["system-mac"], out["system"]["system-uptime"]
+    if primary.get("ipv4"):
+        assert ip[1] == primary["ipv4"][0].split("/")[0] and ip[0] == ip[1], (ip, primary)
+    if primary.get("mac"):
+        assert mac[1] == primary["mac"] and mac[0] == mac[1], (mac, primary)
+    assert up[1] > 0 and up[0] != "–", up
+    # Reboot asked first and, cancelled, sent nothing; restart mining asked first and restarted.
+    assert "Reboot the miner?" in out["reboot_dialog"], out["reboot_dialog"]
+    posts = [r for r in page.requests.values() if r["method"] == "POST"]
+    assert not [r for r in posts if r["url"].endswith(("/api/system/restart", "/api/action/reboot"))], posts
+    assert "Restart mining?" in out["restart_dialog"]
+    assert "stratum-agent" in out["restarted"] and "hw-agent" in out["restarted"], out["restarted"]
+    after = {s["name"]: s["restarts"] for s in http("GET", f"{sim.api_url}/api/system/health", token=out["token"])[2]["services"]}
+    assert after["hw-agent"] == before["hw-agent"] + 1 and after["stratum-agent"] == before["stratum-agent"] + 1, (before, after)
+    assert after["gateway"] == before["gateway"], (before, after)
+    # Network: the gateway outside the subnet was refused naming it; the fixed one was applied.
+    assert out["net_error"].startswith("Gateway:"), out["net_error"]
+    assert "Saved" in out["net_saved"], out["net_saved"]
+    text = (sim.dir / "state/gateway/network/10-svcos-lan.network").read_text()
+    assert "Address=192.168.77.20/24\nGateway=192.168.77.1\nDNS=192.168.77.1\nDNS=1.1.1.1\n" in text, text
+    # Password: the other session ended, the page's session goes on, the new password logs in.
+    import re
+    signed_out = re.search(r"(\d+) other sessions? (?:was|were) signed out", out["password"])
+    assert signed_out and int(signed_out.group(1)) >= 1, out["password"]
+    assert http("GET", f"{sim.api_url}/api/status", token=other)[0] == 401
+    assert http("GET", f"{sim.api_url}/api/status", token=out["token"])[0] == 200
+    assert http("POST", f"{sim.api_url}/api/auth/session", body={"password": PASSWORD})[0] == 401
+    status, _, body = http("POST", f"{sim.api_url}/api/auth/session", body={"password": new_password})
+    assert status == 200 and body.get("token"), body
+    # Phone size: no screen wider than the phone.
+    assert len(out["widths"]) >= 14, out["widths"]
+    wide = {k: w for k, w in out["widths"].items() if w > 390}
+    assert not wide, wide
+    # The refused network write answered 422; nothing else failed, nothing logged an error.
+    assert_clean(page, allowed_status=((422, "/api/network/config"),))

@@ -548,3 +548,86 @@ fn ssh_units_pass_systemd_analyze_verify() {
         "warnings about the units: {stderr}"
     );
 }
+
+/// The LAN settings units (the watch and the install for networkd), as shipped in `systemd/`.
+const NETWORK_UNITS: [&str; 2] = ["svcos-network.path", "svcos-network.service"];
+
+#[test]
+fn network_units_install_the_file_the_gateway_writes() {
+    use svcos_common::networkd;
+    use svcos_common::paths::Layout;
+    let written = networkd::network_file_path(&Layout::production());
+    let watch = unit_keys(&read("systemd/svcos-network.path"));
+    assert_eq!(watch["PathChanged"], written.display().to_string());
+    assert_eq!(watch["Unit"], "svcos-network.service");
+    let install = read("systemd/svcos-network.service");
+    assert!(
+        install.contains(&format!("src={}", written.display())),
+        "{install}"
+    );
+    assert!(install.contains(&format!("dst=/run/systemd/network/{}", networkd::FILE_NAME)));
+    assert!(install.contains("networkctl reload"));
+    let keys = unit_keys(&install);
+    assert!(
+        keys["Before"]
+            .split_whitespace()
+            .any(|u| u == "systemd-networkd.service")
+    );
+    // The first-boot default sorts after the owner's file, so the owner's wins for its link.
+    let fallback = "/usr/lib/systemd/network/90-svcos-dhcp.network";
+    assert!(
+        std::fs::read_to_string(in_overlay(fallback))
+            .unwrap()
+            .contains("DHCP=ipv4")
+    );
+    assert!(networkd::FILE_NAME < "90-svcos-dhcp.network");
+    for unit in NETWORK_UNITS {
+        assert_eq!(
+            std::fs::read(root().join("systemd").join(unit)).unwrap(),
+            std::fs::read(in_overlay(&format!("/usr/lib/systemd/system/{unit}")))
+                .unwrap_or_default(),
+            "{unit} in the overlay equals systemd/{unit}"
+        );
+        let link = in_overlay(&format!(
+            "/etc/systemd/system/multi-user.target.wants/{unit}"
+        ));
+        assert_eq!(
+            std::fs::read_link(&link).unwrap(),
+            Path::new("/usr/lib/systemd/system").join(unit)
+        );
+    }
+    let fragment = read("rootfs/configs/svcos.fragment");
+    for line in [
+        "BR2_PACKAGE_SYSTEMD_NETWORKD=y",
+        "BR2_PACKAGE_SYSTEMD_RESOLVED=y",
+    ] {
+        assert!(fragment.lines().any(|l| l == line), "{line}");
+    }
+    // The shipped config asks DHCP, and the file the gateway renders from it says so.
+    let config = Config::load(&in_overlay(PROD_CONFIG)).unwrap();
+    assert_eq!(config.network.ipv4, Default::default());
+    assert!(networkd::render(&config).contains("DHCP=ipv4"));
+}
+
+#[test]
+fn network_units_pass_systemd_analyze_verify() {
+    if !have("systemd-analyze") {
+        eprintln!("SKIP: systemd-analyze is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for unit in NETWORK_UNITS {
+        std::fs::copy(root().join("systemd").join(unit), dir.path().join(unit)).unwrap();
+    }
+    let out = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .args(NETWORK_UNITS.map(|u| dir.path().join(u)))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "systemd-analyze verify: {stderr}");
+    assert!(
+        !stderr.contains("svcos-network"),
+        "warnings about the units: {stderr}"
+    );
+}

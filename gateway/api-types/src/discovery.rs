@@ -359,7 +359,145 @@ pub struct NetworkInfoBody {
     pub endpoints: Vec<Endpoint>,
     /// What the mDNS/DNS-SD responder announces (`[network.mdns]`).
     pub mdns: MdnsStatus,
-    /// What is not reported.
+    /// The LAN interface (the one of the IPv4 default route, else the first with an IPv4
+    /// address); `null` when the unit has no interface but loopback.
+    pub primary: Option<LanInterface>,
+    /// Every interface but loopback, by name.
+    pub interfaces: Vec<LanInterface>,
+    /// The IPv4 default gateway in use; `null` without a default route or one without a gateway.
+    pub gateway: Option<String>,
+    /// The name servers the resolver asks, in order.
+    pub dns: Vec<String>,
+    /// How the LAN settings are configured (`[network.ipv4].method`: dhcp or static); what is in
+    /// force is `interfaces`.
+    pub method: &'static str,
+    /// Where the addresses come from on this unit.
+    pub note: &'static str,
+}
+
+impl NetworkInfoBody {
+    /// The body for `c` and the responder's `mdns` state, with the interfaces, default route
+    /// and name servers as the kernel and the resolver report them now.
+    pub fn now(c: &svcos_common::config::Config, mdns: MdnsStatus) -> Self {
+        use svcos_common::net;
+        let endpoint = |name, bind: std::net::IpAddr, port| Endpoint {
+            name,
+            bind: bind.to_string(),
+            port,
+            path: None,
+            enabled: None,
+        };
+        let interfaces = net::interfaces();
+        let (routed, gateway) = net::default_route().unzip();
+        NetworkInfoBody {
+            schema: "svcos.api.network.info.v1",
+            hostname: c.system.hostname.clone(),
+            mdns_name: format!("{}.local", c.system.hostname),
+            endpoints: vec![
+                endpoint("rest", c.api.bind, c.api.port),
+                Endpoint {
+                    path: Some("/ws"),
+                    ..endpoint("websocket", c.api.bind, c.api.port)
+                },
+                endpoint("dashboard", c.api.bind, c.api.http_port),
+                Endpoint {
+                    enabled: Some(c.legacy.enabled),
+                    ..endpoint("legacy-miner-tcp", c.legacy.bind, c.legacy.port)
+                },
+            ],
+            mdns,
+            primary: net::primary_interface(&interfaces, routed.as_deref()).map(LanInterface::from),
+            interfaces: interfaces.iter().map(LanInterface::from).collect(),
+            gateway: gateway.flatten().map(|g| g.to_string()),
+            dns: net::dns_servers().iter().map(ToString::to_string).collect(),
+            method: c.network.ipv4.method.as_str(),
+            note: "addresses, routes and name servers as the kernel and the resolver report \
+                   them now; the simulator reports the host it runs on",
+        }
+    }
+}
+
+impl NetworkConfigBody {
+    /// The body of the settings in `c` (at `generation`) and the file they go to.
+    pub fn new(
+        c: &svcos_common::config::Config,
+        networkd_file: &std::path::Path,
+        file_written: Option<bool>,
+        generation: u64,
+    ) -> Self {
+        let v4 = &c.network.ipv4;
+        NetworkConfigBody {
+            schema: "svcos.api.network.config.v1",
+            hostname: c.system.hostname.clone(),
+            method: v4.method.as_str(),
+            interface: v4.interface.clone(),
+            address: v4.address.clone(),
+            gateway: v4.gateway.clone(),
+            dns: v4.dns.clone(),
+            networkd_file: networkd_file.display().to_string(),
+            file_written,
+            generation,
+            note: "the image's svcos-network.path installs the file for systemd-networkd and \
+                   reloads it; the simulator only writes it (its host's network is not the \
+                   miner's)",
+        }
+    }
+}
+
+/// One interface of `GET /api/network/info`, as the kernel reports it now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct LanInterface {
+    /// Kernel name (`eth0`).
+    pub name: String,
+    /// MAC address, lower case `aa:bb:cc:dd:ee:ff`; `null` for an interface without one.
+    pub mac: Option<String>,
+    /// Up and with carrier.
+    pub up: bool,
+    /// IPv4 addresses with prefix length (`192.168.1.50/24`).
+    pub ipv4: Vec<String>,
+    /// IPv6 addresses with prefix length.
+    pub ipv6: Vec<String>,
+}
+
+impl From<&svcos_common::net::Interface> for LanInterface {
+    fn from(i: &svcos_common::net::Interface) -> Self {
+        LanInterface {
+            name: i.name.clone(),
+            mac: i.mac.clone(),
+            up: i.up,
+            ipv4: i.ipv4.iter().map(ToString::to_string).collect(),
+            ipv6: i.ipv6.iter().map(ToString::to_string).collect(),
+        }
+    }
+}
+
+/// `GET|PUT /api/network/config` (`svcos.api.network.config.v1`): the LAN settings as
+/// configured (`[network.ipv4]`, `[system].hostname`) and the networkd file they are written to.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct NetworkConfigBody {
+    /// `svcos.api.network.config.v1`.
+    pub schema: &'static str,
+    /// `[system].hostname` (sent to the DHCP server; `<hostname>.local` over mDNS).
+    pub hostname: String,
+    /// dhcp or static.
+    pub method: &'static str,
+    /// The LAN interface the settings apply to.
+    pub interface: String,
+    /// Static only: address with prefix length; empty with DHCP.
+    pub address: String,
+    /// Static only: the default gateway; empty with DHCP.
+    pub gateway: String,
+    /// DNS servers (with DHCP: empty = the DHCP server's).
+    pub dns: Vec<String>,
+    /// The systemd-networkd file the settings are written to.
+    pub networkd_file: String,
+    /// Whether this request rewrote the file (PUT only; `null` on GET).
+    pub file_written: Option<bool>,
+    /// The config generation in force.
+    pub generation: u64,
+    /// What applies the file on this unit.
     pub note: &'static str,
 }
 

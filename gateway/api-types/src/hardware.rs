@@ -42,6 +42,13 @@ pub struct SystemInfoBody {
     pub gateway_uptime_s: i64,
     /// Seconds of mining; `null` while hw-agent is down.
     pub mining_uptime_s: Option<u64>,
+    /// Seconds since the operating system booted (the host's in the simulator).
+    pub system_uptime_s: Option<u64>,
+    /// The LAN interface's first IPv4 address (`192.168.1.50`, see `/api/network/info`);
+    /// `null` without one.
+    pub ip_address: Option<String>,
+    /// The LAN interface's MAC address, lower case; `null` without one.
+    pub mac_address: Option<String>,
     /// The gateway receives hw-agent's telemetry.
     pub hw_agent_up: bool,
 }
@@ -74,8 +81,24 @@ impl SystemInfoBody {
             driver: of(|i| &i.driver),
             gateway_uptime_s,
             mining_uptime_s: t.map(|t| t.mining_uptime_s),
+            system_uptime_s: None,
+            ip_address: None,
+            mac_address: None,
             hw_agent_up: t.is_some(),
         }
+    }
+
+    /// The body with the time since boot and the LAN interface's address and MAC, as the
+    /// kernel reports them now.
+    pub fn with_host(mut self) -> Self {
+        let lan = svcos_common::net::lan_interface();
+        self.system_uptime_s = svcos_common::net::boot_uptime_s();
+        self.ip_address = lan
+            .as_ref()
+            .and_then(|i| i.ipv4.first())
+            .map(|n| n.addr().to_string());
+        self.mac_address = lan.and_then(|i| i.mac);
+        self
     }
 }
 

@@ -456,6 +456,74 @@ pub struct HostnameRequest {
     pub hostname: String,
 }
 
+/// `PUT /api/network/config`: the whole of `[network.ipv4]` (members left out take their
+/// defaults), and optionally the hostname, saved in one config write.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct NetworkConfigRequest {
+    /// `dhcp` or `static`. Parsed by the handler, which answers any other value with a 422
+    /// naming `method`.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "svcos_common::config::Ipv4Method")
+    )]
+    pub method: String,
+    /// The LAN interface; default `eth0`.
+    #[serde(default)]
+    pub interface: Option<String>,
+    /// Static only: `192.168.1.50/24`.
+    #[serde(default)]
+    pub address: String,
+    /// Static only: the router, inside the address's subnet.
+    #[serde(default)]
+    pub gateway: String,
+    /// DNS servers, at most 3 (static: at least 1).
+    #[serde(default)]
+    pub dns: Vec<String>,
+    /// `[system].hostname`, when given.
+    #[serde(default)]
+    pub hostname: Option<String>,
+}
+
+impl NetworkConfigRequest {
+    /// The config patch that saves this request (`[network.ipv4]` whole, the hostname when
+    /// given), once the section's rules pass; a refusal is (request member, what is allowed).
+    /// The hostname's rule is the config writer's ([`request_field`] names its refusal).
+    pub fn to_patch(&self) -> Result<Value, (String, String)> {
+        use svcos_common::config::{ConfigError, Ipv4Config, Ipv4Method};
+        let method: Ipv4Method = self
+            .method
+            .parse()
+            .map_err(|()| ("method".to_string(), "dhcp or static".to_string()))?;
+        let v4 = Ipv4Config {
+            method,
+            interface: self.interface.clone().unwrap_or_else(|| "eth0".into()),
+            address: self.address.trim().to_string(),
+            gateway: self.gateway.trim().to_string(),
+            dns: self.dns.iter().map(|d| d.trim().to_string()).collect(),
+        };
+        v4.validate().map_err(|e| match e {
+            ConfigError::Invalid { field, message } => (request_field(&field).to_string(), message),
+            other => (String::new(), other.to_string()),
+        })?;
+        let mut patch = serde_json::json!({ "network": { "ipv4": v4 } });
+        if let Some(hostname) = &self.hostname {
+            patch["system"] = serde_json::json!({ "hostname": hostname });
+        }
+        Ok(patch)
+    }
+}
+
+/// The member of a `PUT /api/network/config` body a config field comes from
+/// (`network.ipv4.dns[1]` → `dns[1]`, `system.hostname` → `hostname`).
+pub fn request_field(config_field: &str) -> &str {
+    config_field
+        .strip_prefix("network.ipv4.")
+        .or_else(|| config_field.strip_prefix("system."))
+        .unwrap_or(config_field)
+}
+
 /// `POST /api/setup/step4-mode`.
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -575,4 +643,58 @@ pub struct SshKeysRequest {
     /// `[network.ssh].password_login`, when given (saved through the config writer).
     #[serde(default)]
     pub password_login: Option<bool>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(json: Value) -> NetworkConfigRequest {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn network_config_patch_names_the_request_member() {
+        let ok = request(
+            serde_json::json!({"method": "static", "address": " 10.0.0.9/24 ",
+            "gateway": "10.0.0.1", "dns": ["10.0.0.1"], "hostname": "rig-7"}),
+        );
+        let patch = ok.to_patch().unwrap();
+        assert_eq!(patch["network"]["ipv4"]["address"], "10.0.0.9/24");
+        assert_eq!(patch["network"]["ipv4"]["interface"], "eth0");
+        assert_eq!(patch["system"]["hostname"], "rig-7");
+        let dhcp = request(serde_json::json!({"method": "dhcp"}))
+            .to_patch()
+            .unwrap();
+        assert!(
+            dhcp.get("system").is_none(),
+            "no hostname asked: none written"
+        );
+        for (json, field) in [
+            (serde_json::json!({"method": "auto"}), "method"),
+            (
+                serde_json::json!({"method": "static", "address": "10.0.0.9/24",
+                "gateway": "10.0.1.1", "dns": ["10.0.0.1"]}),
+                "gateway",
+            ),
+            (
+                serde_json::json!({"method": "dhcp", "dns": ["10.0.0.1", "x"]}),
+                "dns[1]",
+            ),
+        ] {
+            assert_eq!(
+                request(json.clone()).to_patch().unwrap_err().0,
+                field,
+                "{json}"
+            );
+        }
+        assert_eq!(request_field("system.hostname"), "hostname");
+        assert_eq!(request_field("network.ipv4.dns[2]"), "dns[2]");
+        assert!(
+            serde_json::from_value::<NetworkConfigRequest>(
+                serde_json::json!({"method": "dhcp", "netmask": "255.0.0.0"})
+            )
+            .is_err()
+        );
+    }
 }

@@ -677,6 +677,7 @@
         <${Tile} label="Shares accepted" sub=${html`<${V} k="pools.rejected" v=${get(s, "pools.rejected")} f="int" /> rejected · <${V} k="pools.stale" v=${get(s, "pools.stale")} f="int" /> stale`}>
           <${V} k="pools.accepted" v=${get(s, "pools.accepted")} f="int" /><//>
       </section>
+      <${MiningBasics} status=${s} />
       <${HistoryCharts} />
       <section class="card" data-src="/api/status" data-seq=${m.telemetry_seq}>
         <h2>Hashboards</h2>
@@ -996,7 +997,7 @@
           <${Tile} label="Accepted"><${V} k="shares.accepted" v=${sh.accepted} f="int" /><//>
           <${Tile} label="Rejected"><${V} k="shares.rejected" v=${sh.rejected} f="int" /><//>
           <${Tile} label="Stale"><${V} k="shares.stale" v=${sh.stale} f="int" /><//>
-          <${Tile} label="Best share"><${V} k="shares.best_share" v=${sh.best_share} f="diff" /><//>
+          <${Tile} label="Best share"><${V} k="shares.best_share" v=${sh.best_share} f="share" /><//>
         </div>
         <h3>Per pool and reject reasons</h3>
         <div class="scroll"><table>
@@ -1201,10 +1202,186 @@
           <button type="submit" disabled=${name === null || act.busy}>Rename</button>
         </form>
         <${Err} error=${act.error} />
+        ${q.data ? html`<${LanInterfaces} info=${q.data} />` : null}
         ${get(q.data, "endpoints") ? html`<pre>${JSON.stringify(q.data.endpoints, null, 1)}</pre>` : null}
       </section>
     </div>`;
   }
+
+  // ---------------------------------------------------------------- the basics (issue 31)
+  // Uptime, addresses, expected hashrate, best share, reboot, restart mining, LAN settings and
+  // the password: new components only, mounted by one line in the screens that show them.
+
+  // SI prefixes, as miners print share difficulties ("1.23 G"): the locale's compact notation
+  // would say "B" for 1e9.
+  const SI = ["", " k", " M", " G", " T", " P", " E"];
+  // A best share is a difficulty: the number of the pool's difficulty-1 targets it beat.
+  FMT.share = (v) => {
+    if (!isNum(v)) return "–";
+    if (Math.abs(v) < 1000) return nf({ maximumSignificantDigits: 4 }).format(v) + " difficulty";
+    const i = Math.min(SI.length - 1, Math.floor(Math.log10(Math.abs(v)) / 3));
+    return num(v / 10 ** (3 * i), 2) + SI[i] + " difficulty";
+  };
+  FMT.list = (v) => (Array.isArray(v) && v.length ? v.join(", ") : "–");
+
+  // Overview tiles: how long it has mined, what the chips should do, the best share.
+  function MiningBasics({ status }) {
+    const m = (status && status.mining) || {};
+    const hr = m.hashrate_ghs || {};
+    const ratio = isNum(hr.expected) && hr.expected > 0 && isNum(hr["1m"]) ? (100 * hr["1m"]) / hr.expected : undefined;
+    return html`<section class="tiles" id="mining-basics" data-src="/api/status" data-seq=${m.telemetry_seq}>
+      <${Tile} label="Mining for"><span id="mining-uptime"><${V} k="mining.uptime_s" v=${m.uptime_s} f="duration" /></span><//>
+      <${Tile} label="Expected hashrate" sub=${isNum(ratio) ? `measured (1 min) ${FMT.percent(ratio)} of it` : "the chips' nominal figure at their frequency"}>
+        <span id="expected-hashrate"><${V} k="mining.hashrate_ghs.expected" v=${hr.expected} f="ghs" /></span><//>
+      <${Tile} label="Best share" sub="highest difficulty a share reached"><span id="best-share"><${V} k="pools.best_share" v=${get(status, "pools.best_share")} f="share" /></span><//>
+    </section>`;
+  }
+
+  // Uptime, address and MAC, with reboot and (in Mining mode and above) restart mining.
+  function SystemCard({ mode }) {
+    const q = usePoll(() => api("GET", "/api/system/info"), SCREEN_POLL_MS);
+    const [act, run] = useAction();
+    const i = q.data || {};
+    const reboot = () => run(async () => {
+      if (!(await askConfirm("Reboot the miner?", "Every svcOS service stops and starts again; hashing pauses for about a minute and this page reconnects when the miner is back.", "Reboot"))) return null;
+      await api("POST", "/api/system/restart", {});
+      return "The miner is restarting; this page reconnects when it is back.";
+    });
+    const restart = () => run(async () => {
+      if (!(await askConfirm("Restart mining?", "The pool client and the hashboard service restart; hashing pauses for a few seconds. The rest of the miner keeps running.", "Restart mining"))) return null;
+      const r = await api("POST", "/api/action/restart", {});
+      return `Restarted: ${(r.restarted || []).map((s) => s.name).join(", ") || "mining"}.`;
+    });
+    return html`<section class="card" id="system-card" data-src="/api/system/info">
+      <h2>System</h2>
+      <${Loading} q=${q} />
+      <dl class="kv">
+        <dt>IP address</dt><dd id="system-ip"><${V} k="ip_address" v=${i.ip_address} /></dd>
+        <dt>MAC address</dt><dd id="system-mac"><${V} k="mac_address" v=${i.mac_address} /></dd>
+        <dt>Up for</dt><dd id="system-uptime"><${V} k="system_uptime_s" v=${i.system_uptime_s} f="duration" /></dd>
+        <dt>Mining for</dt><dd><${V} k="mining_uptime_s" v=${i.mining_uptime_s} f="duration" /></dd>
+        <dt>Firmware</dt><dd><${V} k="version" v=${i.version} /></dd>
+      </dl>
+      <div class="row wrap">
+        ${MODE_RANK[mode] >= 1 ? html`<button type="button" class="secondary" id="restart-mining" disabled=${act.busy} onClick=${restart}>Restart mining…</button>` : null}
+        <button type="button" class="danger" id="reboot" disabled=${act.busy} onClick=${reboot}>Reboot…</button>
+      </div>
+      ${typeof act.result === "string" ? html`<p class="s-ok" role="status" id="system-action">${act.result}</p>` : null}
+      <${Err} error=${act.error || (q.data ? q.error : null)} />
+    </section>`;
+  }
+
+  // The interfaces as the kernel reports them now.
+  function LanInterfaces({ info }) {
+    const list = get(info, "interfaces") || [];
+    return html`<div data-src="/api/network/info">
+      <div class="scroll"><table id="lan-interfaces"><thead><tr><th scope="col">Interface</th><th scope="col">IPv4</th><th scope="col">MAC</th><th scope="col">Link</th></tr></thead>
+        <tbody>${list.map((x, i) => html`<tr data-iface=${x.name}><td><${V} k=${`interfaces.${i}.name`} v=${x.name} /></td><td><${V} k=${`interfaces.${i}.ipv4`} v=${x.ipv4} f="list" /></td>
+          <td><${V} k=${`interfaces.${i}.mac`} v=${x.mac} /></td><td class=${x.up ? "s-ok" : "s-warn"}>${x.up ? "up" : "down"}</td></tr>`)}</tbody></table></div>
+      <p class="muted">Gateway <${V} k="gateway" v=${get(info, "gateway")} /> · DNS <${V} k="dns" v=${get(info, "dns")} f="list" /></p>
+    </div>`;
+  }
+
+  const NET_WORDS = { method: "Method", address: "Address", gateway: "Gateway", dns: "DNS servers", hostname: "Hostname", interface: "Interface" };
+  function netError(e) {
+    const m = e && e.body && /^(\w+)(?:\[(\d+)\])?$/.exec(e.body.field || "");
+    if (!m || !NET_WORDS[m[1]]) return e;
+    return new Error(`${m[1] === "dns" && m[2] !== undefined ? `DNS server ${Number(m[2]) + 1}` : NET_WORDS[m[1]]}: ${e.body.detail || "not accepted"}.`);
+  }
+
+  // DHCP or a static address, gateway, DNS and hostname (Mining mode and above: the routes are).
+  function NetworkSettingsCard({ mode }) {
+    const allowed = MODE_RANK[mode] >= 1;
+    const cfg = usePoll(() => (allowed ? api("GET", "/api/network/config") : Promise.resolve(null)), 0, [allowed]);
+    const info = usePoll(() => (allowed ? api("GET", "/api/network/info") : Promise.resolve(null)), SCREEN_POLL_MS, [allowed]);
+    const [form, setForm] = useState(null);
+    const [act, run] = useAction();
+    if (!allowed) return html`<section class="card" id="network-settings"><h2>Network</h2><p class="muted">The address, gateway and DNS settings are in Mining mode.</p></section>`;
+    const c = cfg.data || {};
+    const f = form || { method: c.method || "dhcp", address: c.address || "", gateway: c.gateway || "", dns: (c.dns || []).join(", "), hostname: c.hostname || "" };
+    const set = (k, v) => setForm({ ...f, [k]: v });
+    const save = (e) => {
+      e.preventDefault();
+      run(async () => {
+        const body = { method: f.method, dns: f.dns.split(/[\s,]+/).filter(Boolean), hostname: f.hostname.trim() };
+        if (c.interface) body.interface = c.interface;
+        if (f.method === "static") Object.assign(body, { address: f.address.trim(), gateway: f.gateway.trim() });
+        const where = f.method === "static" ? `the address ${body.address}` : "the address the DHCP server gives it";
+        if (!(await askConfirm("Apply the network settings?", `The miner applies them at once and is then reachable at ${where}. A wrong address or gateway can take it off the network until it is reset.`, "Apply"))) return null;
+        let r;
+        try {
+          r = await api("PUT", "/api/network/config", body);
+        } catch (err) {
+          throw netError(err);
+        }
+        setForm(null);
+        await Promise.all([cfg.reload(), info.reload()]);
+        return r;
+      });
+    };
+    return html`<section class="card" id="network-settings" data-src="/api/network/config">
+      <h2>Network</h2>
+      <${Loading} q=${info} />
+      ${info.data ? html`<${LanInterfaces} info=${info.data} />` : null}
+      <form onSubmit=${save}>
+        <div class="seg" role="radiogroup" aria-label="How the miner gets its address">
+          ${[["dhcp", "DHCP"], ["static", "Static address"]].map(([m, label]) => html`<button type="button" role="radio" id=${`net-${m}`} aria-checked=${f.method === m} class=${f.method === m ? "on" : ""} onClick=${() => set("method", m)}>${label}</button>`)}
+        </div>
+        <div class="row wrap">
+          ${f.method === "static" ? html`
+            <${Field} label="Address / prefix"><input id="net-address" value=${f.address} placeholder="192.168.1.50/24" onInput=${(e) => set("address", e.target.value)} required /><//>
+            <${Field} label="Gateway"><input id="net-gateway" value=${f.gateway} placeholder="192.168.1.1" onInput=${(e) => set("gateway", e.target.value)} required /><//>` : null}
+          <${Field} label=${f.method === "static" ? "DNS servers" : "DNS servers (empty: the DHCP server's)"}><input id="net-dns" value=${f.dns} placeholder="192.168.1.1, 1.1.1.1" onInput=${(e) => set("dns", e.target.value)} /><//>
+          <${Field} label="Hostname"><input id="net-hostname" value=${f.hostname} pattern="[A-Za-z0-9\\-]{1,63}" onInput=${(e) => set("hostname", e.target.value)} required /><//>
+        </div>
+        <button type="submit" id="net-save" disabled=${act.busy || !cfg.data}>Apply…</button>
+      </form>
+      ${act.result ? html`<p class="s-ok" role="status" id="network-saved">Saved and written for the network manager (${act.result.file_written ? "changed" : "unchanged"}).</p>` : null}
+      <${Err} error=${act.error || cfg.error} />
+      <p class="muted">${c.note || ""}</p>
+    </section>`;
+  }
+
+  // Change the password with the current one; the miner signs every other session out.
+  function PasswordCard() {
+    const [v, setV] = useState({ current: "", next: "", again: "" });
+    const [err, setErr] = useState(null);
+    const [act, run] = useAction();
+    const s = strength(v.next);
+    const submit = (e) => {
+      e.preventDefault();
+      if (v.next !== v.again) return setErr(new Error("The two new passwords differ."));
+      if (v.next.length < 8) return setErr(new Error("Use 8 characters at least."));
+      setErr(null);
+      return run(async () => {
+        try {
+          const r = await api("POST", "/api/auth/password", { current_password: v.current, new_password: v.next });
+          setV({ current: "", next: "", again: "" });
+          return r;
+        } catch (e2) {
+          if (e2.body && e2.body.field === "current_password") throw new Error("The current password is wrong.");
+          if (e2.status === 429) throw new Error(`Too many attempts. ${retryWords(e2.body)}`);
+          throw e2;
+        }
+      });
+    };
+    const n = act.result && act.result.sessions_revoked;
+    return html`<form class="card" id="password-card" onSubmit=${submit}>
+      <h2>Password</h2>
+      <input type="text" name="username" value="admin" autocomplete="username" hidden />
+      <div class="row wrap">
+        <${Field} label="Current password"><input id="pw-current" type="password" autocomplete="current-password" value=${v.current} onInput=${(e) => setV({ ...v, current: e.target.value })} required /><//>
+        <${Field} label="New password" hint=${html`Strength: <strong class=${s.score >= 4 ? "s-ok" : s.score >= 3 ? "s-warn" : "s-bad"}>${s.word}</strong>`}>
+          <input id="pw-new" type="password" autocomplete="new-password" value=${v.next} onInput=${(e) => setV({ ...v, next: e.target.value })} required minlength="8" /><//>
+        <${Field} label="Repeat the new password"><input id="pw-again" type="password" autocomplete="new-password" value=${v.again} onInput=${(e) => setV({ ...v, again: e.target.value })} required /><//>
+      </div>
+      <button type="submit" id="pw-save" disabled=${act.busy}>Change password</button>
+      ${act.result ? html`<p class="s-ok" role="status" id="password-changed">Password changed. ${isNum(n) ? `${n} other ${n === 1 ? "session was" : "sessions were"} signed out; this one stays.` : ""}</p>` : null}
+      <${Err} error=${err || act.error} />
+    </form>`;
+  }
+
+  const SettingsBasics = ({ mode }) => html`<${SystemCard} mode=${mode} /><${NetworkSettingsCard} mode=${mode} /><${PasswordCard} />`;
 
   // ---------------------------------------------------------------- Settings
 
@@ -1239,6 +1416,7 @@
       return api("POST", "/api/config/import", { toml: text });
     });
     return html`<div class="screen" id="screen-settings">
+      <${SettingsBasics} mode=${mode} />
       <section class="card">
         <h2>Display</h2>
         <div class="row wrap">

@@ -133,6 +133,18 @@ impl ApiError {
         self
     }
 
+    /// 422 `config_validation` naming the request member `field` and what it allows.
+    pub fn invalid_field(field: &str, message: impl Into<String>) -> Self {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("invalid value for {field}"),
+        )
+        .code(ErrorCode::ConfigValidation)
+        .detail(message)
+        .suggestion("fix the named field and resend")
+        .with("field", field)
+    }
+
     /// 400 with `unclassified_error`.
     pub fn bad_request(error: impl Into<String>) -> Self {
         ApiError::new(StatusCode::BAD_REQUEST, error).code(ErrorCode::UnclassifiedError)

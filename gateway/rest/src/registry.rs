@@ -32,6 +32,7 @@ pub fn all() -> Vec<Route<AppState>> {
     routes.extend(crate::handlers::operations::config_sections::routes());
     routes.extend(crate::handlers::operations::fleet::routes());
     routes.extend(crate::handlers::operations::ssh::routes());
+    routes.extend(crate::handlers::operations::lan::routes());
     routes.extend(crate::handlers::operations::energy_api::routes());
     routes.extend(crate::handlers::operations::home::routes());
     routes.extend(crate::handlers::operations::governor::routes());

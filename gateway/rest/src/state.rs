@@ -213,10 +213,16 @@ pub fn generation_path(layout: &Layout) -> std::path::PathBuf {
         .join("config-generation")
 }
 
-/// `[network.ssh]` as the SSH server reads it; a failure leaves the last options in force.
+/// `[network.ssh]` as the SSH server reads it and the LAN settings as networkd reads them; a
+/// failure leaves the last file in force.
 fn write_ssh_options(layout: &Layout, config: &Config) {
     if let Err(e) = svcos_common::sshkeys::apply_config(layout, config) {
         tracing::warn!(error = %e, "cannot write the SSH server's options");
+    }
+    match svcos_common::networkd::apply_config(layout, config) {
+        Ok(true) => tracing::info!("LAN settings written for networkd"),
+        Ok(false) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot write the LAN settings for networkd"),
     }
 }
 

@@ -25,6 +25,7 @@ pub mod httpserve;
 pub mod ipc;
 pub mod logging;
 pub mod net;
+pub mod networkd;
 pub mod paths;
 pub mod proxykey;
 pub mod psu;

@@ -131,7 +131,7 @@ pub fn routes() -> Vec<Route<AppState>> {
         route!(GET "/api/v1/capabilities", Bearer, P, Identity, Full, "What this build can do", capabilities, res: svcos_api_types::discovery::CapabilitiesBody),
         route!(GET "/api/competitive/readiness", Bearer, P, Other, Full, "The static claims contract", readiness, res: svcos_api_types::discovery::ReadinessBody),
         route!(GET "/api/system/update_capability", Bearer, P, Identity, Full, "Whether this build can update itself, and how", update_capability, res: svcos_api_types::discovery::UpdateCapabilityBody),
-        route!(GET "/api/network/info", Bearer, P, Fleet, Partial, "Hostname and the endpoints this unit serves", network_info, res: svcos_api_types::discovery::NetworkInfoBody),
+        route!(GET "/api/network/info", Bearer, P, Fleet, Full, "Hostname, interfaces (addresses, MAC), gateway, DNS and the endpoints this unit serves", network_info, res: svcos_api_types::discovery::NetworkInfoBody),
         route!(GET "/api/profiles/presets", Bearer, P, Tuning, Full, "Board presets compiled into this build", board_presets, res: svcos_api_types::discovery::PresetsBody),
     ]
 }
@@ -296,33 +296,7 @@ async fn update_capability(State(state): State<AppState>) -> ApiResult {
 }
 
 async fn network_info(State(state): State<AppState>) -> ApiResult {
-    let c = state.config();
-    let endpoint = |name, bind: std::net::IpAddr, port| Endpoint {
-        name,
-        bind: bind.to_string(),
-        port,
-        path: None,
-        enabled: None,
-    };
-    ok(NetworkInfoBody {
-        schema: "svcos.api.network.info.v1",
-        hostname: c.system.hostname.clone(),
-        mdns_name: format!("{}.local", c.system.hostname),
-        endpoints: vec![
-            endpoint("rest", c.api.bind, c.api.port),
-            Endpoint {
-                path: Some("/ws"),
-                ..endpoint("websocket", c.api.bind, c.api.port)
-            },
-            endpoint("dashboard", c.api.bind, c.api.http_port),
-            Endpoint {
-                enabled: Some(c.legacy.enabled),
-                ..endpoint("legacy-miner-tcp", c.legacy.bind, c.legacy.port)
-            },
-        ],
-        mdns: state.mdns.status(),
-        note: "interface addresses and routes are not reported by this build",
-    })
+    ok(NetworkInfoBody::now(&state.config(), state.mdns.status()))
 }
 
 async fn board_presets(State(state): State<AppState>) -> ApiResult {

@@ -75,7 +75,7 @@ async fn system_info(State(state): State<AppState>) -> Response {
     let config = state.config();
     let inv = inventory(&state).await.ok();
     let t = state.telemetry();
-    Json(SystemInfoBody::new(
+    let body = SystemInfoBody::new(
         config.system.hostname.clone(),
         config.system.mode.as_str(),
         env!("CARGO_PKG_VERSION"),
@@ -83,8 +83,8 @@ async fn system_info(State(state): State<AppState>) -> Response {
         inv.as_ref(),
         t.as_ref(),
         (state.clock.now_ms() - state.started_ms).max(0) / 1000,
-    ))
-    .into_response()
+    );
+    Json(body.with_host()).into_response()
 }
 
 async fn system_asic(State(state): State<AppState>) -> ApiResult {

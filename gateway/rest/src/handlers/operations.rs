@@ -12,6 +12,7 @@ pub mod energy_api;
 pub mod fleet;
 pub mod governor;
 pub mod home;
+pub mod lan;
 pub mod setup;
 pub mod ssh;
 

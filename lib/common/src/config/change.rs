@@ -48,7 +48,8 @@ pub fn key_effect(key: &str) -> (&'static str, bool) {
         "sim" => ("hw-sim", true),
         // The gateway's own integration tasks re-read these at once.
         "mqtt" | "webhook" => ("gateway", false),
-        // The gateway's mDNS responder re-announces (or says goodbye) at once.
+        // The gateway's mDNS responder re-announces (or says goodbye) at once, and the gateway
+        // rewrites the LAN's networkd file at once (`crate::networkd`).
         "network" => ("gateway", false),
         // hw-agent enforces the hard limits and calibrates the PSU reading.
         "power" => ("hw-agent", false),

@@ -47,7 +47,8 @@ pub use home::{HomeConfig, NightModeConfig, WindowClock, parse_hhmm};
 pub use legacy::LegacyConfig;
 pub use mqtt::{MqttConfig, is_valid_host};
 pub use network::{
-    MAX_MDNS_INTERFACES, MdnsConfig, NetworkConfig, SshConfig, is_valid_interface_name,
+    Ipv4Config, Ipv4Method, MAX_DNS_SERVERS, MAX_MDNS_INTERFACES, MdnsConfig, NetworkConfig,
+    STATIC_PREFIX_LEN, SshConfig, is_valid_interface_name,
 };
 pub use pools::{PoolConfig, StratumConfig};
 pub use power::{MAX_WATT, PowerConfig, PsuOverrideConfig};

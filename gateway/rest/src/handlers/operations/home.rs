@@ -4,7 +4,7 @@
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use serde_json::{Value, json};
 
 use svcos_api_types::energy::{HomePresetsBody, NightModeBody, NightModePatchRequest};
@@ -29,16 +29,6 @@ pub fn routes() -> Vec<Route<AppState>> {
         route!(POST "/api/home/room-temp", Bearer, P, Integrations, Full, "Post the room temperature; the thermostat moves the power target", room_temp, req: svcos_api_types::requests::RoomTempRequest, res: svcos_api_types::energy::ThermostatBody),
         route!(POST "/api/home/target", Bearer, P, Integrations, Full, "Set the room-temperature target (and thermostat limits)", target, req: svcos_api_types::requests::HomeTargetRequest, res: svcos_api_types::energy::ThermostatBody),
     ]
-}
-
-fn invalid(field: &str, message: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        format!("invalid value for {field}"),
-    )
-    .code(ErrorCode::ConfigValidation)
-    .detail(message.to_string())
-    .with("field", field)
 }
 
 fn night_body(state: &AppState, power: &PowerStatus, report: Option<Value>) -> ApiResult {
@@ -95,7 +85,7 @@ async fn room_temp(State(state): State<AppState>, headers: HeaderMap, body: Byte
     // The accepted range is the governor's rule (tuner); its refusal is answered naming the field.
     let r = match state.peers.power.clone().post_room_temperature(req).await {
         Err(s) if s.code() == tonic::Code::InvalidArgument => {
-            return Err(invalid("room_c", s.message()));
+            return Err(ApiError::invalid_field("room_c", s.message()));
         }
         r => power_call(r)?,
     };
@@ -112,14 +102,14 @@ async fn target(State(state): State<AppState>, headers: HeaderMap, body: Bytes) 
         let Some(p) = tables.thermostat.iter().find(|p| &p.name == name) else {
             let names: Vec<&str> = tables.thermostat.iter().map(|p| p.name.as_str()).collect();
             let hint = format!("one of {} (GET /api/home/presets)", names.join(", "));
-            return Err(invalid("preset", &hint));
+            return Err(ApiError::invalid_field("preset", &hint));
         };
         home["target_room_c"] = json!(p.target_room_c);
         home["min_watt"] = json!(p.min_watt);
         home["max_watt"] = json!(p.max_watt);
         home["step_watt"] = json!(p.step_watt);
     } else if b.target_room_c.is_none() && b.enabled.is_none() {
-        return Err(invalid(
+        return Err(ApiError::invalid_field(
             "target_room_c",
             "send target_room_c (5-30 C), a preset, or enabled",
         ));

@@ -71,7 +71,7 @@ fn wizard_error(e: WizardError) -> ApiError {
                 None => error,
             }
         }
-        WizardError::Invalid { field, message } => invalid(field, message),
+        WizardError::Invalid { field, message } => ApiError::invalid_field(field, message),
         WizardError::NoPasswordToKeep => ApiError::new(StatusCode::CONFLICT, e.to_string())
             .code(ErrorCode::UnclassifiedError)
             .suggestion("POST /api/setup/step3-password with {\"password\": ...}"),
@@ -80,18 +80,6 @@ fn wizard_error(e: WizardError) -> ApiError {
             ApiError::internal("the setup wizard state could not be saved").detail(e.to_string())
         }
     }
-}
-
-/// 422 naming the field.
-fn invalid(field: &str, message: impl Into<String>) -> ApiError {
-    ApiError::new(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        format!("invalid value for {field}"),
-    )
-    .code(ErrorCode::ConfigValidation)
-    .detail(message.into())
-    .suggestion("fix the named field and resend")
-    .with("field", field)
 }
 
 /// Ids of the warnings `/api/safety/warnings` shows now.
@@ -175,7 +163,7 @@ fn auth_setup_error(s: &tonic::Status) -> ApiError {
         Code::FailedPrecondition => ApiError::new(StatusCode::CONFLICT, "a password is already set")
             .code(ErrorCode::UnclassifiedError)
             .suggestion("POST /api/setup/skip-password keeps it; it is cleared only by holding the reset button for 15 s"),
-        Code::InvalidArgument => invalid("password", s.message().to_string()),
+        Code::InvalidArgument => ApiError::invalid_field("password", s.message().to_string()),
         Code::ResourceExhausted => ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too many attempts")
             .code(ErrorCode::UnclassifiedError)
             .detail(s.message().to_string())

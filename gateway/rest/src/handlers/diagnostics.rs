@@ -75,6 +75,8 @@ pub fn routes() -> Vec<Route<AppState>> {
         route!(GET "/api/diagnostics/troubleshoot/i2c-scan", Bearer, P, Diagnostics, Full, "Scan the I2C bus for devices that acknowledge", i2c_scan, res: svcos_api_types::diagnostics::I2cScanBody),
         route!(GET "/api/env/recipe", Bearer, P, Other, Full, "The cooling, fan and power settings in force, each with where it came from", env_recipe, res: svcos_api_types::inventory::EnvRecipeBody),
         route!(GET "/api/log/backup", Bearer, P, Other, Full, "tar.gz of service logs, diagnostic reports and the debug audit log", log_backup),
+        route!(GET "/api/logs", Bearer, U, Diagnostics, Full, "Every service's log merged in time order, filtered (svcOS extension)", logs, res: svcos_api_types::diagnostics::LogsBody),
+        route!(GET "/api/logs/download", Bearer, U, Diagnostics, Full, "The merged log as a text or NDJSON file (svcOS extension)", logs_download),
     ]
 }
 
@@ -530,13 +532,13 @@ async fn pid_params(State(state): State<AppState>, headers: HeaderMap, body: Byt
 
 // ---- logs -------------------------------------------------------------------------------
 
-/// The recent-log file the supervisor keeps per service (see `svcos_supervisor::logs`).
-fn service_log(state: &AppState, service: ServiceName) -> PathBuf {
-    state
-        .layout
-        .runtime_dir
-        .join("logs")
-        .join(format!("{service}.log"))
+/// The supervisor's recent-log files (see `svcos_supervisor::logs`), read by `svcos-logs`.
+fn logs_dir(state: &AppState) -> PathBuf {
+    state.layout.runtime_dir.join("logs")
+}
+
+fn query_error(e: svcos_logs::QueryError) -> ApiError {
+    field_error(e.field, e.message)
 }
 
 #[derive(Debug, Deserialize)]
@@ -547,35 +549,40 @@ struct LogQuery {
 
 async fn debug_log(State(state): State<AppState>, Query(q): Query<LogQuery>) -> ApiResult {
     let name = q.service.as_deref().unwrap_or("hw-agent");
-    let service = ServiceName::ALL
-        .iter()
-        .copied()
-        .find(|s| s.as_str() == name)
-        .ok_or_else(|| {
-            let names: Vec<&str> = ServiceName::ALL.iter().map(|s| s.as_str()).collect();
-            field_error("service", format!("one of {}", names.join(", ")))
-        })?;
+    let one = svcos_logs::LogQuery {
+        service: Some(name.to_string()),
+        ..Default::default()
+    };
+    let service = one.filter().map_err(query_error)?.services[0];
     let want = q.lines.unwrap_or(200);
     if !(1..=MAX_LOG_LINES).contains(&want) {
         return Err(field_error("lines", format!("1-{MAX_LOG_LINES}")));
     }
-    let path = service_log(&state, service);
-    let lines = tokio::task::spawn_blocking(move || tail(&path, want))
+    let dir = logs_dir(&state);
+    let lines = tokio::task::spawn_blocking(move || svcos_logs::tail_lines(&dir, service, want))
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
     Ok(Json(LogBody::new(name.to_string(), lines)).into_response())
 }
 
-/// The last `n` lines of a rotated log (`path.1` then `path`).
-fn tail(path: &Path, n: usize) -> Vec<String> {
-    let mut lines = Vec::new();
-    for p in [path.with_extension("log.1"), path.to_path_buf()] {
-        if let Ok(s) = std::fs::read_to_string(&p) {
-            lines.extend(s.lines().map(str::to_string));
-        }
-    }
-    let skip = lines.len().saturating_sub(n);
-    lines.split_off(skip)
+/// `GET /api/logs`: every service merged in time order (`svcos-logs` reads and filters).
+async fn logs(State(state): State<AppState>, Query(q): Query<svcos_logs::LogQuery>) -> ApiResult {
+    let dir = logs_dir(&state);
+    let body = tokio::task::spawn_blocking(move || svcos_logs::body(&dir, &q))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(Json(body.map_err(query_error)?).into_response())
+}
+
+/// `GET /api/logs/download`: the same lines as text or NDJSON, as a file.
+async fn logs_download(State(state): State<AppState>, Query(q): Query<svcos_logs::LogQuery>) -> ApiResult {
+    let (dir, now) = (logs_dir(&state), state.clock.now_ms());
+    let (text, media, name) = tokio::task::spawn_blocking(move || svcos_logs::download(&dir, &q, now))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?
+        .map_err(query_error)?;
+    let disposition = format!("attachment; filename=\"{name}\"");
+    Ok(([(header::CONTENT_TYPE, media.to_string()), (header::CONTENT_DISPOSITION, disposition)], text).into_response())
 }
 
 /// Files a log backup holds: (name in the archive, path). Service logs, diagnostic reports and

@@ -146,18 +146,26 @@ mod tests {
         assert_eq!(c.pools[0].user, SIM_WORKER);
         assert_eq!(c.sim.pool_port, 13333);
         assert!(!c.network.mdns.enabled, "the sim stays silent on the LAN");
-        assert!(c.power.setup_hold, "a fresh sim is held until setup is finished");
+        assert!(
+            c.power.setup_hold,
+            "a fresh sim is held until setup is finished"
+        );
         let done = fresh(&SimFlags {
             setup_complete: true,
             ..SimFlags::default()
         });
         assert!(!done.power.setup_hold);
-        assert!(!update(c, &SimFlags {
-            setup_complete: true,
-            ..SimFlags::default()
-        })
-        .power
-        .setup_hold);
+        assert!(
+            !update(
+                c,
+                &SimFlags {
+                    setup_complete: true,
+                    ..SimFlags::default()
+                }
+            )
+            .power
+            .setup_hold
+        );
     }
 
     #[test]

@@ -144,9 +144,10 @@ impl Filter {
     pub fn admits(&self, e: &LogEntry) -> bool {
         Level::parse(e.level).unwrap_or(Level::Info) >= self.min_level
             && self.since_ms.is_none_or(|s| e.time_ms >= s)
-            && self.text.as_deref().is_none_or(|t| {
-                e.message.to_lowercase().contains(t) || e.service.contains(t)
-            })
+            && self
+                .text
+                .as_deref()
+                .is_none_or(|t| e.message.to_lowercase().contains(t) || e.service.contains(t))
     }
 }
 
@@ -174,7 +175,10 @@ impl LogQuery {
                         .ok_or_else(|| {
                             let names: Vec<&str> =
                                 ServiceName::ALL.iter().map(|s| s.as_str()).collect();
-                            bad("service", format!("comma-separated, each one of {}", names.join(", ")))
+                            bad(
+                                "service",
+                                format!("comma-separated, each one of {}", names.join(", ")),
+                            )
                         })
                 })
                 .collect::<Result<_, _>>()?;
@@ -191,7 +195,10 @@ impl LogQuery {
         }
         if let Some(since) = self.since.as_deref().filter(|s| !s.is_empty()) {
             let ts: jiff::Timestamp = since.parse().map_err(|_| {
-                bad("since", "an RFC 3339 time with its offset, e.g. 2026-11-29T03:00:00Z")
+                bad(
+                    "since",
+                    "an RFC 3339 time with its offset, e.g. 2026-11-29T03:00:00Z",
+                )
             })?;
             f.since_ms = Some(ts.as_millisecond());
         }
@@ -302,7 +309,9 @@ fn mask_key_values(word: &str) -> String {
             .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
             .map_or(0, |p| p + 1);
         let key = &lower[key_start..eq];
-        let secret = SECRET_KEYS.iter().any(|k| key == *k || key.ends_with(&format!("_{k}")));
+        let secret = SECRET_KEYS
+            .iter()
+            .any(|k| key == *k || key.ends_with(&format!("_{k}")));
         let end = lower[eq + 1..]
             .find(['&', ',', ';', '"', '\''])
             .map_or(word.len(), |p| eq + 1 + p);

@@ -170,8 +170,17 @@ fn bad_queries_name_their_field() {
         let err = q.filter().and_then(|_| q.limit(1, MAX_LIMIT)).unwrap_err();
         assert_eq!(err.field, field, "{value}");
     }
-    assert_eq!(query(&[("format", "xml")]).format().unwrap_err().field, "format");
-    assert_eq!(query(&[("q", &"x".repeat(201))]).filter().unwrap_err().field, "q");
+    assert_eq!(
+        query(&[("format", "xml")]).format().unwrap_err().field,
+        "format"
+    );
+    assert_eq!(
+        query(&[("q", &"x".repeat(201))])
+            .filter()
+            .unwrap_err()
+            .field,
+        "q"
+    );
 }
 
 #[test]
@@ -204,7 +213,11 @@ fn a_tail_sends_only_new_complete_lines_across_a_rotation() {
     write(d, "tuner.log", "2026-11-29T03:00:00.000Z  INFO old\n");
     let mut tail = Tail::new(d, Filter::default());
     assert!(tail.poll().is_empty(), "what was there before is not sent");
-    append(d, "tuner.log", "2026-11-29T03:00:01.000Z  INFO one\n2026-11-29T03:00:02.000Z  INFO tw");
+    append(
+        d,
+        "tuner.log",
+        "2026-11-29T03:00:01.000Z  INFO one\n2026-11-29T03:00:02.000Z  INFO tw",
+    );
     let got: Vec<_> = tail.poll().into_iter().map(|e| e.message).collect();
     assert_eq!(got, ["one"], "a partial line waits");
     append(d, "tuner.log", "o\n");
@@ -228,7 +241,11 @@ fn a_tail_applies_its_filter() {
     let mut tail = Tail::new(d, filter);
     append(d, "auth.log", "2026-11-29T03:00:00.000Z  INFO quiet\n");
     append(d, "auth.log", "2026-11-29T03:00:01.000Z  WARN loud\n");
-    append(d, "gateway.log", "2026-11-29T03:00:01.000Z ERROR elsewhere\n");
+    append(
+        d,
+        "gateway.log",
+        "2026-11-29T03:00:01.000Z ERROR elsewhere\n",
+    );
     let got: Vec<_> = tail.poll().into_iter().map(|e| e.message).collect();
     assert_eq!(got, ["loud"]);
     let frame: serde_json::Value = serde_json::from_str(&ws_frame(&parse_line(

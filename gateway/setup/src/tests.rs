@@ -246,7 +246,10 @@ fn status_lists_steps_and_the_next_one() {
     assert!(s.first_boot && s.auth_reachable && !s.complete && !s.can_complete);
     assert_eq!(s.next_step, Some("safety"));
     assert_eq!(s.circuit_limit_watt, None);
-    assert_eq!(s.setup_hold_watt, Some(svcos_common::config::SETUP_HOLD_WATT));
+    assert_eq!(
+        s.setup_hold_watt,
+        Some(svcos_common::config::SETUP_HOLD_WATT)
+    );
 
     let mut w = accepted();
     w.set_circuit(&circuit(240.0, 15.0).unwrap(), 2).unwrap();

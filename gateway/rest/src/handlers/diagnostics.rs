@@ -553,7 +553,10 @@ async fn debug_log(State(state): State<AppState>, Query(q): Query<LogQuery>) -> 
         service: Some(name.to_string()),
         ..Default::default()
     };
-    let service = one.filter().map_err(query_error)?.services[0];
+    let service = match one.filter().map_err(query_error)?.services[..] {
+        [s] => s,
+        _ => return Err(field_error("service", "one service name")),
+    };
     let want = q.lines.unwrap_or(200);
     if !(1..=MAX_LOG_LINES).contains(&want) {
         return Err(field_error("lines", format!("1-{MAX_LOG_LINES}")));
@@ -575,14 +578,25 @@ async fn logs(State(state): State<AppState>, Query(q): Query<svcos_logs::LogQuer
 }
 
 /// `GET /api/logs/download`: the same lines as text or NDJSON, as a file.
-async fn logs_download(State(state): State<AppState>, Query(q): Query<svcos_logs::LogQuery>) -> ApiResult {
+async fn logs_download(
+    State(state): State<AppState>,
+    Query(q): Query<svcos_logs::LogQuery>,
+) -> ApiResult {
     let (dir, now) = (logs_dir(&state), state.clock.now_ms());
-    let (text, media, name) = tokio::task::spawn_blocking(move || svcos_logs::download(&dir, &q, now))
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))?
-        .map_err(query_error)?;
+    let (text, media, name) =
+        tokio::task::spawn_blocking(move || svcos_logs::download(&dir, &q, now))
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?
+            .map_err(query_error)?;
     let disposition = format!("attachment; filename=\"{name}\"");
-    Ok(([(header::CONTENT_TYPE, media.to_string()), (header::CONTENT_DISPOSITION, disposition)], text).into_response())
+    Ok((
+        [
+            (header::CONTENT_TYPE, media.to_string()),
+            (header::CONTENT_DISPOSITION, disposition),
+        ],
+        text,
+    )
+        .into_response())
 }
 
 /// Files a log backup holds: (name in the archive, path). Service logs, diagnostic reports and

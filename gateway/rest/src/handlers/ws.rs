@@ -45,22 +45,35 @@ const LOG_POLL: std::time::Duration = std::time::Duration::from_millis(500);
 /// What a stream sends: telemetry, or the merged log's lines (`?topic=logs`).
 enum Feed {
     Telemetry,
-    Logs(svcos_logs::Tail, Vec<svcos_api_types::diagnostics::LogEntry>),
+    Logs(
+        svcos_logs::Tail,
+        Vec<svcos_api_types::diagnostics::LogEntry>,
+    ),
 }
 
 /// The feed a query asks for; a bad log filter is refused before the upgrade.
 async fn feed(state: &AppState, q: &WsQuery) -> Result<Feed, ApiError> {
-    let bad = |e: svcos_logs::QueryError| ApiError::bad_request(e.to_string()).with("field", e.field);
+    let bad =
+        |e: svcos_logs::QueryError| ApiError::bad_request(e.to_string()).with("field", e.field);
     match q.topic.as_deref() {
         None | Some("telemetry") => Ok(Feed::Telemetry),
         Some("logs") => {
-            let (dir, filter, n) = (state.layout.runtime_dir.join("logs"), q.logs.filter().map_err(bad)?, q.logs.backlog().map_err(bad)?);
+            let (dir, filter, n) = (
+                state.layout.runtime_dir.join("logs"),
+                q.logs.filter().map_err(bad)?,
+                q.logs.backlog().map_err(bad)?,
+            );
             // The tail starts before the backlog is read: a line written in between may come twice, none is lost.
             let tail = svcos_logs::Tail::new(&dir, filter.clone());
-            let backlog = tokio::task::spawn_blocking(move || svcos_logs::merged(&dir, &filter, n).0).await.unwrap_or_default();
+            let backlog =
+                tokio::task::spawn_blocking(move || svcos_logs::merged(&dir, &filter, n).0)
+                    .await
+                    .unwrap_or_default();
             Ok(Feed::Logs(tail, backlog))
         }
-        Some(_) => Err(ApiError::bad_request("invalid value for topic").detail("telemetry or logs").with("field", "topic")),
+        Some(_) => Err(ApiError::bad_request("invalid value for topic")
+            .detail("telemetry or logs")
+            .with("field", "topic")),
     }
 }
 
@@ -145,16 +158,27 @@ async fn stream(state: AppState, mut socket: WebSocket, session_id: String, mut 
     let mut last_frame_at = tokio::time::Instant::now();
     let logs = matches!(feed, Feed::Logs(..));
     loop {
-        let frames = match &mut feed {
+        let frames: Vec<String> = match &mut feed {
             Feed::Telemetry => {
                 let t = telemetry.borrow_and_update().clone();
                 let p = pools.borrow_and_update().clone();
-                vec![telemetry_frame(t.as_ref(), p.as_ref()).to_string()].into_iter().filter(|f| *f != last_sent).collect()
+                vec![telemetry_frame(t.as_ref(), p.as_ref()).to_string()]
+                    .into_iter()
+                    .filter(|f| *f != last_sent)
+                    .collect()
             }
-            Feed::Logs(tail, backlog) => std::mem::take(backlog).into_iter().chain(tail.poll()).map(|e| svcos_logs::ws_frame(&e)).collect(),
+            Feed::Logs(tail, backlog) => std::mem::take(backlog)
+                .into_iter()
+                .chain(tail.poll())
+                .map(|e| svcos_logs::ws_frame(&e))
+                .collect(),
         };
         for text in frames {
-            if socket.send(Message::Text(text.as_str().into())).await.is_err() {
+            if socket
+                .send(Message::Text(text.as_str().into()))
+                .await
+                .is_err()
+            {
                 return;
             }
             last_sent = text;

@@ -16,8 +16,12 @@
 //! - **Secrets** never reach an answer: [`mask_secrets`] masks URL passwords (the one rule of
 //!   `svcos_common::redact`), `token=`/`ticket=`/`password=`-style values and bearer tokens in
 //!   every message, whatever a service wrote.
+//! - **Backup**: [`backup`] lists and archives the same files as they are, for
+//!   `GET /api/log/backup` and its manifest.
 //! - **Tail**: [`Tail`] keeps a cursor (inode and offset) per file and reads only what was
 //!   appended since, following a rotation through the `.log.1` file.
+
+pub mod backup;
 
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;

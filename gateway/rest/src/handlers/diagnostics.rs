@@ -7,14 +7,13 @@
 //! write. The hardware inventory (PIC info, PSU bypass matrix, PVT table, environment recipe) is
 //! read and decided by hw-agent on the same service; this module maps its answers.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use svcos_api_types::requests as req;
 use svcos_common::bounds::VOLTAGE_MV;
 
 use axum::Json;
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -599,93 +598,31 @@ async fn logs_download(
         .into_response())
 }
 
-/// Files a log backup holds: (name in the archive, path). Service logs, diagnostic reports and
-/// the debug audit log; never the config (pool passwords) nor auth state.
+/// Files a log backup holds (`svcos_logs::backup`): the supervisor's logs and hw-agent's reports.
 fn backup_files(state: &AppState) -> Vec<(String, PathBuf)> {
-    let mut out = Vec::new();
-    let mut add_dir = |prefix: &str, dir: &Path, keep: &dyn Fn(&str) -> bool| {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.is_file())
-            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(keep))
-            .collect();
-        entries.sort();
-        for p in entries {
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            out.push((format!("{prefix}/{name}"), p.clone()));
-        }
-    };
-    add_dir(
-        "logs",
-        &state.layout.runtime_dir.join("logs"),
-        &|n: &str| n.ends_with(".log") || n.ends_with(".log.1"),
-    );
-    add_dir(
-        "diagnostics",
-        &state
-            .layout
-            .service_state_dir(ServiceName::HwAgent)
-            .join("diagnostics"),
-        &|n: &str| n.ends_with(".json") || n.contains(".jsonl"),
-    );
-    out
+    let diagnostics = state.layout.service_state_dir(ServiceName::HwAgent);
+    svcos_logs::backup::files(&logs_dir(state), &diagnostics.join("diagnostics"))
 }
 
 async fn logs_manifest(State(state): State<AppState>) -> ApiResult {
-    let files = tokio::task::spawn_blocking(move || {
-        backup_files(&state)
-            .into_iter()
-            .map(|(name, path)| {
-                let meta = std::fs::metadata(&path).ok();
-                LogFile {
-                    name,
-                    bytes: meta.as_ref().map(|m| m.len()),
-                    modified_ms: meta
-                        .and_then(|m| m.modified().ok())
-                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                        .map(|d| d.as_millis() as u64),
-                    readable: std::fs::File::open(&path).is_ok(),
-                }
-            })
-            .collect::<Vec<_>>()
-    })
-    .await
-    .map_err(|e| ApiError::internal(e.to_string()))?;
+    let files =
+        tokio::task::spawn_blocking(move || svcos_logs::backup::manifest(backup_files(&state)))
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?;
     Ok(Json(LogsManifestBody::new(files)).into_response())
 }
 
 async fn log_backup(State(state): State<AppState>) -> ApiResult {
     let files = backup_files(&state);
-    let archive = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<u8>> {
-        let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        let mut tar = tar::Builder::new(gz);
-        for (name, path) in &files {
-            // A file rotated away between listing and reading is skipped, not an error.
-            if let Ok(mut f) = std::fs::File::open(path) {
-                tar.append_file(format!("svcos-logs/{name}"), &mut f)?;
-            }
-        }
-        let mut gz = tar.into_inner()?;
-        gz.flush()?;
-        gz.finish()
-    })
-    .await
-    .map_err(|e| ApiError::internal(e.to_string()))?
-    .map_err(|e| ApiError::internal(format!("log archive: {e}")))?;
+    let archive = tokio::task::spawn_blocking(move || svcos_logs::backup::archive(&files))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?
+        .map_err(|e| ApiError::internal(format!("log archive: {e}")))?;
     let stamp = svcos_common::time::unix_ms() / 1000;
-    let mut resp = Response::new(Body::from(archive));
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/gzip"),
-    );
-    if let Ok(v) = HeaderValue::from_str(&format!(
-        "attachment; filename=\"svcos-logs-{stamp}.tar.gz\""
-    )) {
-        h.insert(header::CONTENT_DISPOSITION, v);
-    }
-    Ok(resp)
+    let disposition = format!("attachment; filename=\"svcos-logs-{stamp}.tar.gz\"");
+    let headers = [
+        (header::CONTENT_TYPE, "application/gzip".to_string()),
+        (header::CONTENT_DISPOSITION, disposition),
+    ];
+    Ok((headers, archive).into_response())
 }

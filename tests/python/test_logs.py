@@ -101,24 +101,31 @@ def test_the_live_tail_sends_new_lines_as_they_are_written(sim, token):
     log its start, which must come over the open socket."""
 
     async def main():
-        url = f"ws://{sim.bind}:{sim.api_port}/ws?topic=logs&service=tuner&level=trace&limit=3&token={token}"
+        _, _, known = logs(sim, token, service="tuner", level="trace", limit=2)
+        url = f"ws://{sim.bind}:{sim.api_port}/ws?topic=logs&service=tuner&level=trace&limit=2&token={token}"
         async with websockets.connect(url) as ws:
             backlog = []
-            while len(backlog) < 3:
-                backlog.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
+            while len(backlog) < known["count"]:
+                frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                backlog.append(frame)
             start = time.time() * 1000
             out = sim.ctl("restart", "tuner")
             assert out.returncode == 0, out.stderr
             fresh = []
             deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline and not fresh:
                 frame = json.loads(await asyncio.wait_for(ws.recv(), 60))
-                if frame["type"] == "log" and frame["time_ms"] >= start - 1000:
+                # Heartbeats keep a quiet tail alive; they are /ws's own frames.
+                if frame["type"] == "heartbeat":
+                    assert frame["schema"] == "svcos.ws.heartbeat.v1", frame
+                elif frame["time_ms"] >= start - 1000:
                     fresh.append(frame)
-                    break
-            return backlog, fresh
+            return known["entries"], backlog, fresh
 
-    backlog, fresh = asyncio.run(main())
+    known, backlog, fresh = asyncio.run(main())
+    assert known, "the tuner logged at its start"
+    # The backlog is the newest lines GET /api/logs answers, in the same shape.
+    assert [f["message"] for f in backlog] == [e["message"] for e in known], (backlog, known)
     for f in backlog + fresh:
         assert f["type"] == "log" and f["schema"] == "svcos.ws.log.v1", f
         assert f["service"] == "tuner" and RFC3339_MS.match(f["time"]), f

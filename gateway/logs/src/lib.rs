@@ -316,14 +316,16 @@ fn mask_key_values(word: &str) -> String {
         let secret = SECRET_KEYS
             .iter()
             .any(|k| key == *k || key.ends_with(&format!("_{k}")));
-        let end = lower[eq + 1..]
+        // A quoted value (`key="v"`) starts after its quote.
+        let start = eq + 1 + usize::from(lower[eq + 1..].starts_with(['"', '\'']));
+        let end = lower[start..]
             .find(['&', ',', ';', '"', '\''])
-            .map_or(word.len(), |p| eq + 1 + p);
-        out.push_str(&word[i..=eq]);
-        if secret && end > eq + 1 {
+            .map_or(word.len(), |p| start + p);
+        out.push_str(&word[i..start]);
+        if secret && end > start {
             out.push_str(svcos_common::redact::SECRET_MASK);
         } else {
-            out.push_str(&word[eq + 1..end]);
+            out.push_str(&word[start..end]);
         }
         i = end;
     }

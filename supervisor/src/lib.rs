@@ -94,6 +94,11 @@ pub struct SimArgs {
     /// Test pool port [default: 3333].
     #[arg(long)]
     pub pool_port: Option<u16>,
+    /// Start as a miner that already finished setup (an updated or restored config): not held
+    /// at the setup cap ([power].setup_hold false). Without it a fresh sim is held until the
+    /// setup wizard is finished.
+    #[arg(long)]
+    pub setup_complete: bool,
     /// D-Bus address to serve org.svcos.Supervisor1 on [default: the session bus if any, else
     /// a private dbus-daemon on <dir>/run/dbus.sock].
     #[arg(long)]
@@ -208,6 +213,7 @@ pub fn sim_entry(args: Vec<OsString>) -> ExitCode {
         http_port: args.http_port,
         legacy_port: args.legacy_port,
         pool_port: args.pool_port,
+        setup_complete: args.setup_complete,
     };
     if let Err(e) = simcfg::prepare(&layout.config_path, &flags) {
         eprintln!("svcos sim: {e}");

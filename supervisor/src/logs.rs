@@ -161,7 +161,10 @@ impl RecentLog {
 }
 
 /// Read a service's FIFO forever, writing each line to our stderr tagged `<service>: ` and to
-/// the service's recent-log file `recent` ([`recent_path`]).
+/// the service's recent-log file `recent` ([`recent_path`]) after the RFC 3339 time it was read
+/// (`2026-11-29T03:49:13.120Z  INFO …`): the services log without a time (journald stamps
+/// them in production), and the merged log view (`svcos-logs`) orders every service by it.
+/// A line buffered in the FIFO while no supervisor read is stamped when it is read.
 pub async fn forward(service: ServiceName, fd: OwnedFd, recent: PathBuf) {
     let mut recent = RecentLog::new(recent);
     // SAFETY: the AsyncFd owns the OwnedFd, so the descriptor stays open and unchanged for its
@@ -187,10 +190,12 @@ pub async fn forward(service: ServiceName, fd: OwnedFd, recent: PathBuf) {
                 let lines = splitter.push(&buf[..n]);
                 if !lines.is_empty() {
                     let mut err = io::stderr().lock();
+                    // One stamp per read: the lines of one read arrived together.
+                    let stamp = svcos_common::time::rfc3339_ms(svcos_common::time::unix_ms());
                     for line in lines {
                         // A closed stderr must not stop the reading: the FIFO would fill.
                         let _ = writeln!(err, "{service}: {line}");
-                        recent.append(&line);
+                        recent.append(&format!("{stamp} {line}"));
                     }
                 }
             }

@@ -32,6 +32,8 @@ pub struct SimFlags {
     pub legacy_port: Option<u16>,
     /// `--pool-port`.
     pub pool_port: Option<u16>,
+    /// `--setup-complete`: the config is one of a miner in service, not held at the setup cap.
+    pub setup_complete: bool,
 }
 
 fn pool_url(bind: IpAddr, port: u16) -> String {
@@ -57,6 +59,9 @@ pub fn fresh(flags: &SimFlags) -> Config {
     c.legacy.bind = bind;
     c.legacy.port = flags.legacy_port.unwrap_or(DEFAULT_LEGACY_PORT);
     c.sim.pool_port = pool_port;
+    // A fresh sim is a fresh install: held at the setup cap until the wizard is finished, as
+    // the image's config holds a new miner.
+    c.power.setup_hold = !flags.setup_complete;
     c.pools = vec![PoolConfig {
         url: pool_url(bind, pool_port),
         user: SIM_WORKER.into(),
@@ -84,6 +89,9 @@ pub fn update(mut c: Config, flags: &SimFlags) -> Config {
     }
     if let Some(p) = flags.pool_port {
         c.sim.pool_port = p;
+    }
+    if flags.setup_complete {
+        c.power.setup_hold = false;
     }
     let new_url = pool_url(c.api.bind, c.sim.pool_port);
     for pool in &mut c.pools {
@@ -138,6 +146,26 @@ mod tests {
         assert_eq!(c.pools[0].user, SIM_WORKER);
         assert_eq!(c.sim.pool_port, 13333);
         assert!(!c.network.mdns.enabled, "the sim stays silent on the LAN");
+        assert!(
+            c.power.setup_hold,
+            "a fresh sim is held until setup is finished"
+        );
+        let done = fresh(&SimFlags {
+            setup_complete: true,
+            ..SimFlags::default()
+        });
+        assert!(!done.power.setup_hold);
+        assert!(
+            !update(
+                c,
+                &SimFlags {
+                    setup_complete: true,
+                    ..SimFlags::default()
+                }
+            )
+            .power
+            .setup_hold
+        );
     }
 
     #[test]

@@ -161,7 +161,10 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
     raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
-def start_sim(tmp: Path) -> Sim:
+def start_sim(tmp: Path, setup_complete: bool = True) -> Sim:
+    """Start `svcos sim` under `tmp`. By default as a miner in service (`--setup-complete`: the
+    first config is one that finished setup, so hw-agent does not hold it at the setup cap);
+    `setup_complete=False` starts a fresh install, held until the wizard is finished."""
     bind = pick_loopback()
     ports = dict(
         api_port=_free_port(bind),
@@ -187,6 +190,7 @@ def start_sim(tmp: Path) -> Sim:
             str(ports["legacy_port"]),
             "--pool-port",
             str(ports["pool_port"]),
+            *(["--setup-complete"] if setup_complete else []),
         ],
         stdout=log,
         stderr=subprocess.STDOUT,

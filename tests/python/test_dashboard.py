@@ -14,6 +14,7 @@ import asyncio
 import base64
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -858,6 +859,78 @@ def test_hacker_mode_debug_write_confirms_and_service_restart(sim, ready, browse
     assert_clean(page)
 
 
+def test_logs_screen_shows_times_filters_searches_and_follows_at_phone_width(sim, ready, browser):
+    """Issue 31 item 2: the Logs screen shows every service merged with times and levels; the
+    service, level and search filters are the server's (GET /api/logs); Follow appends a line
+    written after the screen loaded; at 390 px nothing scrolls sideways; no console error."""
+    set_mode(sim, ready, "hacker")
+    rows_js = "[...document.querySelectorAll('#log-lines .log-row')].map(r => ({time: r.querySelector('time').getAttribute('datetime'), shown: r.querySelector('time').textContent, level: r.dataset.level, service: r.dataset.service, message: r.querySelector('.log-msg').textContent}))"
+
+    async def choose(page, select_id, value):
+        await page.js(f"(() => {{ const s = document.getElementById('{select_id}'); s.value = {json.dumps(value)};"
+                      " s.dispatchEvent(new Event('change', {bubbles: true})); return true; })()")
+
+    async def drive(page: Page):
+        await page.call("Emulation.setDeviceMetricsOverride", width=390, height=844, deviceScaleFactor=1, mobile=True)
+        try:
+            await open_logged_in(page, sim, ready, "logs")
+            await page.until("document.querySelectorAll('#log-lines .log-row').length > 5", 60, "merged log rows")
+            merged = await page.js(rows_js)
+            layout = await page.js("({width: window.innerWidth, scroll: document.documentElement.scrollWidth,"
+                                   " box: document.getElementById('log-lines').getBoundingClientRect().right})")
+            await choose(page, "log-service", "hw-agent")
+            await page.until("(() => { const r = [...document.querySelectorAll('#log-lines .log-row')];"
+                             " return r.length > 0 && r.every(x => x.dataset.service === 'hw-agent'); })()", 30, "hw-agent only")
+            agent = await page.js(rows_js)
+            word = next(w for r in agent for w in r["message"].split() if re.fullmatch(r"[a-z]{5,}", w))
+            await page.js(f"(() => {{ const i = document.getElementById('log-search'); i.value = {json.dumps(word.upper())};"
+                          " i.dispatchEvent(new Event('input', {bubbles: true})); return true; })()")
+            await page.click("#log-search-go")
+            await page.until(f"(() => {{ const r = [...document.querySelectorAll('#log-lines .log-row')];"
+                             f" return r.length > 0 && r.every(x => x.textContent.toLowerCase().includes({json.dumps(word)})); }})()",
+                             30, "the search's lines")
+            found = await page.js(rows_js)
+            await choose(page, "log-level", "warn")
+            await page.until("!!document.getElementById('log-empty') || [...document.querySelectorAll('#log-lines .log-row')]"
+                             ".every(x => ['warn', 'error'].includes(x.dataset.level))", 30, "warnings only")
+            warn = await page.js(rows_js)
+            # Back to every service; a restart of the tuner writes lines the open screen must show.
+            await page.js("(() => { const i = document.getElementById('log-search'); i.value = '';"
+                          " i.dispatchEvent(new Event('input', {bubbles: true})); return true; })()")
+            await page.click("#log-search-go")
+            await choose(page, "log-level", "info")
+            await choose(page, "log-service", "tuner")
+            await page.until("document.querySelectorAll('#log-lines .log-row').length > 0", 30, "tuner lines")
+            before = await page.js(rows_js)
+            started = time.time() * 1000
+            out = sim.ctl("restart", "tuner")
+            assert out.returncode == 0, out.stderr
+            await page.until(f"[...document.querySelectorAll('#log-lines .log-row time')].some(t => Date.parse(t.getAttribute('datetime')) >= {started - 1000})",
+                             60, "a tuner line written after the screen loaded")
+            after = await page.js(rows_js)
+            follow = await page.js("document.getElementById('log-follow').checked")
+        finally:
+            await page.call("Emulation.clearDeviceMetricsOverride")
+        return merged, layout, agent, word, found, warn, before, after, follow, page
+
+    try:
+        merged, layout, agent, word, found, warn, before, after, follow, page = run_page(browser, sim.http_url, drive)
+    finally:
+        set_mode(sim, ready, "standard")
+    stamp = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+    assert all(stamp.match(r["time"]) and r["shown"] == r["time"] for r in merged), merged[:3]
+    assert all(r["level"] in ("trace", "debug", "info", "warn", "error") for r in merged)
+    assert len({r["service"] for r in merged}) >= 3, "every service merged"
+    times = [r["time"] for r in merged]
+    assert times == sorted(times), "oldest first"
+    assert layout["scroll"] <= layout["width"] and layout["box"] <= layout["width"], layout
+    assert found and all(word in (r["message"] + r["service"]).lower() for r in found), (word, found)
+    assert all(r["level"] in ("warn", "error") for r in warn), warn
+    assert follow is True and len(after) > len(before), (len(before), len(after))
+    assert all(r["service"] == "tuner" for r in after)
+    assert_clean(page)
+
+
 def test_firmware_page_shows_what_the_lifecycle_routes_report(sim, ready, browser):
     async def drive(page: Page):
         await open_logged_in(page, sim, ready, "firmware")
@@ -947,7 +1020,7 @@ def test_firmware_update_refusal_and_restore_preflight(sim, ready, browser):
 @pytest.fixture
 def fresh_sim():
     tmp = Path(tempfile.mkdtemp(prefix="svcos-wizard-"))
-    s = start_sim(tmp)
+    s = start_sim(tmp, setup_complete=False)
     try:
         wait_for_proxy(s)
         yield s
@@ -967,6 +1040,7 @@ def test_setup_wizard_end_to_end_on_a_fresh_stack(fresh_sim, browser):
         await page.goto(f"{sim.http_url}/")
         await step(page, "safety")
         await page.until("document.querySelectorAll('#safety-warnings li').length > 0", 30, "the safety warnings")
+        hold = await page.js("document.getElementById('wizard-hold').textContent")
         await page.click("#wizard-next")
         await step(page, "password")
         await page.type("#wizard-password", "short")
@@ -1003,12 +1077,16 @@ def test_setup_wizard_end_to_end_on_a_fresh_stack(fresh_sim, browser):
         await page.click("#wizard-next")
         await step(page, "summary")
         await page.until("!document.getElementById('wizard-finish').disabled", 30, "Finish enabled")
+        lift = await page.js("document.getElementById('wizard-lift')?.textContent || ''")
         await page.click("#wizard-finish")
         await page.until("!!document.getElementById('screen-mining')", 90, "the Mining overview after the wizard")
         token = await page.js("sessionStorage.getItem('svcos.token')")
-        return hint, tested, cap, token, page
+        return hint, tested, cap, token, page, hold, lift
 
-    hint, tested, cap, token, page = run_page(browser, sim.http_url, drive)
+    hint, tested, cap, token, page, hold, lift = run_page(browser, sim.http_url, drive)
+    # The first screen says the fresh miner is held, and at what; the last that finishing lifts it.
+    assert "held" in hold and "600 W" in hold, hold
+    assert "600 W" in lift, lift
     assert "too short" in hint
     assert tested.startswith("The pool answered"), tested
     assert "2,944" in cap or "2944" in cap or "2.944" in cap, cap

@@ -2,6 +2,7 @@
 the circuit cap reaching hw-agent, and persistence across a gateway restart."""
 
 import datetime
+import time
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -11,11 +12,36 @@ from conftest import PASSWORD, http, start_sim, stop_sim, wait_for
 
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory):
-    s = start_sim(tmp_path_factory.mktemp("wizard"))
+    s = start_sim(tmp_path_factory.mktemp("wizard"), setup_complete=False)
     try:
         yield s
     finally:
         stop_sim(s)
+
+
+# `[power]` SETUP_HOLD_WATT: the cap of a miner whose setup is not finished.
+SETUP_HOLD_WATT = 600
+# The power loop's band above its target (2 %) plus a reading's noise.
+HOLD_TOLERANCE = 1.05
+
+
+def power_samples(api, token, seconds):
+    out = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        status, _, st = http("GET", f"{api}/api/status", token)
+        assert status == 200, st
+        out.append(st["mining"])
+        time.sleep(0.5)
+    return out
+
+
+def assert_held(api, token, seconds=8):
+    samples = power_samples(api, token, seconds)
+    assert all(m["power_target_watt"] == SETUP_HOLD_WATT for m in samples), samples
+    drawn = [m["power_watt"] for m in samples]
+    assert max(drawn) <= SETUP_HOLD_WATT * HOLD_TOLERANCE, drawn
+    assert max(drawn) > 0, f"held, not idle: {drawn}"
 
 
 def assert_envelope(status, body, expected_status, field=None):
@@ -38,6 +64,8 @@ def test_wizard_end_to_end(fresh):
     assert s["first_boot"] is True and s["complete"] is False
     assert s["next_step"] == "safety"
     assert {st["step"] for st in s["steps"]} >= {"safety", "circuit", "password", "economics", "quiet_hours"}
+    # A fresh install is held at the setup cap, and the open status says so.
+    assert s["setup_hold_watt"] == SETUP_HOLD_WATT, s
 
     # Order: the circuit needs the safety step first.
     status, _, body = http("POST", f"{api}/api/setup/step2-circuit", body={"voltage_v": 240, "breaker_a": 15})
@@ -116,9 +144,23 @@ def test_wizard_end_to_end(fresh):
     assert nxt.utcoffset() == datetime.timedelta(hours=5, minutes=30), night
     assert nxt.strftime("%H:%M") == quiet["start"], night
 
+    # Until the wizard is finished the setup cap binds (below the circuit's 2880 W): hw-agent
+    # enforces it, and what the board draws stays under it.
+    assert_held(api, token)
+    status, _, body = http("GET", f"{api}/api/env/recipe", token)
+    limit = next(e for e in body["power"] if e["name"] == "hard_limit_watt")
+    assert limit["value"] == SETUP_HOLD_WATT and limit["source"] == "config:power.setup_hold", limit
+
     status, _, body = http("POST", f"{api}/api/setup/complete", token)
     assert status == 200, body
     assert body["complete"] is True and body["missing"] == []
+    assert body["setup_hold_watt"] is None, body
+
+    # Finishing lifts the hold: the board goes above the setup cap.
+    def above_cap():
+        _, _, st = http("GET", f"{api}/api/status", token)
+        return (st.get("mining") or {}).get("power_watt", 0) > SETUP_HOLD_WATT * 1.2
+    wait_for(above_cap, 60, "power above the setup cap after the wizard finished")
 
     # The circuit cap is the binding limit: hw-agent's power target follows it.
     def target():
@@ -150,3 +192,34 @@ def test_wizard_end_to_end(fresh):
     # The open status never carries the password.
     assert PASSWORD not in str(after)
     assert PASSWORD not in (fresh.dir / "state" / "gateway" / "setup-wizard.json").read_text()
+
+
+def test_a_config_in_service_is_not_held(tmp_path):
+    """An update keeps a config written before `setup_hold` existed: such a miner is in service
+    and must not be held, though this stack's wizard was never finished."""
+    sim = start_sim(tmp_path, setup_complete=False)
+    try:
+        assert status_of(sim.api_url)["setup_hold_watt"] == SETUP_HOLD_WATT
+    finally:
+        stop_sim(sim)
+    config = sim.dir / "config.toml"
+    text = config.read_text()
+    assert "setup_hold = true" in text, text
+    config.write_text(text.replace("setup_hold = true\n", ""))
+    sim = start_sim(tmp_path, setup_complete=False)
+    try:
+        api = sim.api_url
+        s = status_of(api)
+        assert s["complete"] is False and s["setup_hold_watt"] is None, s
+        status, _, body = http("POST", f"{api}/api/auth/setup", body={"password": PASSWORD})
+        assert status in (200, 201), body
+        status, _, body = http("POST", f"{api}/api/auth/session", body={"password": PASSWORD})
+        token = body["token"]
+
+        def full_power():
+            _, _, st = http("GET", f"{api}/api/status", token)
+            m = st.get("mining") or {}
+            return m.get("power_watt", 0) > SETUP_HOLD_WATT * 1.2 and m.get("power_target_watt") != SETUP_HOLD_WATT
+        wait_for(full_power, 60, "full power without the hold")
+    finally:
+        stop_sim(sim)

@@ -100,6 +100,9 @@ pub struct SimOptions {
     /// TOML merged over the config `svcos sim` would write for this instance (tables merge key
     /// by key), e.g. `"[supervisor.default]\nstable_after_ms = 0\n"`. Ignored with `config`.
     pub config_patch: Option<String>,
+    /// Start as a fresh install, held at the setup cap until the wizard is finished. Default
+    /// false: the tests' miners are in service (`svcos sim --setup-complete`).
+    pub setup_hold: bool,
     /// Return as soon as the supervisor's control socket answers, without waiting for every
     /// service to run (for tests of failing services).
     pub no_wait: bool,
@@ -200,6 +203,7 @@ impl Sim {
                 http_port: Some(self.http_port),
                 legacy_port: Some(self.legacy_port),
                 pool_port: Some(self.pool_port),
+                setup_complete: !self.options.setup_hold,
             };
             let base = svcos_supervisor::simcfg::fresh(&flags).to_toml();
             let mut table: toml::Table = base.parse()?;
@@ -240,6 +244,9 @@ impl Sim {
             .process_group(0);
         if let Some(addr) = &self.options.dbus_address {
             cmd.arg("--dbus-address").arg(addr);
+        }
+        if !self.options.setup_hold {
+            cmd.arg("--setup-complete");
         }
         for (k, v) in &self.options.env {
             cmd.env(k, v);

@@ -136,6 +136,8 @@ fn main() -> anyhow::Result<()> {
         http_port: Some(free_port(bind)?),
         legacy_port: Some(free_port(bind)?),
         pool_port: Some(free_port(bind)?),
+        // The benchmark measures a miner in service, not one held for setup.
+        setup_complete: true,
     };
     let mut config = svcos_supervisor::simcfg::fresh(&flags);
     config.sim.pool_block_interval_s = args.block_interval_s;

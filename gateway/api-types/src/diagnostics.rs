@@ -790,6 +790,38 @@ impl LogBody {
     }
 }
 
+/// One line of the merged log (`GET /api/logs`, `/ws?topic=logs`): every service's recent-log
+/// file, stamped by the supervisor as it read the line, secrets masked.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct LogEntry {
+    /// When the supervisor read the line, RFC 3339 UTC with milliseconds.
+    pub time: String,
+    /// The same instant, Unix ms.
+    pub time_ms: i64,
+    /// The service that wrote it.
+    pub service: String,
+    /// `trace`, `debug`, `info`, `warn` or `error` (a line without a level counts as `info`, a
+    /// panic's as `error`).
+    pub level: &'static str,
+    /// The line after its level, secrets masked.
+    pub message: String,
+}
+
+/// `GET /api/logs` (`svcos.api.logs.v1`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct LogsBody {
+    /// `svcos.api.logs.v1`.
+    pub schema: &'static str,
+    /// Entries in `entries`.
+    pub count: usize,
+    /// More lines matched than `limit`: the oldest were left out.
+    pub truncated: bool,
+    /// Oldest first, every service merged in time order.
+    pub entries: Vec<LogEntry>,
+}
+
 /// One file of a log backup.
 #[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

@@ -67,6 +67,9 @@ pub struct SetupStatusBody {
     pub steps: Vec<SetupStep>,
     /// `[power].circuit_limit_watt` when a cap is set, W.
     pub circuit_limit_watt: Option<f64>,
+    /// The conservative cap hw-agent holds the miner to until the wizard is finished
+    /// (`[power].setup_hold`), W; `null` when the miner is not held.
+    pub setup_hold_watt: Option<f64>,
     /// The latest safety acknowledgement, Unix ms.
     pub safety_acknowledged_at_ms: Option<i64>,
 }

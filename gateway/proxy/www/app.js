@@ -1083,25 +1083,98 @@
     </div>`;
   }
 
+  // The merged log (GET /api/logs): every service in time order, filtered by the miner. With
+  // Follow on, new lines are fetched every LOG_FOLLOW_MS with `since` = the newest time shown
+  // (the dashboard cannot reach /ws?topic=logs, which lives on the API port) and appended;
+  // lines of that same millisecond already shown are skipped.
+  const LOG_FOLLOW_MS = 2000;
+  const LOG_KEEP = 2000;
+  const LOG_LEVELS = ["trace", "debug", "info", "warn", "error"];
+  const logKey = (e) => `${e.time_ms} ${e.service} ${e.message}`;
+
+  function logQuery(f, extra) {
+    const p = new URLSearchParams();
+    if (f.service) p.set("service", f.service);
+    p.set("level", f.level);
+    if (f.q) p.set("q", f.q);
+    for (const [k, v] of Object.entries(extra || {})) p.set(k, v);
+    return p.toString();
+  }
+
   function LogsScreen() {
     const health = usePoll(() => api("GET", "/api/system/health"), 0);
-    const [service, setService] = useState("hw-agent");
+    const [filter, setFilter] = useState({ service: "", level: "info", q: "" });
+    const [text, setText] = useState("");
     const [follow, setFollow] = useState(true);
-    const q = usePoll(() => api("GET", `/api/debug/log?service=${encodeURIComponent(service)}&lines=200`), follow ? 3000 : 0, [service, follow]);
-    const pre = useRef(null);
+    const [view, setView] = useState({ entries: [], truncated: false, error: null, loaded: false });
+    const [act, run] = useAction();
+    const box = useRef(null);
+    const atEnd = useRef(true);
     useEffect(() => {
-      if (pre.current && follow) pre.current.scrollTop = pre.current.scrollHeight;
-    }, [q.data]);
+      let alive = true, timer = null, entries = [];
+      setView({ entries: [], truncated: false, error: null, loaded: false });
+      const more = async (first) => {
+        timer = null;
+        if (!alive) return;
+        try {
+          const last = entries[entries.length - 1];
+          const extra = first || !last ? { limit: 500 } : { since: last.time, limit: 5000 };
+          const body = await api("GET", `/api/logs?${logQuery(filter, extra)}`);
+          const seen = new Set(entries.filter((e) => last && e.time_ms === last.time_ms).map(logKey));
+          const fresh = (body.entries || []).filter((e) => !seen.has(logKey(e)));
+          entries = entries.concat(fresh).slice(-LOG_KEEP);
+          if (alive) setView({ entries, truncated: first ? body.truncated : false, error: null, loaded: true });
+        } catch (e) {
+          if (alive) setView((v) => ({ ...v, error: e, loaded: true }));
+        }
+        if (alive && follow) timer = setTimeout(() => more(false), LOG_FOLLOW_MS);
+      };
+      more(true);
+      return () => {
+        alive = false;
+        if (timer !== null) clearTimeout(timer);
+      };
+    }, [filter.service, filter.level, filter.q, follow]);
+    useEffect(() => {
+      if (box.current && follow && atEnd.current) box.current.scrollTop = box.current.scrollHeight;
+    }, [view.entries]);
+    const onScroll = (e) => {
+      const el = e.currentTarget;
+      atEnd.current = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
+    };
     const names = (get(health.data, "services") || []).map((s) => s.name);
+    const set = (k) => (e) => setFilter({ ...filter, [k]: e.target.value });
+    const search = (e) => {
+      e.preventDefault();
+      setFilter({ ...filter, q: text.trim() });
+    };
+    const save = (format) => run(async () => {
+      const blob = await api("GET", `/api/logs/download?${logQuery(filter, { format })}`, undefined, { blob: true });
+      download(blob, `svcos-logs.${format === "ndjson" ? "ndjson" : "txt"}`);
+      return true;
+    });
     return html`<div class="screen" id="screen-logs">
-      <section class="card" data-src="/api/debug/log">
+      <section class="card" data-src="/api/logs">
         <div class="card-head"><h2>Logs</h2>
-          <div class="row"><${Field} label="Service"><select id="log-service" value=${service} onChange=${(e) => setService(e.target.value)}>
-            ${(names.length ? names : [service]).map((n) => html`<option value=${n}>${n}</option>`)}</select><//>
-            <label class="check"><input type="checkbox" checked=${follow} onChange=${(e) => setFollow(e.target.checked)} /> Follow</label></div></div>
-        <${Err} error=${q.error} />
-        <pre id="log-lines" ref=${pre} tabindex="0" aria-label=${`Recent log lines of ${service}`}>${(get(q.data, "lines") || []).join("\n")}</pre>
-        <p class="muted">${FMT.int(get(q.data, "count"))} lines from ${FMT.text(get(q.data, "source"))}</p>
+          <label class="check"><input type="checkbox" id="log-follow" checked=${follow} onChange=${(e) => setFollow(e.target.checked)} /> Follow live</label></div>
+        <form class="log-filters" onSubmit=${search}>
+          <${Field} label="Service"><select id="log-service" value=${filter.service} onChange=${set("service")}>
+            <option value="">All services</option>
+            ${names.map((n) => html`<option value=${n}>${n}</option>`)}</select><//>
+          <${Field} label="Lowest level"><select id="log-level" value=${filter.level} onChange=${set("level")}>
+            ${LOG_LEVELS.map((l) => html`<option value=${l}>${l}</option>`)}</select><//>
+          <${Field} label="Search"><input id="log-search" type="search" value=${text} maxlength="200" onInput=${(e) => setText(e.target.value)} /><//>
+          <div class="row"><button type="submit" class="secondary" id="log-search-go">Search</button>
+            <button type="button" class="secondary" id="log-download-text" disabled=${act.busy} onClick=${() => save("text")}>Download text</button>
+            <button type="button" class="secondary" id="log-download-ndjson" disabled=${act.busy} onClick=${() => save("ndjson")}>Download NDJSON</button></div>
+        </form>
+        <${Err} error=${view.error || act.error} />
+        <div id="log-lines" class="log-view" ref=${box} onScroll=${onScroll} tabindex="0" role="log" aria-live=${follow ? "polite" : "off"} aria-label="Log lines of every service, oldest first">
+          ${view.entries.map((e) => html`<div class=${`log-row lv-${e.level}`} data-service=${e.service} data-level=${e.level}>
+            <time datetime=${e.time}>${e.time}</time> <span class="log-level">${e.level.toUpperCase()}</span> <span class="log-service">${e.service}</span> <span class="log-msg">${e.message}</span></div>`)}
+          ${view.loaded && view.entries.length === 0 && !view.error ? html`<p class="muted" id="log-empty">No line matches.</p>` : null}
+        </div>
+        <p class="muted" id="log-count">${FMT.int(view.entries.length)} lines${view.truncated ? ", older ones left out" : ""}${follow ? ", following" : ""}. Times are UTC, when the supervisor read the line.</p>
       </section>
     </div>`;
   }
@@ -1717,9 +1790,20 @@
     return html`<button type="button" class="secondary" id="wizard-skip" disabled=${disabled} onClick=${onClick}>${label}</button>`;
   }
 
-  function WizSafety({ doStep, act }) {
+  // What the miner draws while setup is open: held at the setup cap, or not held (a config that
+  // already finished setup, after an update or a restore). `[power].setup_hold` decides; the
+  // open status carries it as setup_hold_watt.
+  function SetupHold({ st }) {
+    const cap = st.setup_hold_watt;
+    return isNum(cap)
+      ? html`<p id="wizard-hold" class="s-warn" role="status">Until setup is finished, the miner is held at a conservative cap: it draws at most <strong>${FMT.int(cap)} W</strong>. Finishing the safety and circuit steps and pressing “Finish and start mining” lifts the cap.</p>`
+      : html`<p id="wizard-hold" role="status">This miner is not held: its configuration already finished setup (an update or a restore), so it may draw its full power now, within the circuit cap you set.</p>`;
+  }
+
+  function WizSafety({ st, doStep, act }) {
     const warnings = usePoll(() => api("GET", "/api/safety/warnings"), 0);
     return html`<div>
+      <${SetupHold} st=${st} />
       <p>Before the miner draws full power, read what it needs from your home:</p>
       ${warnings.loaded ? html`<ul id="safety-warnings">${(get(warnings.data, "warnings") || []).map((w) => html`<li class=${w.severity === "critical" ? "s-bad" : w.severity === "warning" ? "s-warn" : ""}><strong>${w.severity}</strong>: ${w.message}</li>`)}
         ${(get(warnings.data, "warnings") || []).length === 0 ? html`<li>The miner reports no warning for its current configuration.</li>` : null}</ul>` : html`<${Loading} q=${warnings} />`}
@@ -1944,6 +2028,7 @@
           <td>${summaryWords(s, get(pools.data, "pools") || [])}</td></tr>`)}</tbody></table>
       ${st.can_complete ? null : html`<p class="s-warn" role="status">Still needed before finishing: ${(st.missing || []).join(", ")}. Use Back to reach them.</p>`}
       ${st.complete ? html`<p class="s-ok">The wizard was completed on ${FMT.time(st.completed_at_ms)}; finishing again keeps the settings above.</p>` : null}
+      ${isNum(st.setup_hold_watt) ? html`<p id="wizard-lift">Finishing lifts the setup cap of ${FMT.int(st.setup_hold_watt)} W: the miner then draws up to its full power, within your circuit's cap.</p>` : null}
       <div class="row"><button type="button" id="wizard-finish" disabled=${!st.can_complete || act.busy} onClick=${finish}>Finish and start mining</button></div>
     </div>`;
   }

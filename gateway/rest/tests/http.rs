@@ -53,7 +53,7 @@ async fn every_bearer_operation_rejects_missing_garbage_expired_and_revoked_toke
             checked += 1;
         }
     }
-    assert_eq!(checked, 260 * 4);
+    assert_eq!(checked, 262 * 4);
 }
 
 #[tokio::test]

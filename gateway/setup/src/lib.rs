@@ -388,6 +388,8 @@ pub struct Facts {
     pub mode: &'static str,
     /// `[power].circuit_limit_watt` (0 = no cap).
     pub circuit_limit_watt: f64,
+    /// `[power].setup_hold`: hw-agent holds the miner at the setup cap.
+    pub setup_hold: bool,
 }
 
 /// The persisted wizard.
@@ -649,6 +651,9 @@ impl Wizard {
             steps,
             circuit_limit_watt: (facts.circuit_limit_watt > 0.0)
                 .then_some(facts.circuit_limit_watt),
+            setup_hold_watt: facts
+                .setup_hold
+                .then_some(svcos_common::config::SETUP_HOLD_WATT),
             safety_acknowledged_at_ms: self.acknowledgements.last().map(|a| a.at_ms),
         }
     }

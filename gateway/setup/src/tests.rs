@@ -7,6 +7,7 @@ const FACTS: Facts = Facts {
     pools_configured: false,
     mode: "home",
     circuit_limit_watt: 0.0,
+    setup_hold: true,
 };
 
 fn accepted() -> Wizard {
@@ -245,6 +246,10 @@ fn status_lists_steps_and_the_next_one() {
     assert!(s.first_boot && s.auth_reachable && !s.complete && !s.can_complete);
     assert_eq!(s.next_step, Some("safety"));
     assert_eq!(s.circuit_limit_watt, None);
+    assert_eq!(
+        s.setup_hold_watt,
+        Some(svcos_common::config::SETUP_HOLD_WATT)
+    );
 
     let mut w = accepted();
     w.set_circuit(&circuit(240.0, 15.0).unwrap(), 2).unwrap();
@@ -259,6 +264,11 @@ fn status_lists_steps_and_the_next_one() {
     assert_eq!(s.next_step, Some("economics"));
     assert_eq!(s.circuit_limit_watt, Some(2880.0));
     assert_eq!(s.safety_acknowledged_at_ms, Some(1));
+    let released = w.status(&Facts {
+        setup_hold: false,
+        ..facts
+    });
+    assert_eq!(released.setup_hold_watt, None, "a config not held says so");
     // The auth service down: the password is unknown, so completion is not offered.
     let down = w.status(&Facts {
         password_set: None,

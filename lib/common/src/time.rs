@@ -60,3 +60,23 @@ pub fn unix_us() -> i64 {
         .map(|d| d.as_micros() as i64)
         .unwrap_or(0)
 }
+
+/// `ms` (Unix ms) as RFC 3339 UTC with milliseconds (`2026-11-29T03:49:13.120Z`): the stamp the
+/// supervisor puts before each captured log line and the merged log view shows. Outside jiff's
+/// range (years -9999 to 9999) it is the Unix epoch.
+pub fn rfc3339_ms(ms: i64) -> String {
+    let ts = jiff::Timestamp::from_millisecond(ms).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    format!("{ts:.3}")
+}
+
+#[cfg(test)]
+mod rfc3339_tests {
+    #[test]
+    fn stamps_have_millisecond_precision_and_read_back() {
+        assert_eq!(super::rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
+        let s = super::rfc3339_ms(1_795_924_153_120);
+        assert_eq!(s, "2026-11-29T03:49:13.120Z");
+        let back: jiff::Timestamp = s.parse().unwrap();
+        assert_eq!(back.as_millisecond(), 1_795_924_153_120);
+    }
+}

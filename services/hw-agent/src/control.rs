@@ -42,6 +42,8 @@ pub const RESET_HOLD_MS: u64 = 15_000;
 const FAN_REFRESH: Duration = Duration::from_secs(5);
 /// Power-target loop: step of the frequency scale per control period.
 const POWER_STEP: f64 = 0.02;
+/// Lowest frequency scale the power-target loop trims to.
+const POWER_SCALE_FLOOR: f64 = 0.3;
 
 /// Where a temperature sensor is.
 #[derive(Debug, Clone, PartialEq)]
@@ -440,15 +442,22 @@ impl BoardThread {
     /// Run until [`ControlCommand::Stop`] or the sender is dropped.
     pub fn run(mut self) {
         let chains = self.chains.len();
+        let snap = BoardSnapshot::initial(&self.layout, &self.thermal, &self.hardware, &self.power);
+        // A miner held for setup starts at the loop's floor and climbs to the cap, so it never
+        // draws full power for the seconds the loop would need to trim down to it.
+        let power_scale = match snap.power_limit {
+            Some(l) if l.source == "setup" => POWER_SCALE_FLOOR,
+            _ => 1.0,
+        };
         let mut st = State {
             policy: ThermalPolicy::new(self.thermal.clone(), self.mode),
             psu: self.layout.psu_address.map(Psu::new),
-            snap: BoardSnapshot::initial(&self.layout, &self.thermal, &self.hardware, &self.power),
+            snap,
             fan_manual: (self.thermal.fan_manual_percent > 0)
                 .then_some(self.thermal.fan_manual_percent),
             hashing_allowed: true,
             chain_enabled: vec![true; chains],
-            power_scale: 1.0,
+            power_scale,
             sent_scale: 1.0,
             last_fan_duty: None,
             last_fan_write: Instant::now(),
@@ -977,7 +986,7 @@ pub fn power_scale_step(scale: f64, power_watt: f64, target_watt: f64) -> f64 {
         return 1.0;
     }
     if power_watt > target_watt * 1.02 {
-        (scale - POWER_STEP).max(0.3)
+        (scale - POWER_STEP).max(POWER_SCALE_FLOOR)
     } else if power_watt < target_watt * 0.95 {
         (scale + POWER_STEP).min(1.0)
     } else {

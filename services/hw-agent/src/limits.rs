@@ -7,21 +7,28 @@
 //! watts the operator sees. The formula is `PowerConfig::calibrated_watt`; the board thread
 //! applies it to each PSU reading (`control`).
 
-use svcos_common::config::PowerConfig;
+use svcos_common::config::{PowerConfig, SETUP_HOLD_WATT};
 
 /// The lowest configured hard limit.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HardLimit {
     /// Watts.
     pub watt: f64,
-    /// `circuit` or `psu_override`.
+    /// `circuit`, `psu_override` or `setup`.
     pub source: &'static str,
 }
 
-/// The hard limit of a `[power]` section: the lower of the circuit's continuous-load cap and
-/// the declared PSU rating; `None` when neither is set.
+/// The hard limit of a `[power]` section: the lowest of the circuit's continuous-load cap, the
+/// declared PSU rating and, while setup is not finished (`setup_hold`), the setup cap;
+/// `None` when none is set. Read from hw-agent's own config, so the hold needs no gateway.
 pub fn hard_limit(power: &PowerConfig) -> Option<HardLimit> {
-    let mut limits = Vec::with_capacity(2);
+    let mut limits = Vec::with_capacity(3);
+    if power.setup_hold {
+        limits.push(HardLimit {
+            watt: SETUP_HOLD_WATT,
+            source: "setup",
+        });
+    }
     if power.circuit_limit_watt > 0.0 {
         limits.push(HardLimit {
             watt: power.circuit_limit_watt,
@@ -91,6 +98,17 @@ mod tests {
         // A disabled override declares nothing.
         let mut p = power(0.0, Some(900.0));
         p.psu_override.enabled = false;
+        assert_eq!(hard_limit(&p), None);
+        // The setup hold is one more limit: it binds while it is the lowest, and a lower
+        // circuit cap still wins.
+        let mut p = power(1152.0, None);
+        p.setup_hold = true;
+        let l = hard_limit(&p).unwrap();
+        assert_eq!((l.watt, l.source), (SETUP_HOLD_WATT, "setup"));
+        p.circuit_limit_watt = SETUP_HOLD_WATT - 100.0;
+        assert_eq!(hard_limit(&p).unwrap().source, "circuit");
+        p.setup_hold = false;
+        p.circuit_limit_watt = 0.0;
         assert_eq!(hard_limit(&p), None);
     }
 

@@ -226,6 +226,7 @@ pub fn build(f: &InForce<'_>) -> Vec<RecipeEntry> {
     let limit_key = |source: &str| match source {
         "circuit" => "config:power.circuit_limit_watt".to_string(),
         "psu_override" => "config:power.psu_override.max_watt".to_string(),
+        "setup" => "config:power.setup_hold".to_string(),
         other => other.to_string(),
     };
     out.push(entry(

@@ -7,14 +7,13 @@
 //! write. The hardware inventory (PIC info, PSU bypass matrix, PVT table, environment recipe) is
 //! read and decided by hw-agent on the same service; this module maps its answers.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use svcos_api_types::requests as req;
 use svcos_common::bounds::VOLTAGE_MV;
 
 use axum::Json;
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -75,6 +74,8 @@ pub fn routes() -> Vec<Route<AppState>> {
         route!(GET "/api/diagnostics/troubleshoot/i2c-scan", Bearer, P, Diagnostics, Full, "Scan the I2C bus for devices that acknowledge", i2c_scan, res: svcos_api_types::diagnostics::I2cScanBody),
         route!(GET "/api/env/recipe", Bearer, P, Other, Full, "The cooling, fan and power settings in force, each with where it came from", env_recipe, res: svcos_api_types::inventory::EnvRecipeBody),
         route!(GET "/api/log/backup", Bearer, P, Other, Full, "tar.gz of service logs, diagnostic reports and the debug audit log", log_backup),
+        route!(GET "/api/logs", Bearer, U, Diagnostics, Full, "Every service's log merged in time order, filtered (svcOS extension)", logs, res: svcos_api_types::diagnostics::LogsBody),
+        route!(GET "/api/logs/download", Bearer, U, Diagnostics, Full, "The merged log as a text or NDJSON file (svcOS extension)", logs_download),
     ]
 }
 
@@ -530,13 +531,13 @@ async fn pid_params(State(state): State<AppState>, headers: HeaderMap, body: Byt
 
 // ---- logs -------------------------------------------------------------------------------
 
-/// The recent-log file the supervisor keeps per service (see `svcos_supervisor::logs`).
-fn service_log(state: &AppState, service: ServiceName) -> PathBuf {
-    state
-        .layout
-        .runtime_dir
-        .join("logs")
-        .join(format!("{service}.log"))
+/// The supervisor's recent-log files (see `svcos_supervisor::logs`), read by `svcos-logs`.
+fn logs_dir(state: &AppState) -> PathBuf {
+    state.layout.runtime_dir.join("logs")
+}
+
+fn query_error(e: svcos_logs::QueryError) -> ApiError {
+    field_error(e.field, e.message)
 }
 
 #[derive(Debug, Deserialize)]
@@ -547,124 +548,81 @@ struct LogQuery {
 
 async fn debug_log(State(state): State<AppState>, Query(q): Query<LogQuery>) -> ApiResult {
     let name = q.service.as_deref().unwrap_or("hw-agent");
-    let service = ServiceName::ALL
-        .iter()
-        .copied()
-        .find(|s| s.as_str() == name)
-        .ok_or_else(|| {
-            let names: Vec<&str> = ServiceName::ALL.iter().map(|s| s.as_str()).collect();
-            field_error("service", format!("one of {}", names.join(", ")))
-        })?;
+    let one = svcos_logs::LogQuery {
+        service: Some(name.to_string()),
+        ..Default::default()
+    };
+    let service = match one.filter().map_err(query_error)?.services[..] {
+        [s] => s,
+        _ => return Err(field_error("service", "one service name")),
+    };
     let want = q.lines.unwrap_or(200);
     if !(1..=MAX_LOG_LINES).contains(&want) {
         return Err(field_error("lines", format!("1-{MAX_LOG_LINES}")));
     }
-    let path = service_log(&state, service);
-    let lines = tokio::task::spawn_blocking(move || tail(&path, want))
+    let dir = logs_dir(&state);
+    let lines = tokio::task::spawn_blocking(move || svcos_logs::tail_lines(&dir, service, want))
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
     Ok(Json(LogBody::new(name.to_string(), lines)).into_response())
 }
 
-/// The last `n` lines of a rotated log (`path.1` then `path`).
-fn tail(path: &Path, n: usize) -> Vec<String> {
-    let mut lines = Vec::new();
-    for p in [path.with_extension("log.1"), path.to_path_buf()] {
-        if let Ok(s) = std::fs::read_to_string(&p) {
-            lines.extend(s.lines().map(str::to_string));
-        }
-    }
-    let skip = lines.len().saturating_sub(n);
-    lines.split_off(skip)
+/// `GET /api/logs`: every service merged in time order (`svcos-logs` reads and filters).
+async fn logs(State(state): State<AppState>, Query(q): Query<svcos_logs::LogQuery>) -> ApiResult {
+    let dir = logs_dir(&state);
+    let body = tokio::task::spawn_blocking(move || svcos_logs::body(&dir, &q))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(Json(body.map_err(query_error)?).into_response())
 }
 
-/// Files a log backup holds: (name in the archive, path). Service logs, diagnostic reports and
-/// the debug audit log; never the config (pool passwords) nor auth state.
+/// `GET /api/logs/download`: the same lines as text or NDJSON, as a file.
+async fn logs_download(
+    State(state): State<AppState>,
+    Query(q): Query<svcos_logs::LogQuery>,
+) -> ApiResult {
+    let (dir, now) = (logs_dir(&state), state.clock.now_ms());
+    let (text, media, name) =
+        tokio::task::spawn_blocking(move || svcos_logs::download(&dir, &q, now))
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?
+            .map_err(query_error)?;
+    let disposition = format!("attachment; filename=\"{name}\"");
+    Ok((
+        [
+            (header::CONTENT_TYPE, media.to_string()),
+            (header::CONTENT_DISPOSITION, disposition),
+        ],
+        text,
+    )
+        .into_response())
+}
+
+/// Files a log backup holds (`svcos_logs::backup`): the supervisor's logs and hw-agent's reports.
 fn backup_files(state: &AppState) -> Vec<(String, PathBuf)> {
-    let mut out = Vec::new();
-    let mut add_dir = |prefix: &str, dir: &Path, keep: &dyn Fn(&str) -> bool| {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.is_file())
-            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(keep))
-            .collect();
-        entries.sort();
-        for p in entries {
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            out.push((format!("{prefix}/{name}"), p.clone()));
-        }
-    };
-    add_dir(
-        "logs",
-        &state.layout.runtime_dir.join("logs"),
-        &|n: &str| n.ends_with(".log") || n.ends_with(".log.1"),
-    );
-    add_dir(
-        "diagnostics",
-        &state
-            .layout
-            .service_state_dir(ServiceName::HwAgent)
-            .join("diagnostics"),
-        &|n: &str| n.ends_with(".json") || n.contains(".jsonl"),
-    );
-    out
+    let diagnostics = state.layout.service_state_dir(ServiceName::HwAgent);
+    svcos_logs::backup::files(&logs_dir(state), &diagnostics.join("diagnostics"))
 }
 
 async fn logs_manifest(State(state): State<AppState>) -> ApiResult {
-    let files = tokio::task::spawn_blocking(move || {
-        backup_files(&state)
-            .into_iter()
-            .map(|(name, path)| {
-                let meta = std::fs::metadata(&path).ok();
-                LogFile {
-                    name,
-                    bytes: meta.as_ref().map(|m| m.len()),
-                    modified_ms: meta
-                        .and_then(|m| m.modified().ok())
-                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                        .map(|d| d.as_millis() as u64),
-                    readable: std::fs::File::open(&path).is_ok(),
-                }
-            })
-            .collect::<Vec<_>>()
-    })
-    .await
-    .map_err(|e| ApiError::internal(e.to_string()))?;
+    let files =
+        tokio::task::spawn_blocking(move || svcos_logs::backup::manifest(backup_files(&state)))
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?;
     Ok(Json(LogsManifestBody::new(files)).into_response())
 }
 
 async fn log_backup(State(state): State<AppState>) -> ApiResult {
     let files = backup_files(&state);
-    let archive = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<u8>> {
-        let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        let mut tar = tar::Builder::new(gz);
-        for (name, path) in &files {
-            // A file rotated away between listing and reading is skipped, not an error.
-            if let Ok(mut f) = std::fs::File::open(path) {
-                tar.append_file(format!("svcos-logs/{name}"), &mut f)?;
-            }
-        }
-        let mut gz = tar.into_inner()?;
-        gz.flush()?;
-        gz.finish()
-    })
-    .await
-    .map_err(|e| ApiError::internal(e.to_string()))?
-    .map_err(|e| ApiError::internal(format!("log archive: {e}")))?;
+    let archive = tokio::task::spawn_blocking(move || svcos_logs::backup::archive(&files))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?
+        .map_err(|e| ApiError::internal(format!("log archive: {e}")))?;
     let stamp = svcos_common::time::unix_ms() / 1000;
-    let mut resp = Response::new(Body::from(archive));
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/gzip"),
-    );
-    if let Ok(v) = HeaderValue::from_str(&format!(
-        "attachment; filename=\"svcos-logs-{stamp}.tar.gz\""
-    )) {
-        h.insert(header::CONTENT_DISPOSITION, v);
-    }
-    Ok(resp)
+    let disposition = format!("attachment; filename=\"svcos-logs-{stamp}.tar.gz\"");
+    let headers = [
+        (header::CONTENT_TYPE, "application/gzip".to_string()),
+        (header::CONTENT_DISPOSITION, disposition),
+    ];
+    Ok((headers, archive).into_response())
 }

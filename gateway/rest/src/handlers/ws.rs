@@ -9,6 +9,11 @@
 //! after [`HEARTBEAT`] of silence (frames: [`svcos_api_types::ws`]). The stream reads the same
 //! snapshots as `/api/status`; no peer is called per client. A stream closes (code 1008) when
 //! its session is revoked, evicted or logged out.
+//!
+//! `?topic=logs` (with the filters of `GET /api/logs`: `service`, `level`, `q`, `limit`) turns
+//! the stream into a live tail of the merged log instead: the last `limit` matching lines (0 by
+//! default), then each new one as `{"type": "log", "schema": "svcos.ws.log.v1", ...}`
+//! (`svcos-logs` reads the supervisor's files every [`LOG_POLL`]); heartbeats as above.
 
 use axum::extract::ws::{
     Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection,
@@ -29,6 +34,47 @@ use crate::envelope::{ApiError, ErrorCode};
 pub struct WsQuery {
     token: Option<String>,
     ticket: Option<String>,
+    topic: Option<String>,
+    #[serde(flatten)]
+    logs: svcos_logs::LogQuery,
+}
+
+/// How often a log tail reads the files.
+const LOG_POLL: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// What a stream sends: telemetry, or the merged log's lines (`?topic=logs`).
+enum Feed {
+    Telemetry,
+    Logs(
+        svcos_logs::Tail,
+        Vec<svcos_api_types::diagnostics::LogEntry>,
+    ),
+}
+
+/// The feed a query asks for; a bad log filter is refused before the upgrade.
+async fn feed(state: &AppState, q: &WsQuery) -> Result<Feed, ApiError> {
+    let bad =
+        |e: svcos_logs::QueryError| ApiError::bad_request(e.to_string()).with("field", e.field);
+    match q.topic.as_deref() {
+        None | Some("telemetry") => Ok(Feed::Telemetry),
+        Some("logs") => {
+            let (dir, filter, n) = (
+                state.layout.runtime_dir.join("logs"),
+                q.logs.filter().map_err(bad)?,
+                q.logs.backlog().map_err(bad)?,
+            );
+            // The tail starts before the backlog is read: a line written in between may come twice, none is lost.
+            let tail = svcos_logs::Tail::new(&dir, filter.clone());
+            let backlog =
+                tokio::task::spawn_blocking(move || svcos_logs::merged(&dir, &filter, n).0)
+                    .await
+                    .unwrap_or_default();
+            Ok(Feed::Logs(tail, backlog))
+        }
+        Some(_) => Err(ApiError::bad_request("invalid value for topic")
+            .detail("telemetry or logs")
+            .with("field", "topic")),
+    }
 }
 
 async fn authenticate(
@@ -87,8 +133,12 @@ pub async fn upgrade(
         Ok(id) => id,
         Err(e) => return e.into_response(),
     };
+    let feed = match feed(&state, &q).await {
+        Ok(f) => f,
+        Err(e) => return e.into_response(),
+    };
     match ws {
-        Ok(ws) => ws.on_upgrade(move |socket| stream(state, socket, session_id)),
+        Ok(ws) => ws.on_upgrade(move |socket| stream(state, socket, session_id, feed)),
         Err(rejection) => ApiError::new(StatusCode::BAD_REQUEST, "expected a WebSocket upgrade")
             .detail(rejection.body_text())
             .code(ErrorCode::UnclassifiedError)
@@ -97,7 +147,7 @@ pub async fn upgrade(
     }
 }
 
-async fn stream(state: AppState, mut socket: WebSocket, session_id: String) {
+async fn stream(state: AppState, mut socket: WebSocket, session_id: String, mut feed: Feed) {
     // Subscribe before the first send so a revocation cannot slip in between.
     let mut ended = state.sessions.subscribe_ended();
     let mut telemetry = state.snapshots.telemetry.clone();
@@ -106,13 +156,24 @@ async fn stream(state: AppState, mut socket: WebSocket, session_id: String) {
     // The last telemetry frame sent: a snapshot that renders the same bytes is not sent again.
     let mut last_sent = String::new();
     let mut last_frame_at = tokio::time::Instant::now();
+    let logs = matches!(feed, Feed::Logs(..));
     loop {
-        let text = {
-            let t = telemetry.borrow_and_update().clone();
-            let p = pools.borrow_and_update().clone();
-            telemetry_frame(t.as_ref(), p.as_ref()).to_string()
+        let frames: Vec<String> = match &mut feed {
+            Feed::Telemetry => {
+                let t = telemetry.borrow_and_update().clone();
+                let p = pools.borrow_and_update().clone();
+                vec![telemetry_frame(t.as_ref(), p.as_ref()).to_string()]
+                    .into_iter()
+                    .filter(|f| *f != last_sent)
+                    .collect()
+            }
+            Feed::Logs(tail, backlog) => std::mem::take(backlog)
+                .into_iter()
+                .chain(tail.poll())
+                .map(|e| svcos_logs::ws_frame(&e))
+                .collect(),
         };
-        if text != last_sent {
+        for text in frames {
             if socket
                 .send(Message::Text(text.as_str().into()))
                 .await
@@ -125,8 +186,9 @@ async fn stream(state: AppState, mut socket: WebSocket, session_id: String) {
         }
         loop {
             tokio::select! {
-                r = telemetry.changed() => { if r.is_err() { return; } break; }
-                r = pools.changed() => { if r.is_err() { return; } break; }
+                r = telemetry.changed(), if !logs => { if r.is_err() { return; } break; }
+                r = pools.changed(), if !logs => { if r.is_err() { return; } break; }
+                _ = tokio::time::sleep(LOG_POLL), if logs => break,
                 _ = tokio::time::sleep_until(last_frame_at + HEARTBEAT) => {
                     let beat = heartbeat_frame(state.clock.now_ms()).to_string();
                     if socket.send(Message::Text(beat.into())).await.is_err() {

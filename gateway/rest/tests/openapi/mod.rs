@@ -239,6 +239,15 @@ pub const MEDIA: &[(&str, &str, &[MediaBody], &str)] = &[
     ),
     (
         "GET",
+        "/api/logs/download",
+        &[
+            ("text/plain; charset=utf-8", Shape::Text),
+            ("application/x-ndjson", Shape::Text),
+        ],
+        "the merged log as a download: text lines, or NDJSON with ?format=ndjson",
+    ),
+    (
+        "GET",
         "/api/profile/download",
         &[("application/json", Shape::Document("svcos.tuner.export.v1"))],
         "the tuner's export document, passed through as a download",

@@ -51,7 +51,7 @@ pub use network::{
     STATIC_PREFIX_LEN, SshConfig, is_valid_interface_name,
 };
 pub use pools::{PoolConfig, StratumConfig};
-pub use power::{MAX_WATT, PowerConfig, PsuOverrideConfig};
+pub use power::{MAX_WATT, PowerConfig, PsuOverrideConfig, SETUP_HOLD_WATT};
 pub use sim::SimConfig;
 pub use supervisor::{
     EscalationConfig, MINING_CRITICAL, RestartPolicyConfig, RestartStrategy, SupervisorConfig,

@@ -5,6 +5,12 @@ use super::ConfigError;
 /// Highest power any cap may name, watts (no single-PSU miner draws more).
 pub const MAX_WATT: f64 = 10_000.0;
 
+/// The conservative cap a miner runs at while `[power].setup_hold` is set (the setup wizard's
+/// safety and circuit steps not yet finished), watts. Low enough for any household circuit
+/// (a 120 V 15 A breaker carries 1 440 W continuous), high enough that the chips keep hashing
+/// so a new owner sees the miner work.
+pub const SETUP_HOLD_WATT: f64 = 600.0;
+
 /// `[power]`: operator-declared electrical limits and the correction of the PSU power reading.
 /// The gateway's power governor turns these into hw-agent's power target (see docs/DESIGN.md, "Power governor").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,6 +29,13 @@ pub struct PowerConfig {
     pub calibration_offset_watt: f64,
     /// Operator-declared PSU, used as the PSU limit when enabled.
     pub psu_override: PsuOverrideConfig,
+    /// Hold the miner at the setup cap ([`SETUP_HOLD_WATT`]) until the setup wizard is finished.
+    /// A fresh install's config says true; finishing the wizard writes false. Default false:
+    /// a config without the key has been in service already (an update, a restore).
+    // The field's own default (false) rather than the struct's: a file written before the key
+    // existed belongs to a miner in service, which must not be held after an update.
+    #[serde(default)]
+    pub setup_hold: bool,
 }
 
 impl Default for PowerConfig {
@@ -34,6 +47,7 @@ impl Default for PowerConfig {
             calibration_factor: 1.0,
             calibration_offset_watt: 0.0,
             psu_override: PsuOverrideConfig::default(),
+            setup_hold: false,
         }
     }
 }
@@ -114,5 +128,20 @@ impl PowerConfig {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_config_without_the_hold_key_is_not_held() {
+        // A file from before the key (an update, a restore) is a miner in service.
+        let p: PowerConfig = toml::from_str("circuit_limit_watt = 0.0").unwrap();
+        assert!(!p.setup_hold);
+        let p: PowerConfig = toml::from_str("setup_hold = true").unwrap();
+        assert!(p.setup_hold);
+        assert!(!PowerConfig::default().setup_hold);
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! Arbitration (also in docs/DESIGN.md, "Power governor"): the effective power target is the *minimum* of the
 //! operator's `[hardware].power_target_watt`, the circuit cap (`[power].circuit_limit_watt`),
-//! the declared PSU rating (`[power.psu_override]`), the night-mode cap, the thermostat level,
+//! the setup cap while setup is not finished (`[power].setup_hold`), the declared PSU rating (`[power.psu_override]`), the night-mode cap, the thermostat level,
 //! the solar/off-grid level, and the governor's own controllers of `[governor]`: the noise
 //! ceiling ([`noise`]), the daily energy quota ([`quota`]), the room factor and the cold-start
 //! warm-up ([`ambient`]). The miner sleeps when the solar/off-grid follower or the
@@ -104,8 +104,8 @@ pub const TICK: Duration = Duration::from_secs(1);
 /// One limit that took part in the arbitration.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Limit {
-    /// Where it comes from (`operator`, `circuit`, `psu_override`, `night_mode`, `thermostat`,
-    /// `solar`, `offgrid`, `noise`, `quota`, `room_temp`, `warmup`).
+    /// Where it comes from (`operator`, `circuit`, `setup`, `psu_override`, `night_mode`,
+    /// `thermostat`, `solar`, `offgrid`, `noise`, `quota`, `room_temp`, `warmup`).
     pub source: &'static str,
     /// Watts.
     pub watt: f64,
@@ -161,6 +161,10 @@ pub fn arbitrate(config: &Config, now_ms: i64, inputs: &Inputs) -> Decision {
     };
     add("operator", config.hardware.power_target_watt);
     add("circuit", config.power.circuit_limit_watt);
+    // hw-agent enforces the setup hold itself; listed here so the arbitration names it.
+    if config.power.setup_hold {
+        add("setup", svcos_common::config::SETUP_HOLD_WATT);
+    }
     if config.power.psu_override.enabled {
         add("psu_override", config.power.psu_override.max_watt);
     }

@@ -100,6 +100,7 @@ async fn facts(state: &AppState) -> Facts {
         pools_configured: config.pools.iter().any(|p| p.enabled),
         mode: config.system.mode.as_str(),
         circuit_limit_watt: config.power.circuit_limit_watt,
+        setup_hold: config.power.setup_hold,
     }
 }
 
@@ -243,11 +244,23 @@ async fn quiet_hours(State(state): State<AppState>, headers: HeaderMap, body: By
     Ok(saved(&state, &w, "quiet_hours").await)
 }
 
+/// Completing the wizard lifts the setup hold: `[power].setup_hold = false` through the config
+/// writer, which hw-agent reads (it never asks the gateway). The write happens under the
+/// wizard's lock after the completion rule passed, and before the record is saved, so a
+/// refused write leaves the wizard incomplete rather than complete and still held.
 async fn complete(State(state): State<AppState>) -> ApiResult {
     let Ok(password) = state.password_set().await else {
         return Err(ApiError::unavailable("auth"));
     };
-    let w = update(&state, |w, now| w.complete(Some(password), now)).await?;
+    let guard = locked(&state).await;
+    let mut w = store(&state).load();
+    w.complete(Some(password), state.clock.now_ms())
+        .map_err(wizard_error)?;
+    if state.config().power.setup_hold {
+        patch_config(&state, json!({"power": {"setup_hold": false}})).await?;
+    }
+    store(&state).save(&w).map_err(wizard_error)?;
+    drop(guard);
     Ok(saved(&state, &w, "complete").await)
 }
 

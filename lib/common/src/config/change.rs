@@ -42,7 +42,11 @@ pub fn key_effect(key: &str) -> (&'static str, bool) {
         // The spec: saved donation changes take effect only after a daemon restart.
         "donation" => ("stratum-agent", true),
         "auth" => ("auth", true),
-        // The tuner's engine reads `[tuner]` when it starts.
+        // The price is read per estimate from the power governor's copy, re-read each tick.
+        "tuner" if matches!(key, "tuner.electricity_price_per_kwh" | "tuner.currency") => {
+            ("tuner", false)
+        }
+        // The tuner's engine reads the rest of `[tuner]` when it starts.
         "tuner" => ("tuner", true),
         "supervisor" => ("supervisor", true),
         "sim" => ("hw-sim", true),
@@ -366,6 +370,8 @@ mod tests {
         }
         // The power governor in the tuner process re-reads these live.
         assert_eq!(key_effect("home.enabled"), ("tuner", false));
+        assert_eq!(key_effect("tuner.electricity_price_per_kwh"), ("tuner", false));
+        assert_eq!(key_effect("tuner.currency"), ("tuner", false));
         // The zone of daily windows: read live by the tuner's governor, no restart.
         assert_eq!(key_effect("system.timezone"), ("tuner", false));
         assert_eq!(key_effect("system.hostname"), ("gateway", false));

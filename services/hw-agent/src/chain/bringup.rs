@@ -320,7 +320,8 @@ impl Worker {
         tracing::info!(
             chain,
             chips = detected,
-            mhz = target,
+            // To the PLL's 0.1 MHz, not the f64's 243.09999999999968.
+            mhz = (target * 10.0).round() / 10.0,
             baud = self.baud(),
             ms = started.elapsed().as_millis() as u64,
             "chain brought up"

@@ -42,6 +42,16 @@ def test_every_service_merged_in_time_order(sim, token):
     assert abs(times[-1] / 1000 - time.time()) < 3600, times[-1]
 
 
+def test_numbers_in_log_lines_are_in_plain_precision(sim, token):
+    """Issue 31 plain words: the bring-up line said `mhz=243.09999999999968`; it carries the
+    PLL's 0.1 MHz step now."""
+    status, _, body = logs(sim, token, q="chain brought up", service="hw-agent", limit=100)
+    assert status == 200 and body["entries"], body
+    for e in body["entries"]:
+        mhz = re.search(r"mhz=(\S+)", e["message"])
+        assert mhz and re.fullmatch(r"\d+(\.\d)?", mhz.group(1)), e["message"]
+
+
 def test_filters_narrow_the_lines(sim, token):
     _, _, all_lines = logs(sim, token, level="trace", limit=5000)
     status, _, one = logs(sim, token, service="hw-agent", level="trace", limit=5000)

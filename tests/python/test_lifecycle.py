@@ -9,6 +9,7 @@ on the data partition, and with a signed stock bundle in place the preflight pas
 state machine boots the stock slot and commits it.
 """
 
+import asyncio
 import hashlib
 import json
 import os
@@ -240,6 +241,53 @@ def test_refused_bundles_leave_the_running_slot_untouched(life):
     assert status(sim, token)["booted_slot"] == "A"
 
 
+def upload_through_the_dashboard(sim, token, bundle: Path, version: str):
+    """The update as an owner does it: the Firmware screen's file field and button, through the
+    port-80 proxy, in headless Chromium, watched until the commit. Issue 31 defect 10: after the
+    commit the Firmware card showed the old version beside the new running one, and "the miner
+    now reboots into slot B" stayed. Returns the upload's status and answer as the page got them."""
+    from urllib.parse import urlparse
+
+    from test_dashboard import Browser, finish_wizard_by_rest, open_logged_in, run_page, wait_for_proxy
+
+    wait_for_proxy(sim)
+    finish_wizard_by_rest(sim, token)
+    old = status(sim, token)["running_version"]
+    card = "document.querySelector('#screen-firmware section[data-src=\"/api/dashboard/version\"]').textContent"
+
+    async def drive(page):
+        await open_logged_in(page, sim, token, "firmware")
+        await page.until(f"{card}.includes({json.dumps(old)})", 60, "the running version on the Firmware card")
+        field = await page.call("Runtime.evaluate", expression="document.getElementById('update-file')")
+        await page.call("DOM.setFileInputFiles", files=[str(bundle)], objectId=field["result"]["objectId"])
+        await page.until("!document.getElementById('update-start').disabled", 10, "the upload button")
+        await page.click("#update-start")
+        result = await page.until(
+            "(document.getElementById('update-result')?.textContent || '').includes('(committed)')"
+            " && document.getElementById('update-result').textContent", 400, "the commit on the page")
+        await page.until(f"{card}.includes({json.dumps(version)})", 30, "the Firmware card read again")
+        firmware_card = await page.js(card)
+        uploads = []
+        for _ in range(40):
+            uploads = [r for r in page.requests.values()
+                       if r["method"] == "POST" and urlparse(r["url"]).path == UPLOAD]
+            if uploads and all("body" in r for r in uploads):
+                break
+            await asyncio.sleep(0.25)
+        return result, firmware_card, uploads
+
+    browser = Browser()
+    try:
+        result, firmware_card, uploads = run_page(browser, sim.http_url, drive)
+    finally:
+        browser.close()
+    assert f"runs version {version} from slot B (committed)" in result, result
+    assert "now reboots" not in result, result
+    assert old not in firmware_card, firmware_card
+    assert len(uploads) == 1, uploads
+    return uploads[0]["status"], uploads[0].get("body")
+
+
 def test_update_comes_back_on_the_new_version_and_mines(life):
     sim, work = life["sim"], life["work"]
     token = login(sim)
@@ -261,10 +309,15 @@ def test_update_comes_back_on_the_new_version_and_mines(life):
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    code, body = upload(sim, token, bundle)
+    if shutil.which("chromium"):
+        code, body = upload_through_the_dashboard(sim, token, bundle, "60.0.0")
+    else:
+        code, body = upload(sim, token, bundle)
     assert code == 200, body
-    assert body["phase"] in ("pending_reboot", "booting_new_slot"), body
-    assert body["to"] == {"version": "60.0.0", "slot": "B"}, body
+    # DevTools may not hand over the answer of a streamed upload; the page showed it (above).
+    if body is not None:
+        assert body["phase"] in ("pending_reboot", "booting_new_slot"), body
+        assert body["to"] == {"version": "60.0.0", "slot": "B"}, body
     s = wait_phase(sim, {"committed", "rolled_back", "failed"})
     stop.set()
     watcher.join(5)

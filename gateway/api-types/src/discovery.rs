@@ -95,8 +95,10 @@ pub struct VersionBody {
     pub schema: &'static str,
     /// Always `svcOS`.
     pub firmware: &'static str,
-    /// Firmware version.
-    pub version: &'static str,
+    /// Firmware version: the running slot's, as the updater reports it (the same figure as
+    /// the update status's `running_version`), or this build's when the slot manager is out
+    /// of reach.
+    pub version: String,
     /// The API contract version.
     pub api_contract_version: &'static str,
     /// debug or release.

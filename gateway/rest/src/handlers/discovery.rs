@@ -201,11 +201,11 @@ async fn manifest(State(state): State<AppState>) -> ApiResult {
     })
 }
 
-async fn version() -> ApiResult {
+async fn version(State(state): State<AppState>) -> ApiResult {
     ok(VersionBody {
         schema: "svcos.api.version.v1",
         firmware: "svcOS",
-        version: env!("CARGO_PKG_VERSION"),
+        version: running_version(&state).await,
         api_contract_version: API_CONTRACT_VERSION,
         build_profile: if cfg!(debug_assertions) {
             "debug"
@@ -221,6 +221,15 @@ async fn dashboard_health(State(state): State<AppState>) -> ApiResult {
         state.pools().is_some(),
         state.sessions.is_live(),
     ))
+}
+
+/// The running firmware's version: one figure for every route that shows it (issue 31 defect
+/// 10: the Firmware card said this build's while the update status said the slot's).
+async fn running_version(state: &AppState) -> String {
+    crate::supervisor::update_status(state).await.map_or_else(
+        |_| env!("CARGO_PKG_VERSION").to_string(),
+        |s| s.running_version,
+    )
 }
 
 async fn update_metadata(State(state): State<AppState>) -> ApiResult {

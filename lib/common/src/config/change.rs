@@ -370,7 +370,10 @@ mod tests {
         }
         // The power governor in the tuner process re-reads these live.
         assert_eq!(key_effect("home.enabled"), ("tuner", false));
-        assert_eq!(key_effect("tuner.electricity_price_per_kwh"), ("tuner", false));
+        assert_eq!(
+            key_effect("tuner.electricity_price_per_kwh"),
+            ("tuner", false)
+        );
         assert_eq!(key_effect("tuner.currency"), ("tuner", false));
         // The zone of daily windows: read live by the tuner's governor, no restart.
         assert_eq!(key_effect("system.timezone"), ("tuner", false));

@@ -278,6 +278,9 @@ pub struct Agent {
     home: Option<u64>,
     active: Option<u64>,
     manual: Option<u64>,
+    /// The pool the last reload's reorder record named first: a manual switch to it (which
+    /// saves the list with that pool first, then switches) replaces that record with its own.
+    reorder_noted: Option<u64>,
     epoch: Option<Epoch>,
     epoch_uid: Option<u64>,
     epoch_conn: Option<ConnId>,
@@ -371,6 +374,7 @@ impl Agent {
             home: None,
             active: None,
             manual: None,
+            reorder_noted: None,
             epoch: None,
             epoch_uid: None,
             epoch_conn: None,
@@ -760,6 +764,7 @@ impl Agent {
 
     fn record_switch(&mut self, from: i32, to: i32, reason: &str) {
         tracing::info!(from, to, reason, "pool switch");
+        self.reorder_noted = None;
         self.last_switch = Some(Instant::now());
         self.saved.switches.push(SavedSwitch {
             timestamp_ms: unix_ms(),

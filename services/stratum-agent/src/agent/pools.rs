@@ -23,6 +23,11 @@ impl Agent {
             }
             Command::SwitchPool(index, reply) => {
                 let r = self.slot_at(index).map(|i| {
+                    let noted = self.reorder_noted.take() == Some(self.slots[i].uid);
+                    let last = self.saved.switches.last();
+                    if noted && last.is_some_and(|s| s.reason.starts_with("pool list reordered")) {
+                        self.saved.switches.pop();
+                    }
                     self.manual = Some(self.slots[i].uid);
                     self.last_switch = None;
                 });
@@ -174,6 +179,7 @@ impl Agent {
         );
         let to = self.index_of(home);
         self.record_switch(from, to, &reason);
+        self.reorder_noted = Some(first);
     }
 }
 

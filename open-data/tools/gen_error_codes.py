@@ -78,6 +78,7 @@ SEVERITY_RULES = [
     ("informational", r"requested restart|power-on restart|does not support|not available|not enabled|tool version is too low|old firmware|substandard|^low freq|^low hashrate|empty level", "info"),
     ("factory-data", r"serial #|product type|power model|miner type|bin type|cooling type|hash board struct", "warning"),
     ("single-pool", r"pool \d connection failed|rejection rate|asicboost", "warning"),
+    ("pool-rejection", r"^pool rejected", "warning"),
     ("stops-mining-or-protection", r"protect|not found|no power|stopped|environment temperature is too high|too low, mining stopped|over.?temp|overheat|over hot|over.?current|\bfault\b|damaged|exited with signal|illegal|virus|removed|not detected|\blost\b|failed|all pools are disabled|no pool information|blocked|do not match|not connected", "critical"),
     ("default-warning", r"", "warning"),
 ]

@@ -21,8 +21,13 @@ Sources, in merge order (a code already present is never replaced by a later sou
    Success answers (SEVERITY_SUCC) are not fault or diagnostic codes and are left out.
 3b. `sources/bfgminer-api-codes.tsv`: BFGMiner's (github.com/luke-jr/bfgminer, GPL-3.0) E/W/I
    status codes that cgminer's table lacks with the same meaning, extracted with `extract-bfgminer`.
-4. `sources/documented-codes.json`: small code tables transcribed from manufacturers' and
-   firmware vendors' public documents, each table with its source.
+4. `sources/documented-codes.json`: code tables transcribed from manufacturers' and
+   firmware vendors' public documents and from open-source firmware and pool code, each table
+   with its source (repository, path, commit, licence): Canaan's A10 manual, AMS and fms-core,
+   the Bitcoin Wiki's Avalon6 page, Hiveon's knowledge base, ESP-Miner (TPS546 status bits,
+   Wi-Fi disconnect reasons), the Stratum V2 spec, btcpool, ckpool, DATUM Gateway, cgminer's
+   device/pool statuses and MicroBT's API document. Pool rejection answers are classified with
+   the `pool-rejection` rule (classify text "pool rejected: ...").
 
 Usage:
   gen_error_codes.py                 write the dataset file

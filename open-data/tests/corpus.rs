@@ -88,6 +88,7 @@ fn error_codes_have_a_complete_source_and_nothing_invented() {
         ("btcpool", 20),
         ("datum-gateway", 30),
         ("ckpool", 16),
+        ("bitmain", 18),
     ] {
         let n = per_maker.get(maker).copied().unwrap_or(0);
         assert!(n >= floor, "{maker}: {n} < {floor}");

@@ -26,7 +26,8 @@ Sources, in merge order (a code already present is never replaced by a later sou
    with its source (repository, path, commit, licence): Canaan's A10 manual, AMS and fms-core,
    the Bitcoin Wiki's Avalon6 page, Hiveon's knowledge base, ESP-Miner (TPS546 status bits,
    Wi-Fi disconnect reasons), the Stratum V2 spec, btcpool, ckpool, DATUM Gateway, cgminer's
-   device/pool statuses and MicroBT's API document. Pool rejection answers are classified with
+   device/pool statuses, MicroBT's API document and Bitmain's S9 bmminer. A code may carry
+   `code_suffix` when its native form has characters unfit for a URL key ("P:1" -> P1). Pool rejection answers are classified with
    the `pool-rejection` rule (classify text "pool rejected: ...").
 
 Usage:
@@ -379,7 +380,7 @@ def documented_rows():
         for c in table["codes"]:
             text = c.get("classify_text", c["title"])
             rec = record(
-                f"{table['prefix']}-{c['native_code']}", c["native_code"], table["manufacturer"],
+                f"{table['prefix']}-{c.get('code_suffix', c['native_code'])}", c["native_code"], table["manufacturer"],
                 table["manufacturer_slug"], table["firmware"], c["title"], c["description"],
                 c.get("affected_models", table["affected_models"]), src, text=text,
             )

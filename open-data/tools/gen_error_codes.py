@@ -27,8 +27,9 @@ Sources, in merge order (a code already present is never replaced by a later sou
    the Bitcoin Wiki's Avalon6 page, Hiveon's knowledge base, ESP-Miner (TPS546 status bits,
    Wi-Fi disconnect reasons), the Stratum V2 spec, btcpool, ckpool, DATUM Gateway, cgminer's
    device/pool statuses, MicroBT's API document and Bitmain's S9 bmminer. A code may carry
-   `code_suffix` when its native form has characters unfit for a URL key ("P:1" -> P1). Pool rejection answers are classified with
-   the `pool-rejection` rule (classify text "pool rejected: ...").
+   `code_suffix` when its native form has characters unfit for a URL key ("P:1" -> P1). Pool
+   rejection answers are classified with the `pool-rejection` rule (classify text
+   "pool rejected: ...").
 
 Usage:
   gen_error_codes.py                 write the dataset file

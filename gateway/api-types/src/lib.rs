@@ -29,6 +29,7 @@ pub mod hardware;
 pub mod health;
 pub mod history;
 pub mod integrations;
+pub mod jd;
 pub mod inventory;
 pub mod mining;
 pub mod pools;

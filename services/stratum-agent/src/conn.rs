@@ -51,6 +51,8 @@ pub enum ConnEvent {
         /// When it was read (unix microseconds).
         at_us: i64,
     },
+    /// The job-declaration client's news (`crate::jd::client`).
+    Jd(ConnId, crate::jd::JdEvent),
     /// The connection is gone (or never came up), with why.
     Closed {
         /// Which connection.

@@ -53,6 +53,7 @@ pub mod agent;
 pub mod conn;
 pub mod donation;
 pub mod grpc;
+pub mod jd;
 pub mod jobs;
 pub mod persist;
 pub mod policy;

@@ -15,6 +15,7 @@ fuzz_target!(|data: &[u8]| {
         endpoint_host: "pool".into(),
         endpoint_port: 3336,
         device_id: String::new(),
+        work_selection: false,
     });
     let _ = session.start(0);
     // Several frames in one input: a 2-byte length prefix before each.

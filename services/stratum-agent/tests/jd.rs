@@ -171,10 +171,12 @@ async fn declares_mines_and_gets_shares_accepted_on_the_declared_template_then_f
     .await;
     assert!(s.failures >= 1, "{s:#?}");
     assert!(pool.v1.pool.jd_stats().declarations_refused >= 1);
-    let job = job_where(&mut jobs, |j| {
-        j.job_id.parse::<u32>().is_ok_and(|id| id < CUSTOM_JOB_IDS)
-    })
-    .await;
+    // A fresh stream starts with the current job: the pool's own, on the new block.
+    let job = next_job(&mut agent.jobs().await).await;
+    assert!(
+        job.job_id.parse::<u32>().is_ok_and(|id| id < CUSTOM_JOB_IDS),
+        "{job:?}"
+    );
     let share = mine(&job, 2, 0).await;
     assert_eq!(
         agent.submit(&share).await.unwrap(),

@@ -273,7 +273,7 @@ async fn session(
     events: &mpsc::Sender<ConnEvent>,
 ) -> (bool, String) {
     let mut declared = false;
-    let error = async {
+    let run: Result<(), String> = async {
         let mut jds = Link::open("job declaration server", &p.server, p.timeout).await?;
         jds.setup(Protocol::JobDeclarationProtocol, &p.server).await?;
         let mut tp = Link::open("template provider", &p.template_provider, p.timeout).await?;
@@ -368,10 +368,8 @@ async fn session(
             }
         }
     }
-    .await
-    .err()
-    .unwrap_or_default();
-    (declared, error)
+    .await;
+    (declared, run.err().unwrap_or_default())
 }
 
 /// RequestTransactionData for a template; template messages arriving meanwhile are kept for
@@ -583,7 +581,7 @@ pub async fn test_connection(
         }
     };
     let start = Instant::now();
-    let jds = async {
+    let jds: Result<String, String> = async {
         let mut link = Link::open("job declaration server", server, timeout).await?;
         link.setup(Protocol::JobDeclarationProtocol, server).await?;
         let (_, outputs) = allocate(&mut link, 1, user).await?;
@@ -595,7 +593,7 @@ pub async fn test_connection(
     .await;
     let jds = check(start, jds);
     let start = Instant::now();
-    let tp = async {
+    let tp: Result<String, String> = async {
         let mut link = Link::open("template provider", template_provider, timeout).await?;
         link.setup(Protocol::TemplateDistributionProtocol, template_provider)
             .await?;

@@ -87,6 +87,11 @@ pub(super) struct Template {
     fees: u64,
 }
 
+/// The previous hash of the pool's block at `height` (what its own jobs build on).
+fn tip(height: u64) -> [u8; 32] {
+    coinbase::sha256d(format!("testpool-block-{height}").as_bytes())
+}
+
 /// The pool's payout script (what its own jobs pay, and what the server adds to declared ones).
 pub(super) fn payout_script() -> ScriptBuf {
     let mut s = vec![0x76, 0xa9, 0x14];
@@ -147,8 +152,9 @@ impl TestPool {
     /// The current block's template: the tip the pool's clean job builds on.
     pub(super) fn template(&self) -> Option<Template> {
         let inner = self.lock();
-        let job = inner.jobs.iter().find(|j| j.clean)?;
         let height = inner.height;
+        // The earliest job of the block sets the time (updates within it only move forward).
+        let ntime = inner.jobs.iter().map(|j| j.ntime).min()?;
         let txs = (0..TEMPLATE_TXS)
             .map(|i| Transaction {
                 version: transaction::Version::TWO,
@@ -173,8 +179,8 @@ impl TestPool {
         Some(Template {
             id: height,
             height,
-            prev_hash: job.prev_hash,
-            ntime: job.ntime,
+            prev_hash: tip(height),
+            ntime,
             txs,
             // 1 000 sat per transaction (the synthetic inputs' values are not modelled).
             fees: 1_000 * TEMPLATE_TXS as u64,
@@ -199,8 +205,7 @@ impl TestPool {
         let Some(declared) = inner.jd.declared.get(token).cloned() else {
             return Err("invalid-mining-job-token");
         };
-        let tip = inner.jobs.iter().find(|j| j.clean).map(|j| j.prev_hash);
-        if tip != Some(prev_hash) {
+        if tip(inner.height) != prev_hash {
             return Err("stale-prev-hash");
         }
         if version != JOB_VERSION || nbits != JOB_NBITS {

@@ -186,6 +186,10 @@ async fn connection(
     let mut channel: Option<Channel> = None;
     loop {
         let out: Vec<AnyMessageOwned> = if let Some(frame) = first.take() {
+            let slow = pool.behavior().slow_ms;
+            if slow > 0 {
+                tokio::time::sleep(Duration::from_millis(slow.into())).await;
+            }
             match frames::decode(&frame) {
                 Ok(m) => handle(pool, &mut setup, &mut channel, m),
                 Err(e) => return Err(format!("bad frame from miner: {e}")),

@@ -1,7 +1,10 @@
 //! Stratum V2 job declaration: its config, live status and connection test.
 
 use serde::{Deserialize, Serialize};
-use svcos_proto::stratum::v1::{GetJdStatusResponse, JdRoleCheck, TestJdConnectionResponse};
+use svcos_common::config::JdConfig;
+use svcos_proto::stratum::v1::{
+    GetJdStatusResponse, JdRoleCheck, TestJdConnectionRequest, TestJdConnectionResponse,
+};
 
 use crate::config::ConfigWriteBody;
 
@@ -19,6 +22,21 @@ pub struct JdConfigRequest {
     /// The template provider, `stratum2+tcp://host:port/<authority key>`.
     #[serde(default)]
     pub template_provider: Option<String>,
+}
+
+impl JdConfigRequest {
+    /// Apply the members present to the current section.
+    pub fn apply(self, jd: &mut JdConfig) {
+        if let Some(enabled) = self.enabled {
+            jd.enabled = enabled;
+        }
+        if let Some(server) = self.server {
+            jd.server = server;
+        }
+        if let Some(template_provider) = self.template_provider {
+            jd.template_provider = template_provider;
+        }
+    }
 }
 
 /// `[stratum.jd]` as saved.
@@ -43,6 +61,21 @@ pub struct JdConfigBody {
     pub config: JdConfigView,
     /// The write report.
     pub write: ConfigWriteBody,
+}
+
+impl JdConfigBody {
+    /// The answer to a write that saved `jd`.
+    pub fn new(jd: &JdConfig, write: ConfigWriteBody) -> Self {
+        JdConfigBody {
+            schema: "svcos.api.jd.config.v1",
+            config: JdConfigView {
+                enabled: jd.enabled,
+                server: jd.server.clone(),
+                template_provider: jd.template_provider.clone(),
+            },
+            write,
+        }
+    }
 }
 
 /// The job the job-declaration server accepted last.
@@ -152,6 +185,17 @@ pub struct JdTestRequest {
     /// How long to wait for each role, ms (default 10 000, at most 60 000).
     #[serde(default)]
     pub timeout_ms: Option<u32>,
+}
+
+impl JdTestRequest {
+    /// The stratum-agent request (empty URLs and a zero timeout mean its defaults).
+    pub fn into_request(self) -> TestJdConnectionRequest {
+        TestJdConnectionRequest {
+            server: self.server.unwrap_or_default(),
+            template_provider: self.template_provider.unwrap_or_default(),
+            timeout_ms: self.timeout_ms.unwrap_or(0),
+        }
+    }
 }
 
 /// One role's result in a connection test.

@@ -1,14 +1,11 @@
-//! Stratum V2 job declaration (owned with the SV2 client in stratum-agent): the config goes
-//! through the one config writer (validation, including the SV2 gate, is `JdConfig::validate`),
-//! status and connection test are relays to stratum-agent.
+//! Stratum V2 job declaration: `[stratum.jd]` goes through the one config writer (its rules are
+//! `JdConfig::validate`); status and connection test are relays to stratum-agent, which owns JD.
 
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use svcos_api_types::jd::{
-    JdConfigBody, JdConfigRequest, JdConfigView, JdStatusBody, JdTestBody, JdTestRequest,
-};
-use svcos_proto::stratum::v1::{GetJdStatusRequest, TestJdConnectionRequest};
+use svcos_api_types::jd::{JdConfigBody, JdConfigRequest, JdStatusBody, JdTestBody, JdTestRequest};
+use svcos_proto::stratum::v1::GetJdStatusRequest;
 
 use super::{ApiResult, ok, parse_body};
 use crate::config_write::apply;
@@ -25,29 +22,15 @@ pub fn routes() -> Vec<Route<AppState>> {
     ]
 }
 
-async fn post_config(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let r: JdConfigRequest = parse_body(&headers, &body)?;
+async fn post_config(State(state): State<AppState>, h: HeaderMap, b: Bytes) -> ApiResult {
+    let r: JdConfigRequest = parse_body(&h, &b)?;
     let (old, base) = state.config_at();
     let mut new = (*old).clone();
-    let jd = &mut new.stratum.jd;
-    jd.enabled = r.enabled.unwrap_or(jd.enabled);
-    jd.server = r.server.unwrap_or_else(|| jd.server.clone());
-    jd.template_provider = r
-        .template_provider
-        .unwrap_or_else(|| jd.template_provider.clone());
-    let saved = new.stratum.jd.clone();
-    let write = apply(&state, base, new)
-        .await
-        .map_err(|e| e.into_api(ErrorCode::ConfigValidation, None))?;
-    ok(JdConfigBody {
-        schema: "svcos.api.jd.config.v1",
-        config: JdConfigView {
-            enabled: saved.enabled,
-            server: saved.server,
-            template_provider: saved.template_provider,
-        },
-        write,
-    })
+    r.apply(&mut new.stratum.jd);
+    let jd = new.stratum.jd.clone();
+    let write = apply(&state, base, new).await;
+    let write = write.map_err(|e| e.into_api(ErrorCode::ConfigValidation, None))?;
+    ok(JdConfigBody::new(&jd, write))
 }
 
 async fn status(State(state): State<AppState>) -> ApiResult {
@@ -55,26 +38,20 @@ async fn status(State(state): State<AppState>) -> ApiResult {
     let r = s
         .get_jd_status(GetJdStatusRequest {})
         .await
-        .map_err(|s| ApiError::from_grpc("stratum-agent", &s))?
-        .into_inner();
-    ok(JdStatusBody::from(&r))
+        .map_err(relay)?;
+    ok(JdStatusBody::from(&r.into_inner()))
 }
 
-async fn test_connection(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> ApiResult {
-    let r: JdTestRequest = parse_body(&headers, &body)?;
+async fn test_connection(State(state): State<AppState>, h: HeaderMap, b: Bytes) -> ApiResult {
+    let r: JdTestRequest = parse_body(&h, &b)?;
     let mut s = state.peers.stratum_slow.clone();
     let r = s
-        .test_jd_connection(TestJdConnectionRequest {
-            server: r.server.unwrap_or_default(),
-            template_provider: r.template_provider.unwrap_or_default(),
-            timeout_ms: r.timeout_ms.unwrap_or(0),
-        })
+        .test_jd_connection(r.into_request())
         .await
-        .map_err(|s| ApiError::from_grpc("stratum-agent", &s))?
-        .into_inner();
-    ok(JdTestBody::from(&r))
+        .map_err(relay)?;
+    ok(JdTestBody::from(&r.into_inner()))
+}
+
+fn relay(s: tonic::Status) -> ApiError {
+    ApiError::from_grpc("stratum-agent", &s)
 }

@@ -607,13 +607,19 @@ impl st::stratum_service_server::StratumService for StratumSvc {
         &self,
         _: Request<st::GetJdStatusRequest>,
     ) -> Result<Response<st::GetJdStatusResponse>, Status> {
-        Err(Status::unimplemented("fake"))
+        Ok(Response::new(st::GetJdStatusResponse {
+            template_source: "none".into(),
+            pool_index: -1,
+            ..Default::default()
+        }))
     }
     async fn test_jd_connection(
         &self,
         _: Request<st::TestJdConnectionRequest>,
     ) -> Result<Response<st::TestJdConnectionResponse>, Status> {
-        Err(Status::unimplemented("fake"))
+        Err(Status::failed_precondition(
+            "Stratum V2 is disabled ([stratum].sv2_enabled = false)",
+        ))
     }
     async fn get_sv2_status(
         &self,

@@ -215,7 +215,7 @@ impl Agent {
                 self.publish_sv2(conn, None);
             }
             ConnEvent::Frame { conn, frame, at_us } => self.on_frame(conn, &frame, at_us),
-            ConnEvent::Jd(conn, ev) => self.on_jd_event(conn, ev),
+            ConnEvent::Jd(run_id, ev) => self.on_jd_event(run_id, ev),
             ConnEvent::Closed { conn, error } => {
                 let Some(c) = self.conns.get(&conn) else {
                     return;

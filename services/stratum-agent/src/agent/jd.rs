@@ -13,6 +13,7 @@ use svcos_proto::stratum::v1::{DeclaredJob as DeclaredJobPb, GetJdStatusResponse
 #[derive(Debug)]
 pub(super) struct JdRun {
     conn: ConnId,
+    id: u64,
     /// `None` when the configured endpoints are unusable (the reason is in the status).
     task: Option<tokio::task::AbortHandle>,
 }
@@ -34,6 +35,8 @@ pub(super) struct JdView {
     failures: u64,
     /// Why the JD client has no job (its last failure), empty while it declares.
     client_error: String,
+    /// Runs started (the next run's id).
+    runs: u64,
 }
 
 impl Agent {
@@ -62,6 +65,8 @@ impl Agent {
             self.publish_jd();
             return;
         };
+        self.jd_view.runs += 1;
+        let id = self.jd_view.runs;
         let jd = &self.settings.stratum.jd;
         let endpoints = Endpoint::parse(&jd.server)
             .map_err(|e| format!("stratum.jd.server: {e}"))
@@ -93,18 +98,18 @@ impl Agent {
                 };
                 self.jd_view.client_error = "connecting to the job declaration server".into();
                 let events = self.events_tx.clone();
-                Some(tokio::spawn(crate::jd::client::run(conn, params, events)).abort_handle())
+                Some(tokio::spawn(crate::jd::client::run(id, params, events)).abort_handle())
             }
         };
-        self.jd_run = Some(JdRun { conn, task });
+        self.jd_run = Some(JdRun { conn, id, task });
         self.publish_jd();
     }
 
-    /// News from the JD client of connection `conn` (stale news of a dropped client is ignored).
-    pub(super) fn on_jd_event(&mut self, conn: ConnId, ev: JdEvent) {
-        if self.jd_run.as_ref().map(|r| r.conn) != Some(conn) {
+    /// News from JD client run `run_id` (late news of a dropped run is ignored).
+    pub(super) fn on_jd_event(&mut self, run_id: u64, ev: JdEvent) {
+        let Some(conn) = self.jd_run.as_ref().filter(|r| r.id == run_id).map(|r| r.conn) else {
             return;
-        }
+        };
         let at_ms = unix_ms();
         let events = {
             let Some(PoolSession::V2(session, _)) = self.conns.get_mut(&conn).map(|c| &mut c.session)
@@ -221,7 +226,11 @@ impl Agent {
         let work_selection_changed =
             (before.jd.enabled && before.sv2_enabled) != (now.jd.enabled && now.sv2_enabled);
         self.jd_run = None;
-        self.jd_view = JdView::default();
+        // Run ids keep counting: a dropped run's late news must not match a new one.
+        self.jd_view = JdView {
+            runs: self.jd_view.runs,
+            ..JdView::default()
+        };
         if work_selection_changed {
             let v2: Vec<u64> = self
                 .conns

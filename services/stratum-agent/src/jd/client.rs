@@ -30,7 +30,7 @@ use tokio::sync::mpsc;
 
 use super::coinbase::{self, CoinbaseFields};
 use super::{DeclaredJob, JdEvent, text};
-use crate::conn::{ConnEvent, ConnId};
+use crate::conn::ConnEvent;
 use crate::transport::PoolUrl;
 use crate::v2::noise::{self, FrameWriter};
 use crate::v2::session::PROTOCOL_VERSION;
@@ -237,14 +237,14 @@ async fn allocate(
 
 /// Run JD sessions until the agent drops the receiving end of `events` (it aborts the task when
 /// the pool connection the jobs are for goes away).
-/// `conn` is the pool connection the jobs are for; every event names it.
-pub async fn run(conn: ConnId, params: JdParams, events: mpsc::Sender<ConnEvent>) {
+/// `run_id` names this run in every event it sends.
+pub async fn run(run_id: u64, params: JdParams, events: mpsc::Sender<ConnEvent>) {
     let mut backoff = FIRST_BACKOFF;
     loop {
-        let (declared, error) = session(conn, &params, &events).await;
+        let (declared, error) = session(run_id, &params, &events).await;
         tracing::warn!(error = %error, "job declaration session ended; mining pool templates");
         if events
-            .send(ConnEvent::Jd(conn, JdEvent::Failed(error)))
+            .send(ConnEvent::Jd(run_id, JdEvent::Failed(error)))
             .await
             .is_err()
         {
@@ -268,7 +268,7 @@ struct Current {
 
 /// One session: returns whether it declared anything, and why it ended.
 async fn session(
-    conn: ConnId,
+    run_id: u64,
     p: &JdParams,
     events: &mpsc::Sender<ConnEvent>,
 ) -> (bool, String) {
@@ -293,7 +293,7 @@ async fn session(
         ))
         .await?;
         if events
-            .send(ConnEvent::Jd(conn, JdEvent::Connected))
+            .send(ConnEvent::Jd(run_id, JdEvent::Connected))
             .await
             .is_err()
         {
@@ -360,7 +360,7 @@ async fn session(
                 .await?;
             declared = true;
             if events
-                .send(ConnEvent::Jd(conn, JdEvent::Declared(Box::new(job))))
+                .send(ConnEvent::Jd(run_id, JdEvent::Declared(Box::new(job))))
                 .await
                 .is_err()
             {

@@ -794,6 +794,89 @@ mod tests {
     }
 
     #[test]
+    fn a_declared_job_is_mined_until_the_pool_moves_to_a_new_block() {
+        let mut s = Sv2Session::new(Sv2Params {
+            work_selection: true,
+            ..session().params
+        });
+        s.start(0);
+        feed(
+            &mut s,
+            AnyMessageOwned::Mining(MiningOwned::OpenExtendedMiningChannelSuccess(
+                OpenExtendedMiningChannelSuccessOwned {
+                    request_id: OPEN_REQUEST_ID,
+                    channel_id: 5,
+                    target: target_field(2.0),
+                    extranonce_size: 4,
+                    extranonce_prefix: B032Owned::new(vec![1, 2, 3, 4]).unwrap(),
+                    group_channel_id: 0,
+                },
+            )),
+        );
+        let prev = |p: u8, job_id| {
+            AnyMessageOwned::Mining(MiningOwned::SetNewPrevHash(SetNewPrevHashOwned {
+                channel_id: 5,
+                job_id,
+                prev_hash: U256Owned::from([p; 32]),
+                min_ntime: 1000,
+                nbits: 0x1d00_ffff,
+            }))
+        };
+        feed(&mut s, extended_job(5, 9, None, 0x2000_0000, &[], b"p", b"s").unwrap());
+        feed(&mut s, prev(3, 9));
+        let job = DeclaredJob {
+            token: b"declared-1".to_vec(),
+            template_id: 7,
+            version: 0x2000_0000,
+            prev_hash: [3; 32],
+            min_ntime: 1000,
+            nbits: 0x1d00_ffff,
+            coinbase: crate::jd::coinbase::CoinbaseFields {
+                version: 2,
+                script_prefix: vec![3, 7, 0, 0],
+                sequence: u32::MAX,
+                outputs: crate::jd::coinbase::encode_outputs(&[]),
+                locktime: 0,
+            },
+            merkle_path: vec![[8; 32]],
+            tx_count: 1,
+            declared_at_ms: 0,
+        };
+        assert_eq!(sent(&s.set_custom_job(job, 0)), ["SetCustomMiningJob"]);
+        // An answer to another request changes nothing.
+        let success = |request_id| {
+            AnyMessageOwned::Mining(MiningOwned::SetCustomMiningJobSuccess(
+                mining_sv2::SetCustomMiningJobSuccess {
+                    channel_id: 5,
+                    request_id,
+                    job_id: 77,
+                },
+            ))
+        };
+        assert!(feed(&mut s, success(2)).is_empty());
+        let ev = feed(&mut s, success(1));
+        let Some(SessionEvent::Job(n)) = ev.last() else {
+            panic!("{ev:?}")
+        };
+        assert_eq!((n.job_id.as_str(), n.clean_jobs), ("77", true));
+        // The coinbase is split where the channel's 8-byte extranonce goes.
+        assert_eq!(n.coinb1.len(), 42 + 4);
+        assert_eq!(n.coinb1[41], 4 + 8);
+        assert_eq!(s.custom_job.as_ref().map(|c| c.0), Some(77));
+        // The pool's updates on the same block do not replace the declared job...
+        let update = extended_job(5, 10, Some(1001), 0x2000_0000, &[], b"p", b"s").unwrap();
+        assert!(feed(&mut s, update).is_empty());
+        // ...a new block does: its pool job is mined and the status says why.
+        feed(&mut s, extended_job(5, 11, None, 0x2000_0000, &[], b"p", b"s").unwrap());
+        let ev = feed(&mut s, prev(4, 11));
+        assert!(matches!(ev.last(), Some(SessionEvent::Job(n)) if n.job_id == "11" && n.clean_jobs));
+        assert!(s.custom_job.is_none());
+        assert!(s.custom_error.contains("new block"), "{}", s.custom_error);
+        // Nothing declared: dropping is a no-op for the work.
+        assert!(s.drop_custom_job("lost").is_empty());
+    }
+
+    #[test]
     fn refusals_and_garbage() {
         let mut s = session();
         let ev = feed(

@@ -261,7 +261,7 @@ async fn job_declaration_through_the_rest_api() {
     ] {
         let (status, body) = http(&sim, "POST", "/api/jd/config", Some(&token), Some(bad));
         assert_eq!(status, 400, "{body}");
-        assert_eq!(body["error"]["code"], "config_validation", "{body}");
+        assert_eq!(body["code"], "config_validation", "{body}");
         assert!(body.to_string().contains(field), "{body}");
     }
     let (status, body) = http(

@@ -351,17 +351,21 @@ async fn job_declaration_through_the_rest_api() {
     })
     .await;
     assert!(jd.jobs_declared >= 1 && jd.custom_jobs_set >= 1, "{jd:?}");
-    let body = wait_for("the status reporting declared-job shares", || {
-        let (status, body) = http(&sim, "GET", "/api/jd/status", Some(&token), None);
-        async move {
-            (status == 200 && body["shares"]["accepted"].as_u64() >= Some(1)).then_some(body)
-        }
-    })
-    .await;
+    let body =
+        wait_for("the status reporting declared-job shares", || {
+            let (status, body) = http(&sim, "GET", "/api/jd/status", Some(&token), None);
+            async move {
+                (status == 200 && body["shares"]["accepted"].as_u64() >= Some(1)).then_some(body)
+            }
+        })
+        .await;
     assert_eq!(body["enabled"], true);
     assert_eq!(body["connected"], true, "{body}");
     assert_eq!(body["template_source"], "jd", "{body}");
     assert_eq!(body["fallback_reason"], Value::Null, "{body}");
     assert_eq!(body["last_declared_job"]["tx_count"], 3, "{body}");
-    assert!(body["last_declared_job"]["pool_job_id"].as_u64().is_some(), "{body}");
+    assert!(
+        body["last_declared_job"]["pool_job_id"].as_u64().is_some(),
+        "{body}"
+    );
 }

@@ -119,10 +119,7 @@ async fn declares_mines_and_gets_shares_accepted_on_the_declared_template_then_f
 
     // hw-agent's job is the declared one: its id, the template's merkle path (3 transactions
     // besides the coinbase: two levels), the template's previous hash.
-    let job = job_where(&mut jobs, |j| {
-        j.job_id == declared.pool_job_id.to_string()
-    })
-    .await;
+    let job = job_where(&mut jobs, |j| j.job_id == declared.pool_job_id.to_string()).await;
     assert_eq!(job.merkle_branch.len(), 2);
     let mut prev = job.prev_hash.clone();
     prev.reverse();
@@ -142,10 +139,16 @@ async fn declares_mines_and_gets_shares_accepted_on_the_declared_template_then_f
     assert_eq!(s.shares_rejected, 0);
     let stats = pool.v1.pool.jd_stats();
     assert_eq!((stats.accepted, stats.rejected), (1, 0), "{stats:?}");
-    assert!(stats.jobs_declared >= 1 && stats.custom_jobs_set >= 1, "{stats:?}");
+    assert!(
+        stats.jobs_declared >= 1 && stats.custom_jobs_set >= 1,
+        "{stats:?}"
+    );
     // The server's mempool lacks the newest transaction: it was asked for and provided.
     assert!(stats.missing_transactions_requested >= 1, "{stats:?}");
-    assert!(stats.templates_sent >= 1 && stats.tokens_allocated >= 1, "{stats:?}");
+    assert!(
+        stats.templates_sent >= 1 && stats.tokens_allocated >= 1,
+        "{stats:?}"
+    );
     assert_eq!(pool.v1.pool.sv2_counts(), (1, 0));
 
     // A new block: the template provider sends its template and the client declares again.
@@ -174,7 +177,9 @@ async fn declares_mines_and_gets_shares_accepted_on_the_declared_template_then_f
     // A fresh stream starts with the current job: the pool's own, on the new block.
     let job = next_job(&mut agent.jobs().await).await;
     assert!(
-        job.job_id.parse::<u32>().is_ok_and(|id| id < CUSTOM_JOB_IDS),
+        job.job_id
+            .parse::<u32>()
+            .is_ok_and(|id| id < CUSTOM_JOB_IDS),
         "{job:?}"
     );
     let share = mine(&job, 2, 0).await;
@@ -208,12 +213,7 @@ async fn connection_test_reports_both_roles_and_declares_nothing() {
     assert!(r.ok, "{r:#?}");
     let server = r.server.unwrap();
     assert!(server.detail.contains("token allocated"), "{server:?}");
-    assert!(
-        r.template_provider
-            .unwrap()
-            .detail
-            .contains("template")
-    );
+    assert!(r.template_provider.unwrap().detail.contains("template"));
     let stats = pool.v1.pool.jd_stats();
     assert_eq!((stats.tokens_allocated, stats.jobs_declared), (1, 0));
 

@@ -306,8 +306,16 @@ mod tests {
             ("", URL, "stratum.jd.server"),
             (URL, "", "stratum.jd.template_provider"),
             ("stratum2+tcp://10.0.0.2:34254", URL, "stratum.jd.server"),
-            (URL, "stratum+tcp://10.0.0.2:3333/key", "stratum.jd.template_provider"),
-            ("stratum2+tcp://10.0.0.2:34254/a b", URL, "stratum.jd.server"),
+            (
+                URL,
+                "stratum+tcp://10.0.0.2:3333/key",
+                "stratum.jd.template_provider",
+            ),
+            (
+                "stratum2+tcp://10.0.0.2:34254/a b",
+                URL,
+                "stratum.jd.server",
+            ),
         ] {
             let c = JdConfig {
                 server: server.into(),

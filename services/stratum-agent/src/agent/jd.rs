@@ -84,7 +84,9 @@ impl Agent {
                 let c = &self.conns[&conn];
                 let (user, extranonce_len) = match &c.session {
                     PoolSession::V2(s, _) => (
-                        self.slot(c.uid).map(|s| s.cfg.user.clone()).unwrap_or_default(),
+                        self.slot(c.uid)
+                            .map(|s| s.cfg.user.clone())
+                            .unwrap_or_default(),
                         s.extranonce1.len() + s.extranonce2_size,
                     ),
                     PoolSession::V1(_) => return,
@@ -107,12 +109,18 @@ impl Agent {
 
     /// News from JD client run `run_id` (late news of a dropped run is ignored).
     pub(super) fn on_jd_event(&mut self, run_id: u64, ev: JdEvent) {
-        let Some(conn) = self.jd_run.as_ref().filter(|r| r.id == run_id).map(|r| r.conn) else {
+        let Some(conn) = self
+            .jd_run
+            .as_ref()
+            .filter(|r| r.id == run_id)
+            .map(|r| r.conn)
+        else {
             return;
         };
         let at_ms = unix_ms();
         let events = {
-            let Some(PoolSession::V2(session, _)) = self.conns.get_mut(&conn).map(|c| &mut c.session)
+            let Some(PoolSession::V2(session, _)) =
+                self.conns.get_mut(&conn).map(|c| &mut c.session)
             else {
                 return;
             };

@@ -28,9 +28,8 @@ use svcos_common::ipc::Backoff;
 use svcos_common::redact::mask_url_userinfo;
 use svcos_common::time::unix_ms;
 use svcos_proto::stratum::v1::{
-    GetDonationResponse, GetJdStatusResponse, GetPoolsResponse, GetSv2StatusResponse,
-    JobTemplate, PoolState,
-    PoolStatus, PoolSwitch, ShareDisposition, SubmitShareRequest,
+    GetDonationResponse, GetJdStatusResponse, GetPoolsResponse, GetSv2StatusResponse, JobTemplate,
+    PoolState, PoolStatus, PoolSwitch, ShareDisposition, SubmitShareRequest,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;

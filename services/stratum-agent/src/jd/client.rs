@@ -20,7 +20,9 @@ use common_messages_sv2::{Protocol, SetupConnectionOwned};
 use job_declaration_sv2::{
     AllocateMiningJobTokenOwned, DeclareMiningJobOwned, ProvideMissingTransactionsSuccessOwned,
 };
-use parsers_sv2::{AnyMessageOwned, CommonMessagesOwned, JobDeclarationOwned, TemplateDistributionOwned};
+use parsers_sv2::{
+    AnyMessageOwned, CommonMessagesOwned, JobDeclarationOwned, TemplateDistributionOwned,
+};
 use template_distribution_sv2::{
     CoinbaseOutputConstraintsOwned, NewTemplateOwned, RequestTransactionDataOwned,
 };
@@ -185,8 +187,10 @@ impl Link {
             firmware: text(crate::v1::session::AGENT),
             device_id: text(""),
         };
-        self.send(AnyMessageOwned::Common(CommonMessagesOwned::SetupConnection(setup)))
-            .await?;
+        self.send(AnyMessageOwned::Common(
+            CommonMessagesOwned::SetupConnection(setup),
+        ))
+        .await?;
         match self.recv(Some(self.timeout)).await? {
             AnyMessageOwned::Common(CommonMessagesOwned::SetupConnectionSuccess(_)) => Ok(()),
             AnyMessageOwned::Common(CommonMessagesOwned::SetupConnectionError(e)) => Err(format!(
@@ -224,7 +228,9 @@ async fn allocate(
             let outputs = coinbase::decode_outputs(&s.coinbase_outputs.to_owned_bytes())
                 .map_err(|e| format!("job declaration server: {e}"))?;
             if outputs.is_empty() {
-                return Err("job declaration server sent no coinbase outputs to pay the pool".into());
+                return Err(
+                    "job declaration server sent no coinbase outputs to pay the pool".into(),
+                );
             }
             Ok((s.mining_job_token.to_owned_bytes(), outputs))
         }
@@ -267,15 +273,12 @@ struct Current {
 }
 
 /// One session: returns whether it declared anything, and why it ended.
-async fn session(
-    run_id: u64,
-    p: &JdParams,
-    events: &mpsc::Sender<ConnEvent>,
-) -> (bool, String) {
+async fn session(run_id: u64, p: &JdParams, events: &mpsc::Sender<ConnEvent>) -> (bool, String) {
     let mut declared = false;
     let run: Result<(), String> = async {
         let mut jds = Link::open("job declaration server", &p.server, p.timeout).await?;
-        jds.setup(Protocol::JobDeclarationProtocol, &p.server).await?;
+        jds.setup(Protocol::JobDeclarationProtocol, &p.server)
+            .await?;
         let mut tp = Link::open("template provider", &p.template_provider, p.timeout).await?;
         tp.setup(Protocol::TemplateDistributionProtocol, &p.template_provider)
             .await?;
@@ -308,7 +311,9 @@ async fn session(
                 None => tp.recv(None).await?,
             };
             let ready = match m {
-                AnyMessageOwned::TemplateDistribution(TemplateDistributionOwned::NewTemplate(t)) => {
+                AnyMessageOwned::TemplateDistribution(TemplateDistributionOwned::NewTemplate(
+                    t,
+                )) => {
                     let now = (!t.future_template).then_some(t.template_id);
                     templates.insert(t.template_id, t);
                     while templates.len() > MAX_TEMPLATES {
@@ -322,9 +327,9 @@ async fn session(
                         _ => false,
                     }
                 }
-                AnyMessageOwned::TemplateDistribution(TemplateDistributionOwned::SetNewPrevHash(
-                    s,
-                )) => {
+                AnyMessageOwned::TemplateDistribution(
+                    TemplateDistributionOwned::SetNewPrevHash(s),
+                ) => {
                     current = Some(Current {
                         prev_hash: s.prev_hash.to_array(),
                         min_ntime: s.header_timestamp,
@@ -334,7 +339,10 @@ async fn session(
                     true
                 }
                 other => {
-                    tracing::debug!(message = crate::v2::frames::name(&other), "ignored from template provider");
+                    tracing::debug!(
+                        message = crate::v2::frames::name(&other),
+                        "ignored from template provider"
+                    );
                     false
                 }
             };
@@ -356,8 +364,17 @@ async fn session(
                 }
             };
             request_id += 1;
-            let job = declare(&mut jds, request_id, tok, &pool_outputs, &template, c, &txs, p)
-                .await?;
+            let job = declare(
+                &mut jds,
+                request_id,
+                tok,
+                &pool_outputs,
+                &template,
+                c,
+                &txs,
+                p,
+            )
+            .await?;
             declared = true;
             if events
                 .send(ConnEvent::Jd(run_id, JdEvent::Declared(Box::new(job))))
@@ -425,9 +442,7 @@ pub fn coinbase_fields(
         template.coinbase_tx_outputs_count,
     )));
     own.extend_from_slice(&template.coinbase_tx_outputs.to_owned_bytes());
-    outputs.extend(
-        coinbase::decode_outputs(&own).map_err(|e| format!("template provider: {e}"))?,
-    );
+    outputs.extend(coinbase::decode_outputs(&own).map_err(|e| format!("template provider: {e}"))?);
     Ok(CoinbaseFields {
         version: template.coinbase_tx_version,
         script_prefix: template.coinbase_prefix.to_owned_bytes(),
@@ -497,7 +512,10 @@ async fn declare(
                 let mut list = Vec::new();
                 for pos in m.unknown_tx_position_list.into_inner() {
                     let raw = txs.get(usize::from(pos)).ok_or_else(|| {
-                        format!("job declaration server asked for transaction {pos} of {}", txs.len())
+                        format!(
+                            "job declaration server asked for transaction {pos} of {}",
+                            txs.len()
+                        )
                     })?;
                     list.push(B016MOwned::new(raw.clone()).map_err(wire)?);
                 }

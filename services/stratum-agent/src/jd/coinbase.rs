@@ -151,10 +151,7 @@ mod tests {
             tx.compute_txid().to_byte_array(),
             sha256d(&[prefix, vec![7; 8], suffix].concat())
         );
-        assert_eq!(
-            fields(&[]).split(97),
-            Err(CoinbaseError::ScriptSize(101))
-        );
+        assert_eq!(fields(&[]).split(97), Err(CoinbaseError::ScriptSize(101)));
         let mut bad = fields(&[]);
         bad.outputs = vec![5];
         assert!(matches!(bad.split(8), Err(CoinbaseError::Outputs(_))));

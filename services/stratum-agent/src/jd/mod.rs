@@ -100,7 +100,6 @@ pub fn text(s: &str) -> binary_sv2::Str0255Owned {
     while s.len() > 255 {
         s.pop();
     }
-    binary_sv2::Str0255Owned::try_from(s).unwrap_or_else(|_| {
-        binary_sv2::Str0255Owned::try_from(String::new()).expect("empty fits")
-    })
+    binary_sv2::Str0255Owned::try_from(s)
+        .unwrap_or_else(|_| binary_sv2::Str0255Owned::try_from(String::new()).expect("empty fits"))
 }

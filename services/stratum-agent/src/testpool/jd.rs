@@ -130,7 +130,10 @@ impl Template {
             coinbase_tx_outputs: B064KOwned::new(Vec::new()).expect("empty"),
             coinbase_tx_locktime: 0,
             merkle_path: Seq0255Owned::new(
-                self.merkle_path().into_iter().map(U256Owned::from).collect(),
+                self.merkle_path()
+                    .into_iter()
+                    .map(U256Owned::from)
+                    .collect(),
             )
             .expect("short path"),
         };
@@ -325,7 +328,9 @@ pub(super) async fn template_provider(
             .filter(|m| {
                 matches!(
                     m,
-                    AnyMessageOwned::TemplateDistribution(TemplateDistributionOwned::NewTemplate(_))
+                    AnyMessageOwned::TemplateDistribution(TemplateDistributionOwned::NewTemplate(
+                        _
+                    ))
                 )
             })
             .count() as u64;
@@ -433,11 +438,11 @@ fn declare(
     }
     let suffix = d.coinbase_tx_suffix.to_owned_bytes();
     let script = payout_script();
-    if !suffix
-        .windows(script.len())
-        .any(|w| w == script.as_bytes())
-    {
-        return (refuse(pool, d.request_id, "coinbase-does-not-pay-pool"), None);
+    if !suffix.windows(script.len()).any(|w| w == script.as_bytes()) {
+        return (
+            refuse(pool, d.request_id, "coinbase-does-not-pay-pool"),
+            None,
+        );
     }
     // The mempool: every template transaction but the newest.
     let mempool: HashMap<[u8; 32], Transaction> = pool

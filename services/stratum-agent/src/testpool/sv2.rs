@@ -25,9 +25,9 @@ use tokio::sync::{broadcast, mpsc};
 use super::{
     Broadcast, JOB_NBITS, JOB_VERSION, PoolJob, SERVER_VERSION_MASK, TestPool, Threshold, Verdict,
 };
+use crate::jd::coinbase::CoinbaseFields;
 use crate::v2::frames::{self, difficulty_to_target};
 use crate::v2::noise;
-use crate::jd::coinbase::CoinbaseFields;
 use crate::v2::session::{PROTOCOL_VERSION, REQUIRES_WORK_SELECTION, extended_job};
 
 /// File name of the authority public key in the test pool's state directory.
@@ -194,29 +194,31 @@ async fn connection(
                 Ok(m) => handle(pool, &mut setup, &mut channel, m),
                 Err(e) => return Err(format!("bad frame from miner: {e}")),
             }
-        } else { tokio::select! {
-            frame = frames_rx.recv() => {
-                let Some(frame) = frame else { return Ok(()) };
-                let slow = pool.behavior().slow_ms;
-                if slow > 0 {
-                    tokio::time::sleep(Duration::from_millis(slow.into())).await;
+        } else {
+            tokio::select! {
+                frame = frames_rx.recv() => {
+                    let Some(frame) = frame else { return Ok(()) };
+                    let slow = pool.behavior().slow_ms;
+                    if slow > 0 {
+                        tokio::time::sleep(Duration::from_millis(slow.into())).await;
+                    }
+                    match frames::decode(&frame) {
+                        Ok(m) => handle(pool, &mut setup, &mut channel, m),
+                        Err(e) => return Err(format!("bad frame from miner: {e}")),
+                    }
                 }
-                match frames::decode(&frame) {
-                    Ok(m) => handle(pool, &mut setup, &mut channel, m),
-                    Err(e) => return Err(format!("bad frame from miner: {e}")),
-                }
-            }
-            msg = rx.recv() => match msg {
-                Ok(Broadcast::Job(job)) => match &channel {
-                    Some(_) if !pool.behavior().silent => job_messages(&job),
-                    _ => vec![],
+                msg = rx.recv() => match msg {
+                    Ok(Broadcast::Job(job)) => match &channel {
+                        Some(_) if !pool.behavior().silent => job_messages(&job),
+                        _ => vec![],
+                    },
+                    Ok(Broadcast::Disconnect) | Ok(Broadcast::Reconnect { .. }) => return Ok(()),
+                    Err(broadcast::error::RecvError::Lagged(_)) => vec![],
+                    Err(broadcast::error::RecvError::Closed) => return Ok(()),
                 },
-                Ok(Broadcast::Disconnect) | Ok(Broadcast::Reconnect { .. }) => return Ok(()),
-                Err(broadcast::error::RecvError::Lagged(_)) => vec![],
-                Err(broadcast::error::RecvError::Closed) => return Ok(()),
-            },
-            _ = shutdown.wait() => return Ok(()),
-        } };
+                _ = shutdown.wait() => return Ok(()),
+            }
+        };
         for m in out {
             let bytes = frames::encode(m).map_err(|e| e.to_string())?;
             writer.send(&bytes).await.map_err(|e| e.to_string())?;

@@ -522,7 +522,10 @@ impl Sv2Session {
                 coinbase_tx_outputs: B064KOwned::new(job.coinbase.outputs.clone()).ok()?,
                 coinbase_tx_locktime: job.coinbase.locktime,
                 merkle_path: Seq0255Owned::new(
-                    job.merkle_path.iter().map(|h| U256Owned::from(*h)).collect(),
+                    job.merkle_path
+                        .iter()
+                        .map(|h| U256Owned::from(*h))
+                        .collect(),
                 )
                 .ok()?,
             })
@@ -822,7 +825,10 @@ mod tests {
                 nbits: 0x1d00_ffff,
             }))
         };
-        feed(&mut s, extended_job(5, 9, None, 0x2000_0000, &[], b"p", b"s").unwrap());
+        feed(
+            &mut s,
+            extended_job(5, 9, None, 0x2000_0000, &[], b"p", b"s").unwrap(),
+        );
         feed(&mut s, prev(3, 9));
         let job = DeclaredJob {
             token: b"declared-1".to_vec(),
@@ -867,9 +873,14 @@ mod tests {
         let update = extended_job(5, 10, Some(1001), 0x2000_0000, &[], b"p", b"s").unwrap();
         assert!(feed(&mut s, update).is_empty());
         // ...a new block does: its pool job is mined and the status says why.
-        feed(&mut s, extended_job(5, 11, None, 0x2000_0000, &[], b"p", b"s").unwrap());
+        feed(
+            &mut s,
+            extended_job(5, 11, None, 0x2000_0000, &[], b"p", b"s").unwrap(),
+        );
         let ev = feed(&mut s, prev(4, 11));
-        assert!(matches!(ev.last(), Some(SessionEvent::Job(n)) if n.job_id == "11" && n.clean_jobs));
+        assert!(
+            matches!(ev.last(), Some(SessionEvent::Job(n)) if n.job_id == "11" && n.clean_jobs)
+        );
         assert!(s.custom_job.is_none());
         assert!(s.custom_error.contains("new block"), "{}", s.custom_error);
         // Nothing declared: dropping is a no-op for the work.

@@ -138,7 +138,7 @@ mod tests {
             value: Amount::from_sat(312_500_000),
             script_pubkey: ScriptBuf::from_bytes(vec![0x51]),
         };
-        let (prefix, suffix) = fields(&[out.clone()]).split(8).unwrap();
+        let (prefix, suffix) = fields(std::slice::from_ref(&out)).split(8).unwrap();
         let tx: bitcoin::Transaction =
             deserialize(&[prefix.clone(), vec![7; 8], suffix.clone()].concat()).unwrap();
         assert!(tx.is_coinbase());

@@ -317,13 +317,13 @@ impl TestPool {
                 accepted: inner.sv2.accepted,
                 rejected: inner.sv2.rejected,
             }),
-            jd: inner.sv2_running.then(|| inner.jd.stats.clone()),
+            jd: inner.sv2_running.then_some(inner.jd.stats),
         }
     }
 
     /// The job-declaration counters (tokens, declarations, shares on declared jobs).
     pub fn jd_stats(&self) -> pb::JdStats {
-        self.lock().jd.stats.clone()
+        self.lock().jd.stats
     }
 
     /// Accepted shares of one worker (0 if unknown).

@@ -40,8 +40,15 @@ def _sv2_stack(sim, token) -> str:
 
 def test_job_declaration_config_status_and_connection_test(tmp_path):
     with own_stack(tmp_path) as (sim, token):
-        url = _sv2_stack(sim, token)
         api = sim.api_url
+        # Behind the SV2 gate: refused while [stratum].sv2_enabled is off.
+        somewhere = f"stratum2+tcp://{sim.bind}:1/{IMPOSTOR_KEY}"
+        on = {"enabled": True, "server": somewhere, "template_provider": somewhere}
+        status, _, body = http("POST", f"{api}/api/jd/config", token, on)
+        assert status == 400 and body["field"] == "stratum.jd.enabled", body
+        status, _, body = http("POST", f"{api}/api/jd/test-connection", token, {})
+        assert status == 409 and "sv2_enabled" in body["error"], body
+        url = _sv2_stack(sim, token)
 
         for method, path in [
             ("GET", "/api/jd/status"),

@@ -37,6 +37,7 @@ pub mod safety;
 #[cfg(feature = "schema")]
 pub mod schema;
 pub mod setup;
+pub mod swarm;
 pub mod status;
 pub mod thermal;
 pub mod tuning;

@@ -37,8 +37,8 @@ pub mod safety;
 #[cfg(feature = "schema")]
 pub mod schema;
 pub mod setup;
-pub mod swarm;
 pub mod status;
+pub mod swarm;
 pub mod thermal;
 pub mod tuning;
 pub mod ws;

@@ -4,8 +4,7 @@
 //! The power-related features (circuit cap, PSU override, night mode, thermostat, solar and
 //! off-grid following) are decided by the power governor in the tuner process
 //! (`PowerService`): these routes write their config sections, relay readings and map the
-//! governor's answers. Operations still marked `planned!` answer 501 with the envelope until
-//! their feature lands.
+//! governor's answers.
 
 pub mod config_sections;
 pub mod energy_api;
@@ -22,20 +21,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use svcos_api_types::energy::ThermostatBody;
 use svcos_common::ServiceName;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::HeaderMap;
-use svcos_api_types::requests::RoomTempRequest;
-use svcos_api_types::swarm::SwarmBody;
-use svcos_proto::tuner::v1::{
-    GetPowerRequest, GetSwarmRequest, PostSwarmRoomTemperatureRequest, PowerStatus,
-    ReconcileRequest, ThermostatAction,
-};
+use svcos_proto::tuner::v1::{GetPowerRequest, PowerStatus, ReconcileRequest, ThermostatAction};
 
+use crate::AppState;
 use crate::envelope::ApiError;
-use crate::handlers::{ApiResult, ok, parse_body};
-use crate::routing::Route;
-use crate::{AppState, route};
+use crate::handlers::ApiResult;
 
 /// A `PowerService` answer, or the envelope for its failure.
 pub fn power_call<T>(r: Result<tonic::Response<T>, tonic::Status>) -> ApiResult<T> {
@@ -88,30 +78,4 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) {
     if let Err(e) = result {
         tracing::warn!(path = %path.display(), error = %e, "cannot save state file");
     }
-}
-
-/// The rows not owned by one of the groups below (the table lists theirs).
-pub fn routes() -> Vec<Route<AppState>> {
-    vec![
-        route!(GET "/api/swarm", Bearer, P, Fleet, Full, "The home swarm: members, shares of the circuit budget, leader, shared room reading", swarm, res: svcos_api_types::swarm::SwarmBody),
-        route!(POST "/api/swarm/room-temp", Bearer, P, Fleet, Full, "A room reading for this unit's thermostat and every swarm member's", swarm_room_temp, req: svcos_api_types::requests::RoomTempRequest, res: svcos_api_types::swarm::SwarmBody),
-    ]
-}
-
-// The swarm is the power governor's (tuner, `power::swarm`): these relay and map its answers.
-async fn swarm(State(state): State<AppState>) -> ApiResult {
-    let r = power_call(state.peers.power.clone().get_swarm(GetSwarmRequest {}).await)?;
-    ok(SwarmBody::new(&r.status.unwrap_or_default(), None))
-}
-
-async fn swarm_room_temp(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let b: RoomTempRequest = parse_body(&headers, &body)?;
-    let req = PostSwarmRoomTemperatureRequest { room_c: b.room_c, source: b.source.unwrap_or_default() };
-    let r = match state.peers.power.clone().post_swarm_room_temperature(req).await {
-        Err(s) if s.code() == tonic::Code::InvalidArgument => {
-            return Err(ApiError::invalid_field("room_c", s.message()));
-        }
-        r => power_call(r)?,
-    };
-    ok(SwarmBody::new(&r.status.unwrap_or_default(), Some(r.action())))
 }

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use svcos_proto::tuner::v1::power_service_server::PowerService;
 use svcos_proto::tuner::v1::{
-    self as pb, GetPowerRequest, GetPowerResponse, ListFollowerDecisionsRequest,
-    ListFollowerDecisionsResponse, ListPresetsRequest, ListPresetsResponse,
-    GetSwarmRequest, GetSwarmResponse, PostRoomTemperatureRequest, PostRoomTemperatureResponse,
+    self as pb, GetPowerRequest, GetPowerResponse, GetSwarmRequest, GetSwarmResponse,
+    ListFollowerDecisionsRequest, ListFollowerDecisionsResponse, ListPresetsRequest,
+    ListPresetsResponse, PostRoomTemperatureRequest, PostRoomTemperatureResponse,
     PostSwarmRoomTemperatureRequest, PostSwarmRoomTemperatureResponse, ReconcileRequest,
     ReconcileResponse, TestSourceRequest, TestSourceResponse,
 };
@@ -133,7 +133,10 @@ impl PowerApi {
             (st.config.swarm.clone(), p, e)
         };
         let sw = self.power.swarm();
-        let leader = sw.leader(now).filter(|_| config.enabled).unwrap_or_default();
+        let leader = sw
+            .leader(now)
+            .filter(|_| config.enabled)
+            .unwrap_or_default();
         let share_of = |id: &str| {
             sw.allocation
                 .as_ref()

@@ -488,9 +488,10 @@ impl SwarmState {
             let same = self.allocation.as_ref().is_some_and(|a| {
                 a.budget_watt == budget_watt
                     && a.shares.len() == shares.len()
-                    && a.shares.iter().zip(&shares).all(|(x, y)| {
-                        x.unit_id == y.unit_id && (x.watt - y.watt).abs() <= 1.0
-                    })
+                    && a.shares
+                        .iter()
+                        .zip(&shares)
+                        .all(|(x, y)| x.unit_id == y.unit_id && (x.watt - y.watt).abs() <= 1.0)
             });
             if !same {
                 let epoch = self.allocation.as_ref().map_or(0, |a| a.epoch) + 1;
@@ -754,7 +755,9 @@ mod tests {
     }
 
     fn watts(s: &[Share]) -> Vec<f64> {
-        s.iter().map(|s| (s.watt * 1000.0).round() / 1000.0).collect()
+        s.iter()
+            .map(|s| (s.watt * 1000.0).round() / 1000.0)
+            .collect()
     }
 
     #[test]
@@ -776,12 +779,20 @@ mod tests {
             // A capped member's leftover goes to the others, in proportion.
             (
                 3000.0,
-                vec![cand("a", 1000.0, 20.0), cand("b", 0.0, 30.0), cand("c", 0.0, 30.0)],
+                vec![
+                    cand("a", 1000.0, 20.0),
+                    cand("b", 0.0, 30.0),
+                    cand("c", 0.0, 30.0),
+                ],
                 vec![1000.0, 1000.0, 1000.0],
             ),
             (
                 3000.0,
-                vec![cand("a", 500.0, 20.0), cand("b", 0.0, 30.0), cand("c", 0.0, 60.0)],
+                vec![
+                    cand("a", 500.0, 20.0),
+                    cand("b", 0.0, 30.0),
+                    cand("c", 0.0, 60.0),
+                ],
                 vec![500.0, 1666.6, 833.3],
             ),
             // Every member capped: the budget is not all used.
@@ -836,8 +847,14 @@ mod tests {
         let now = 100_000;
         let first = admit(None, &beat("aa", 5, now), now).unwrap();
         // The same or an older sequence of the same boot.
-        assert_eq!(admit(Some(first), &beat("aa", 5, now), now), Err(Refusal::Replay));
-        assert_eq!(admit(Some(first), &beat("aa", 4, now), now), Err(Refusal::Replay));
+        assert_eq!(
+            admit(Some(first), &beat("aa", 5, now), now),
+            Err(Refusal::Replay)
+        );
+        assert_eq!(
+            admit(Some(first), &beat("aa", 4, now), now),
+            Err(Refusal::Replay)
+        );
         assert!(admit(Some(first), &beat("aa", 6, now), now).is_ok());
         // Another boot: accepted when sent later, refused when sent earlier.
         let mut restarted = beat("aa", 1, now + 10);
@@ -865,7 +882,12 @@ mod tests {
         assert_eq!(sw.leader(now).as_deref(), Some("aa"));
         // A replayed datagram is counted, not admitted.
         sw.receive(KEY, &encode(KEY, &beat("aa", 1, now)), addr, now);
-        sw.receive(b"wrong-key-wrong-key", &encode(KEY, &beat("cc", 2, now)), addr, now);
+        sw.receive(
+            b"wrong-key-wrong-key",
+            &encode(KEY, &beat("cc", 2, now)),
+            addr,
+            now,
+        );
         assert_eq!((sw.dropped_replay, sw.dropped_bad_signature), (1, 1));
         // "cc" keeps beating, "aa" goes quiet: "bb" leads.
         let later = now + MEMBER_TIMEOUT_MS + 1;

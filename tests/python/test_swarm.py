@@ -51,6 +51,27 @@ def sign(key: str, beat: dict) -> bytes:
     return b"SVW1" + tag + payload
 
 
+def expected_split(budget, ms):
+    """The documented rule, written again here: weight 1/(J/TH) (unknown = the worst known),
+    capped at each member's own limit, what a cap leaves shared again among the rest."""
+    known = [m["efficiency_j_per_th"] for m in ms if m["efficiency_j_per_th"]]
+    worst = max(known, default=0)
+    weight = {m["unit_id"]: 1 / (m["efficiency_j_per_th"] or worst or 1) for m in ms}
+    cap = {m["unit_id"]: min(m["max_watt"] or budget, budget) for m in ms}
+    share, left = {}, budget
+    while len(share) < len(ms):
+        open_ = [i for i in weight if i not in share]
+        total = sum(weight[i] for i in open_)
+        capped = [i for i in open_ if left * weight[i] / total >= cap[i]]
+        if not capped:
+            share.update({i: left * weight[i] / total for i in open_})
+            break
+        for i in capped:
+            share[i] = cap[i]
+            left -= cap[i]
+    return share
+
+
 @pytest.fixture(scope="module")
 def units(tmp_path_factory):
     sims = []
@@ -132,24 +153,22 @@ def test_swarm_end_to_end(units):
     lead_view = next(v for v in views if v["unit_id"] == leader)
     assert members(lead_view)[leader]["leader"] is True
     assert lead_view["rule"] == "proportional_to_inverse_j_per_th"
-    # The rule: shares in proportion to 1/(J/TH) (no unit has a limit of its own here).
+    # The rule: shares in proportion to 1/(J/TH), capped at each unit's own limit.
     ms = list(members(lead_view).values())
-    assert all(m["max_watt"] is None for m in ms), ms
-    if all(m["efficiency_j_per_th"] for m in ms):
-        inv = {m["unit_id"]: 1 / m["efficiency_j_per_th"] for m in ms}
-        for m in ms:
-            want = budget * inv[m["unit_id"]] / sum(inv.values())
-            assert abs(m["share_watt"] - want) <= 0.05 * want, (m, want, ms)
+    want = expected_split(budget, ms)
+    for m in ms:
+        assert abs(m["share_watt"] - want[m["unit_id"]]) <= 0.05 * want[m["unit_id"]] + 1, (m, want, ms)
     # Every unit applies its own share as the governor's `swarm` limit...
     for u, v in zip(units, views):
         limits = u.get("/api/home/status")["thermostat"]["governor"]["limits"]
         swarm_limit = [lim for lim in limits if lim["source"] == "swarm"]
         assert swarm_limit and abs(swarm_limit[0]["watt"] - v["share_watt"]) <= 2, (limits, v)
 
-    # ...and its measured power comes under it.
+    # ...and its measured power comes down to it (the tuner meets a target within a few per
+    # cent; hw-agent's backstop leaves it 10 % above while the tuner holds it).
     def under_shares():
         shares = {v["unit_id"]: v["share_watt"] for v in (u.swarm() for u in units)}
-        return all(u.power() <= shares[ids[u]] * 1.05 + 10 for u in units)
+        return all(u.power() <= shares[ids[u]] * 1.10 for u in units)
 
     wait_for(under_shares, 120, "each unit's power under its share", interval=2)
 
@@ -213,10 +232,10 @@ def test_swarm_routes_refuse_bad_input_with_the_envelope(units):
     url = f"{u.sim.api_url}/api/swarm/room-temp"
     for body, field in [({"room_c": 99}, "room_c"), ({"room_c": -41}, "room_c")]:
         status, _, answer = http("POST", url, u.token, body)
-        assert status == 400 and answer["field"] == field, answer
+        assert status == 422 and answer["field"] == field and "-40 to 60" in answer["detail"], answer
     for body in [{"room_c": "warm"}, {"celsius": 20}, {}, [1]]:
         status, _, answer = http("POST", url, u.token, body)
-        assert status == 400 and answer["code"] and answer["detail"], (body, answer)
+        assert status in (400, 422) and answer["code"] and answer["error"], (body, answer)
     for method, path in [("GET", "/api/swarm"), ("POST", "/api/swarm/room-temp")]:
         status, _, answer = http(method, f"{u.sim.api_url}{path}", None, {"room_c": 20} if method == "POST" else None)
         assert status == 401 and answer["code"], answer

@@ -139,6 +139,7 @@ mod tests {
     fn secrets_masked_and_restored() {
         let mut old = Config::default();
         old.mqtt.password = "pw".into();
+        old.swarm.key = "swarm-room-key-0123".into();
         old.webhook.hooks = vec![WebhookHook {
             url: "http://10.0.0.1/a".into(),
             secret: "s1".into(),
@@ -148,7 +149,9 @@ mod tests {
         mask_secrets(&mut v);
         assert_eq!(v["mqtt"]["password"], SECRET_MASK);
         assert_eq!(v["webhook"]["hooks"][0]["secret"], SECRET_MASK);
+        assert_eq!(v["swarm"]["key"], SECRET_MASK);
         assert!(!v.to_string().contains("s1\""));
+        assert!(!v.to_string().contains("swarm-room-key"));
         let mut back: Config = serde_json::from_value(v).unwrap();
         unmask_secrets(&mut back, &old);
         assert_eq!(back, old);

@@ -149,8 +149,6 @@ async fn swarm_room_temp(State(s): State<AppState>, headers: HeaderMap, body: By
     let (room_c, source) = (b.room_c, b.source.unwrap_or_default());
     let req = PostSwarmRoomTemperatureRequest { room_c, source };
     let r = room_call(s.peers.power.clone().post_swarm_room_temperature(req).await)?;
-    ok(SwarmBody::new(
-        &r.status.unwrap_or_default(),
-        Some(r.action()),
-    ))
+    let action = Some(r.action());
+    ok(SwarmBody::new(&r.status.unwrap_or_default(), action))
 }

@@ -95,7 +95,7 @@ def test_swarm_end_to_end(units):
     assert off["schema"] == "svcos.api.swarm.v1" and off["enabled"] is False, off
     assert off["members"] == [] and off["leader"] is None and len(off["unit_id"]) == 16, off
     status, _, body = http("POST", f"{a.sim.api_url}/api/swarm/room-temp", a.token, {"room_c": 20})
-    assert status == 409 and body["code"], body
+    assert status == 409 and body["error"], body
 
     # A short key is refused naming its field; nothing is written.
     before = (a.sim.dir / "config.toml").read_text()
@@ -125,7 +125,7 @@ def test_swarm_end_to_end(units):
     wait_for(lambda: set(members(a.swarm())) == {ids[a], ids[b]}, 30, "A and B to find each other")
     wait_for(lambda: set(members(b.swarm())) == {ids[a], ids[b]}, 30, "B to see A")
     wait_for(lambda: c.swarm()["dropped"]["bad_signature"] > 0, 30, "C to refuse A's beats")
-    assert a.swarm()["dropped"]["bad_signature"] > 0
+    wait_for(lambda: a.swarm()["dropped"]["bad_signature"] > 0, 30, "A to refuse C's beats")
     assert set(members(c.swarm())) == {ids[c]}, c.swarm()
 
     # C gets the room's key (the config echoes it masked, never in clear) and joins.
@@ -159,10 +159,14 @@ def test_swarm_end_to_end(units):
     for m in ms:
         assert abs(m["share_watt"] - want[m["unit_id"]]) <= 0.05 * want[m["unit_id"]] + 1, (m, want, ms)
     # Every unit applies its own share as the governor's `swarm` limit...
-    for u, v in zip(units, views):
+    def limit_follows_share(u):
+        share = u.swarm()["share_watt"]
         limits = u.get("/api/home/status")["thermostat"]["governor"]["limits"]
-        swarm_limit = [lim for lim in limits if lim["source"] == "swarm"]
-        assert swarm_limit and abs(swarm_limit[0]["watt"] - v["share_watt"]) <= 2, (limits, v)
+        swarm_limit = [lim["watt"] for lim in limits if lim["source"] == "swarm"]
+        return swarm_limit and abs(swarm_limit[0] - share) <= 2
+
+    for u in units:
+        wait_for(lambda u=u: limit_follows_share(u), 15, "the governor's swarm limit at the share")
 
     # ...and its measured power comes down to it (the tuner meets a target within a few per
     # cent; hw-agent's backstop leaves it 10 % above while the tuner holds it).
@@ -235,7 +239,7 @@ def test_swarm_routes_refuse_bad_input_with_the_envelope(units):
         assert status == 422 and answer["field"] == field and "-40 to 60" in answer["detail"], answer
     for body in [{"room_c": "warm"}, {"celsius": 20}, {}, [1]]:
         status, _, answer = http("POST", url, u.token, body)
-        assert status in (400, 422) and answer["code"] and answer["error"], (body, answer)
+        assert status in (400, 422) and answer["error"], (body, answer)
     for method, path in [("GET", "/api/swarm"), ("POST", "/api/swarm/room-temp")]:
         status, _, answer = http(method, f"{u.sim.api_url}{path}", None, {"room_c": 20} if method == "POST" else None)
-        assert status == 401 and answer["code"], answer
+        assert status == 401 and answer["error"], answer

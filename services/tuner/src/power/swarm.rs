@@ -46,6 +46,9 @@ pub const RULE: &str = "proportional_to_inverse_j_per_th";
 /// Largest datagram read or sent.
 pub const MAX_DATAGRAM: usize = 8_192;
 
+/// Most addresses a beat tells of, and takes from one beat.
+pub const MAX_HEARD: usize = 16;
+
 const MAGIC: &[u8; 4] = b"SVW1";
 const TAG_LEN: usize = 32;
 
@@ -105,6 +108,10 @@ pub struct Beat {
     pub room: Option<RoomReading>,
     /// The split, sent by the leader only.
     pub allocation: Option<Allocation>,
+    /// Where the sender hears its live members from (`ip:port`): a member that knows one other
+    /// learns the rest, so a static list needs to name only one member.
+    #[serde(default)]
+    pub heard: Vec<SocketAddr>,
 }
 
 /// Why a datagram was dropped.
@@ -357,6 +364,8 @@ pub struct SwarmState {
     pub unit_id: String,
     /// Others heard from (live or not yet expired).
     pub members: BTreeMap<String, Member>,
+    /// Addresses live members told of, and when they last did (sent to until they go quiet).
+    pub told: BTreeMap<SocketAddr, i64>,
     /// What this unit sends about itself.
     pub own: Option<Beat>,
     /// The allocation this unit follows.
@@ -392,6 +401,16 @@ impl SwarmState {
             ids.push(&self.unit_id);
         }
         ids
+    }
+
+    /// Where live members' beats come from.
+    pub fn live_addresses(&self, now_ms: i64) -> Vec<SocketAddr> {
+        self.members
+            .values()
+            .filter(|m| now_ms - m.last_seen_ms <= MEMBER_TIMEOUT_MS)
+            .map(|m| m.address)
+            .take(MAX_HEARD)
+            .collect()
     }
 
     /// The live leader's id.
@@ -431,6 +450,9 @@ impl SwarmState {
         if let Some(r) = &newer_room {
             self.room = Some(r.clone());
         }
+        for a in beat.heard.iter().take(MAX_HEARD) {
+            self.told.insert(*a, now_ms);
+        }
         self.members.insert(
             beat.unit_id.clone(),
             Member {
@@ -457,6 +479,7 @@ impl SwarmState {
         // Kept a while past the timeout so a member back within the hold keeps its replay record.
         self.members
             .retain(|_, m| now_ms - m.last_seen_ms <= SHARE_HOLD_MS);
+        self.told.retain(|_, at| now_ms - *at <= MEMBER_TIMEOUT_MS);
         let live = self.live(now_ms);
         let leader_id = leader(live.iter().copied()).map(str::to_string);
         let leads = leader_id.as_deref() == Some(own.unit_id.as_str());
@@ -535,6 +558,7 @@ impl SwarmState {
         let mut beat = own.clone();
         beat.allocation = if leads { self.allocation.clone() } else { None };
         beat.room = self.room.clone();
+        beat.heard = self.live_addresses(now_ms);
         self.own = Some(beat);
     }
 }
@@ -683,6 +707,7 @@ async fn beat(power: &Power, config: &SwarmConfig, link: &Link, boot: u64, seq: 
             efficiency_j_per_th: efficiency,
             room: None,
             allocation: None,
+            heard: Vec::new(),
         };
         sw.step(config.circuit_budget_watt, &own, now);
         let share = sw.share.map(|(w, _)| w);
@@ -691,13 +716,10 @@ async fn beat(power: &Power, config: &SwarmConfig, link: &Link, boot: u64, seq: 
             .as_ref()
             .map(|b| encode(config.key.as_bytes(), b))
             .unwrap_or_default();
-        // Members learnt from their beats are answered too: one side listing the other is enough.
-        let learnt: Vec<SocketAddr> = sw
-            .members
-            .values()
-            .filter(|m| now - m.last_seen_ms <= MEMBER_TIMEOUT_MS)
-            .map(|m| m.address)
-            .collect();
+        // Members heard from, and those they told of, are sent to as well: one side listing one
+        // member is enough.
+        let mut learnt = sw.live_addresses(now);
+        learnt.extend(sw.told.keys().copied());
         drop(sw);
         power.set_swarm_share(share);
         (datagram, learnt)
@@ -743,6 +765,7 @@ mod tests {
             efficiency_j_per_th: 30.0,
             room: None,
             allocation: None,
+            heard: Vec::new(),
         }
     }
 
@@ -878,8 +901,13 @@ mod tests {
         };
         let now = 50_000;
         sw.receive(KEY, &encode(KEY, &beat("aa", 1, now)), addr, now);
-        sw.receive(KEY, &encode(KEY, &beat("cc", 1, now)), addr, now);
+        let mut told = beat("cc", 1, now);
+        let other: SocketAddr = "127.0.0.9:4100".parse().unwrap();
+        told.heard = vec![other];
+        sw.receive(KEY, &encode(KEY, &told), addr, now);
         assert_eq!(sw.leader(now).as_deref(), Some("aa"));
+        // An address a member tells of is sent to, until the teller goes quiet.
+        assert!(sw.told.contains_key(&other));
         // A replayed datagram is counted, not admitted.
         sw.receive(KEY, &encode(KEY, &beat("aa", 1, now)), addr, now);
         sw.receive(

@@ -33,8 +33,9 @@
 //!   lower); at the cap the least recently active idle connection is closed for the new one,
 //!   and only when none is idle is the new one refused with a 503. Failed accepts (EMFILE)
 //!   back off for 50 ms. Freed connection memory goes back to the OS through the shared
-//!   allocator trimmer ([`process::spawn_trimmer`]). No firmware crate is linked: the
-//!   process plumbing is [`process`], so the gRPC stack stays out of this binary.
+//!   allocator trimmer ([`process::spawn_trimmer`]). The one firmware crate linked is
+//!   svcos-netserve (its write-progress socket wrapper), which has no gRPC in it; the process
+//!   plumbing is [`process`], so the gRPC stack stays out of this binary.
 
 pub mod cache;
 pub mod client;

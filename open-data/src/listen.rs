@@ -39,10 +39,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::convert::Infallible;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
@@ -50,7 +48,7 @@ use axum::body::Body;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use svcos_netserve::httpserve::Metered;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
@@ -506,72 +504,6 @@ fn note_write(slot: &Slot) -> impl Fn() + Unpin + use<> {
     move || {
         let ms = u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
         wrote.store(ms, Ordering::Relaxed);
-    }
-}
-
-/// A connection's socket that calls `on_write` whenever an answer makes progress, so a client
-/// still downloading a large answer is not taken for idle.
-pub struct Metered<F> {
-    io: TcpStream,
-    on_write: F,
-}
-
-impl<F: Fn() + Unpin> Metered<F> {
-    /// Wrap `io`; `on_write` runs after each write that moved at least one byte.
-    pub fn new(io: TcpStream, on_write: F) -> Self {
-        Metered { io, on_write }
-    }
-
-    fn note(&self, r: &Poll<std::io::Result<usize>>) {
-        if let Poll::Ready(Ok(n)) = r
-            && *n > 0
-        {
-            (self.on_write)();
-        }
-    }
-}
-
-impl<F: Fn() + Unpin> AsyncRead for Metered<F> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_read(cx, buf)
-    }
-}
-
-impl<F: Fn() + Unpin> AsyncWrite for Metered<F> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        let r = Pin::new(&mut self.io).poll_write(cx, buf);
-        self.note(&r);
-        r
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        let r = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
-        self.note(&r);
-        r
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 

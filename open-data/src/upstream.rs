@@ -2,6 +2,8 @@
 //! the chain, and a JSON price source in USD and CAD. Parsing is pure and unit-tested; the
 //! fetches go through [`crate::client`].
 
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -183,6 +185,13 @@ async fn esplora_json(url: &Url, path: &str) -> Result<Value, UpstreamError> {
     serde_json::from_slice(&raw).map_err(|e| bad("esplora", format!("{path}: not JSON: {e}")))
 }
 
+/// The fees of the blocks the last refresh from each Esplora read, by block hash. A block's coinbase
+/// never changes for its hash, so a refresh fetches only the coinbases of blocks it has not
+/// seen: about 160 requests for the first 144-block window, then the ten-block pages and one
+/// coinbase per new block (a public upstream's rate limit is spent on news, not repeats).
+type Fees = HashMap<String, u64>;
+static ESPLORA_FEES: LazyLock<Mutex<HashMap<String, Fees>>> = LazyLock::new(Mutex::default);
+
 async fn esplora_chain(url: &Url, fee_blocks: u64) -> Result<ChainState, UpstreamError> {
     let tip = esplora_json(url, "/blocks/tip/height").await?;
     let height = tip
@@ -216,6 +225,14 @@ async fn esplora_chain(url: &Url, fee_blocks: u64) -> Result<ChainState, Upstrea
         .ok_or_else(|| bad("esplora", "tip block has no bits"))?;
     let difficulty = difficulty_from_bits(bits as u32);
     let mut total = 0.0;
+    let source = format!("{}{}", url.host_port(), url.path);
+    let known = ESPLORA_FEES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&source)
+        .cloned()
+        .unwrap_or_default();
+    let mut window = HashMap::new();
     for b in blocks.iter().take(n as usize) {
         let h = b["height"]
             .as_u64()
@@ -223,11 +240,22 @@ async fn esplora_chain(url: &Url, fee_blocks: u64) -> Result<ChainState, Upstrea
         let hash = b["id"]
             .as_str()
             .ok_or_else(|| bad("esplora", "block without id"))?;
-        let txs = esplora_json(url, &format!("/block/{hash}/txs/0")).await?;
-        let fee = fees_from_coinbase(h, &txs[0])
-            .map_err(|m| bad("esplora", format!("block {h}: {m}")))?;
+        let fee = match known.get(hash) {
+            Some(&fee) => fee,
+            None => {
+                let txs = esplora_json(url, &format!("/block/{hash}/txs/0")).await?;
+                fees_from_coinbase(h, &txs[0])
+                    .map_err(|m| bad("esplora", format!("block {h}: {m}")))?
+            }
+        };
+        window.insert(hash.to_string(), fee);
         total += fee as f64;
     }
+    // Only the window just read is kept, so the map never grows past `fee_blocks` entries.
+    ESPLORA_FEES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(source, window);
     Ok(ChainState {
         height,
         difficulty,

@@ -3,7 +3,7 @@
 //! instances over one read-only snapshot answering identical ETags.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -33,6 +33,9 @@ const FEES_SAT: u64 = 5_000_000;
 struct Fake {
     down: AtomicBool,
     tips: AtomicUsize,
+    /// Blocks found since [`HEIGHT`].
+    found: AtomicU64,
+    coinbases: AtomicUsize,
 }
 
 type Shared = Arc<Fake>;
@@ -46,7 +49,9 @@ async fn tip(State(f): State<Shared>) -> Response {
     if f.down.load(Ordering::SeqCst) {
         return unavailable();
     }
-    HEIGHT.to_string().into_response()
+    (HEIGHT + f.found.load(Ordering::SeqCst))
+        .to_string()
+        .into_response()
 }
 
 async fn blocks(State(f): State<Shared>, Path(top): Path<u64>) -> Response {
@@ -64,6 +69,7 @@ async fn coinbase(State(f): State<Shared>) -> Response {
     if f.down.load(Ordering::SeqCst) {
         return unavailable();
     }
+    f.coinbases.fetch_add(1, Ordering::SeqCst);
     axum::Json(json!([{"vout": [{"value": 312_500_000u64 + FEES_SAT}]}])).into_response()
 }
 
@@ -224,6 +230,27 @@ async fn hashprice_recovers_soon_after_its_upstream_comes_back_and_keeps_the_las
     let (_, again) = get_json(&server::router(Arc::new(restarted)), "/v1/hashprice").await;
     assert_eq!(again["record"], good["record"]);
     assert_eq!(again["status"]["stale"], true);
+}
+
+#[tokio::test]
+async fn an_esplora_refresh_fetches_only_the_coinbases_of_new_blocks() {
+    let (fake, base) = start_fake().await;
+    fake.found.store(5_000, Ordering::SeqCst);
+    let chain = ChainSource::Esplora(Url::parse(&format!("{base}/api")).unwrap());
+    let first = chain.fetch(144).await.unwrap();
+    assert_eq!(first.fee_blocks, 144);
+    assert_eq!(first.avg_fees_sat, FEES_SAT as f64);
+    assert_eq!(fake.coinbases.load(Ordering::SeqCst), 144);
+    // Same tip: every fee is known.
+    let again = chain.fetch(144).await.unwrap();
+    assert_eq!(again.avg_fees_sat, first.avg_fees_sat);
+    assert_eq!(fake.coinbases.load(Ordering::SeqCst), 144);
+    // Two new blocks: two coinbases, and the window still has 144 blocks.
+    fake.found.fetch_add(2, Ordering::SeqCst);
+    let moved = chain.fetch(144).await.unwrap();
+    assert_eq!(moved.height, HEIGHT + 5_002);
+    assert_eq!(moved.fee_blocks, 144);
+    assert_eq!(fake.coinbases.load(Ordering::SeqCst), 146);
 }
 
 /// Every path of the site and API without a path parameter, plus keyed ones.

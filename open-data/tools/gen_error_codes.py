@@ -21,8 +21,15 @@ Sources, in merge order (a code already present is never replaced by a later sou
    Success answers (SEVERITY_SUCC) are not fault or diagnostic codes and are left out.
 3b. `sources/bfgminer-api-codes.tsv`: BFGMiner's (github.com/luke-jr/bfgminer, GPL-3.0) E/W/I
    status codes that cgminer's table lacks with the same meaning, extracted with `extract-bfgminer`.
-4. `sources/documented-codes.json`: small code tables transcribed from manufacturers' and
-   firmware vendors' public documents, each table with its source.
+4. `sources/documented-codes.json`: code tables transcribed from manufacturers' and
+   firmware vendors' public documents and from open-source firmware and pool code, each table
+   with its source (repository, path, commit, licence): Canaan's A10 manual, AMS and fms-core,
+   the Bitcoin Wiki's Avalon6 page, Hiveon's knowledge base, ESP-Miner (TPS546 status bits,
+   Wi-Fi disconnect reasons), the Stratum V2 spec, btcpool, ckpool, DATUM Gateway, cgminer's
+   device/pool statuses, MicroBT's API document and Bitmain's S9 bmminer. A code may carry
+   `code_suffix` when its native form has characters unfit for a URL key ("P:1" -> P1). Pool
+   rejection answers are classified with the `pool-rejection` rule (classify text
+   "pool rejected: ...").
 
 Usage:
   gen_error_codes.py                 write the dataset file
@@ -78,6 +85,7 @@ SEVERITY_RULES = [
     ("informational", r"requested restart|power-on restart|does not support|not available|not enabled|tool version is too low|old firmware|substandard|^low freq|^low hashrate|empty level", "info"),
     ("factory-data", r"serial #|product type|power model|miner type|bin type|cooling type|hash board struct", "warning"),
     ("single-pool", r"pool \d connection failed|rejection rate|asicboost", "warning"),
+    ("pool-rejection", r"^pool rejected", "warning"),
     ("stops-mining-or-protection", r"protect|not found|no power|stopped|environment temperature is too high|too low, mining stopped|over.?temp|overheat|over hot|over.?current|\bfault\b|damaged|exited with signal|illegal|virus|removed|not detected|\blost\b|failed|all pools are disabled|no pool information|blocked|do not match|not connected", "critical"),
     ("default-warning", r"", "warning"),
 ]
@@ -373,7 +381,7 @@ def documented_rows():
         for c in table["codes"]:
             text = c.get("classify_text", c["title"])
             rec = record(
-                f"{table['prefix']}-{c['native_code']}", c["native_code"], table["manufacturer"],
+                f"{table['prefix']}-{c.get('code_suffix', c['native_code'])}", c["native_code"], table["manufacturer"],
                 table["manufacturer_slug"], table["firmware"], c["title"], c["description"],
                 c.get("affected_models", table["affected_models"]), src, text=text,
             )

@@ -26,6 +26,16 @@ package!(testpool, "svcos.testpool.v1");
 package!(config, "svcos.config.v1");
 
 /// Every package above as an encoded `FileDescriptorSet` (without source info), for gRPC server
-/// reflection.
-pub const FILE_DESCRIPTOR_SET: &[u8] =
-    include_bytes!(concat!(env!("OUT_DIR"), "/svcos_descriptor_set.bin"));
+/// reflection. The image carries it gzipped; it is inflated on the first call and kept.
+pub fn file_descriptor_set() -> &'static [u8] {
+    use std::io::Read;
+    static GZ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/svcos_descriptor_set.bin.gz"));
+    static SET: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
+        let mut set = Vec::new();
+        flate2::read::GzDecoder::new(GZ)
+            .read_to_end(&mut set)
+            .expect("build.rs wrote a whole gzip stream");
+        set
+    });
+    &SET
+}

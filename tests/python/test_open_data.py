@@ -358,7 +358,7 @@ def test_error_code_corpus_is_sourced_and_served(server):
     path = ROOT / "open-data" / "datasets" / "error-codes" / "error-codes.v1.jsonl"
     rows = [json.loads(l) for l in path.read_text().splitlines() if l.strip() and not l.startswith("#")]
     assert [r["code"] for r in served] == [r["code"] for r in rows]
-    assert len(served) >= 450 and len({r["code"] for r in served}) == len(served)
+    assert len(served) >= 650 and len({r["code"] for r in served}) == len(served)
     # More records than one page holds: the corpus is only complete when paging works.
     assert len(served) > 100
     for r in served:
@@ -369,7 +369,13 @@ def test_error_code_corpus_is_sourced_and_served(server):
         assert r["repair_cost_cad"] is None or r["repair_cost_cad"]["source_url"].startswith("https://")
         assert r["replacement_parts"] == [], r["code"]
     makers = {r["manufacturer_slug"] for r in served}
-    assert {"svcos", "microbt", "innosilicon", "cgminer", "canaan", "bitmain"} <= makers
+    assert {"svcos", "microbt", "innosilicon", "cgminer", "canaan", "bitmain", "bitaxe", "ckpool",
+            "datum-gateway", "btcpool", "stratum-v2"} <= makers
+    # ESP-Miner's Wi-Fi reason table with ESP-IDF's numbers: 15 is the 4-way handshake timeout,
+    # which AxeOS shows as a wrong password.
+    status, _, one = get_json(server.url + "/v1/error-codes/BITAXE-WIFI-15")
+    assert status == 200 and one["record"]["title"] == "Wi-Fi disconnected: Incorrect password entered"
+    assert one["record"]["source"]["repository"] == "github.com/bitaxeorg/ESP-Miner"
     # svcOS's own codes name the file that raises them: it must exist in this repository.
     for r in served:
         if r["manufacturer_slug"] == "svcos":

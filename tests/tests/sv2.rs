@@ -209,3 +209,163 @@ async fn a_sim_stack_mines_over_sv2_against_the_reference_crate_upstream() {
         .collect();
     assert!(types.contains(&"SubmitSharesSuccess"), "{types:?}");
 }
+
+/// Job declaration through the REST API on a whole sim stack: bad input is refused with the
+/// envelope and saves nothing, the connection test reaches both roles, and once enabled the
+/// simulated board mines declared jobs whose shares the test pool verifies on the declared
+/// template.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_declaration_through_the_rest_api() {
+    let sv2_port = free_port();
+    let sim = Sim::start(SimOptions {
+        config_patch: Some(format!(
+            "[stratum]\nsv2_enabled = true\n\n[sim]\npool_sv2_port = {sv2_port}\n"
+        )),
+        ..Default::default()
+    })
+    .unwrap();
+    let key_file = Layout::sim(sim.dir())
+        .service_state_dir(ServiceName::TestPool)
+        .join("sv2-authority.pub");
+    let key = wait_for("the upstream's authority key", || {
+        let k = std::fs::read_to_string(&key_file).ok();
+        async move { k.map(|k| k.trim().to_string()).filter(|k| !k.is_empty()) }
+    })
+    .await;
+    let url = format!("stratum2+tcp://{}:{sv2_port}/{key}", sim.bind());
+    let token = token(&sim);
+
+    // Every route needs the bearer token.
+    for (method, path) in [
+        ("GET", "/api/jd/status"),
+        ("POST", "/api/jd/config"),
+        ("POST", "/api/jd/test-connection"),
+    ] {
+        let (status, body) = http(&sim, method, path, None, Some(json!({})));
+        assert_eq!(status, 401, "{method} {path}: {body}");
+    }
+
+    // Bad input: the envelope names the field, and nothing is saved.
+    let config_path = sim.dir().join("config.toml");
+    let before = std::fs::read_to_string(&config_path).unwrap();
+    for (bad, field) in [
+        (json!({"enabled": true}), "stratum.jd.server"),
+        (
+            json!({"enabled": true, "server": "stratum2+tcp://10.0.0.1:1", "template_provider": url}),
+            "stratum.jd.server",
+        ),
+        (
+            json!({"server": url, "template_provider": "stratum+tcp://x:1/k"}),
+            "stratum.jd.template_provider",
+        ),
+    ] {
+        let (status, body) = http(&sim, "POST", "/api/jd/config", Some(&token), Some(bad));
+        assert_eq!(status, 400, "{body}");
+        assert_eq!(body["code"], "config_validation", "{body}");
+        assert!(body.to_string().contains(field), "{body}");
+    }
+    let (status, body) = http(
+        &sim,
+        "POST",
+        "/api/jd/config",
+        Some(&token),
+        Some(json!({"enabled": "yes"})),
+    );
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(std::fs::read_to_string(&config_path).unwrap(), before);
+    let (status, body) = http(&sim, "GET", "/api/jd/status", Some(&token), None);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["schema"], "svcos.api.jd.status.v1");
+    assert_eq!(body["enabled"], false);
+    assert_eq!(body["sv2_enabled"], true);
+
+    // The connection test reaches both roles (and fails the one with a wrong key).
+    let (status, body) = http(
+        &sim,
+        "POST",
+        "/api/jd/test-connection",
+        Some(&token),
+        Some(json!({"server": url, "template_provider": url})),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["schema"], "svcos.api.jd.test_connection.v1");
+    assert_eq!(body["ok"], true, "{body}");
+    assert_eq!(body["server"]["ok"], true);
+    assert_eq!(body["template_provider"]["ok"], true);
+    let impostor = format!(
+        "stratum2+tcp://{}:{sv2_port}/9bDuixKmZqAJnrmP746n8zU1wyAQRrus7th9dxnkPg6RzQvCnan",
+        sim.bind()
+    );
+    let (status, body) = http(
+        &sim,
+        "POST",
+        "/api/jd/test-connection",
+        Some(&token),
+        Some(json!({"server": impostor, "template_provider": url})),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["ok"], false, "{body}");
+    assert_eq!(body["server"]["ok"], false, "{body}");
+
+    // The SV2 pool first in the list, then job declaration on.
+    let (status, body) = http(
+        &sim,
+        "POST",
+        "/api/pools",
+        Some(&token),
+        Some(json!([{"url": url, "user": "sim-jd", "password": "x"}])),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = http(
+        &sim,
+        "POST",
+        "/api/jd/config",
+        Some(&token),
+        Some(json!({"enabled": true, "server": url, "template_provider": url})),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["schema"], "svcos.api.jd.config.v1");
+    assert_eq!(body["config"]["enabled"], true);
+    assert_eq!(body["config"]["server"], url.as_str());
+    assert!(
+        std::fs::read_to_string(&config_path)
+            .unwrap()
+            .contains("[stratum.jd]")
+    );
+
+    // The board mines declared jobs; the pool verifies shares on the declared template.
+    let pool = TestPoolServiceClient::new(svcos_common::ipc::channel_with_timeout(
+        sim.socket("test-pool"),
+        Duration::from_secs(20),
+    ));
+    let jd = wait_for("shares accepted on declared jobs", || {
+        let mut pool = pool.clone();
+        async move {
+            let s = pool
+                .get_stats(tp::GetStatsRequest {})
+                .await
+                .ok()?
+                .into_inner();
+            s.jd.filter(|j| j.accepted >= 1)
+        }
+    })
+    .await;
+    assert!(jd.jobs_declared >= 1 && jd.custom_jobs_set >= 1, "{jd:?}");
+    let body =
+        wait_for("the status reporting declared-job shares", || {
+            let (status, body) = http(&sim, "GET", "/api/jd/status", Some(&token), None);
+            async move {
+                (status == 200 && body["shares"]["accepted"].as_u64() >= Some(1)).then_some(body)
+            }
+        })
+        .await;
+    assert_eq!(body["enabled"], true);
+    assert_eq!(body["connected"], true, "{body}");
+    assert_eq!(body["template_source"], "jd", "{body}");
+    assert_eq!(body["fallback_reason"], Value::Null, "{body}");
+    assert_eq!(body["last_declared_job"]["tx_count"], 3, "{body}");
+    assert!(
+        body["last_declared_job"]["pool_job_id"].as_u64().is_some(),
+        "{body}"
+    );
+}

@@ -30,6 +30,7 @@ pub mod health;
 pub mod history;
 pub mod integrations;
 pub mod inventory;
+pub mod jd;
 pub mod mining;
 pub mod pools;
 pub mod requests;

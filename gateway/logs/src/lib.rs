@@ -548,6 +548,34 @@ impl Tail {
     }
 }
 
+/// What `/ws?topic=logs` streams: the backlog the query asks for, then every new line that
+/// passes its filter.
+#[derive(Debug)]
+pub struct Follow {
+    tail: Tail,
+    backlog: Vec<LogEntry>,
+}
+
+impl Follow {
+    /// Check the query and read its backlog (blocking: file reads). The tail starts before the
+    /// backlog is read, so a line written in between may come twice but none is lost.
+    pub fn start(logs_dir: &Path, query: &LogQuery) -> Result<Follow, QueryError> {
+        let (filter, n) = (query.filter()?, query.backlog()?);
+        let tail = Tail::new(logs_dir, filter.clone());
+        let backlog = merged(logs_dir, &filter, n).0;
+        Ok(Follow { tail, backlog })
+    }
+
+    /// The frames to send now: the backlog on the first call, then the lines appended since.
+    pub fn frames(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.backlog)
+            .into_iter()
+            .chain(self.tail.poll())
+            .map(|e| ws_frame(&e))
+            .collect()
+    }
+}
+
 /// Append the complete lines of `path` after `offset` to `lines` and move `offset` past them
 /// (a line still being written waits for the next poll).
 fn read_from(path: &Path, offset: &mut u64, lines: &mut Vec<String>) {

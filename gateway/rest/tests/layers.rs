@@ -17,9 +17,11 @@ use std::path::{Path, PathBuf};
 /// rules in `svcos_common::networkd`/`Ipv4Config`, the merged log in `svcos-logs`, the setup
 /// hold in hw-agent) but whose handlers and `/ws` topic are the gateway's; the log tail's
 /// setup in `handlers/ws.rs` is the next thing to move into `svcos-logs`. Raised a third time,
-/// by 10, for the two home-swarm routes of issue 34 (two relays and their imports; the swarm
-/// itself, its wire format and split rule live in the tuner's `power::swarm`).
-const MAX_SRC_LINES: usize = 9_060;
+/// by 45, when Stratum V2 job declaration (issue 34) turned three `planned!` rows into routes:
+/// thin relays whose rules live in `JdConfig::validate`, stratum-agent and `svcos-api-types`.
+/// Raised a fourth time, by 10, for the two home-swarm routes of issue 34 (two relays and their
+/// imports; the swarm, its wire format and split rule live in the tuner's `power::swarm`).
+const MAX_SRC_LINES: usize = 9_105;
 
 /// Modules that are one node of the graph however many files they span (their inside is
 /// their own business).

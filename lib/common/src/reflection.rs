@@ -1,7 +1,7 @@
 //! gRPC server reflection (v1 and v1alpha) on every service socket, so `grpcurl` and grpc-python
 //! can list and call a service with no `.proto` files at hand.
 //!
-//! The descriptors are the ones the IPC contract is compiled from (`svcos_proto::FILE_DESCRIPTOR_SET`,
+//! The descriptors are the ones the IPC contract is compiled from (`svcos_proto::file_descriptor_set`,
 //! made by protox) plus grpc.health.v1. Each socket lists only what its process serves
 //! ([`ServiceName::grpc_services`]). The reflection state (every descriptor decoded into maps) is
 //! built on the first reflection call, not at start: eight processes would otherwise each keep a
@@ -41,7 +41,7 @@ pub fn add_to(router: Router, service: Option<ServiceName>) -> Router {
 
 fn builder(names: &'static [&'static str]) -> tonic_reflection::server::Builder<'static> {
     let mut b = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(svcos_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(svcos_proto::file_descriptor_set())
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .with_service_name(HEALTH);
     for name in names {
@@ -112,7 +112,8 @@ mod tests {
     #[test]
     fn every_listed_service_is_in_the_descriptor_set() {
         use prost::Message;
-        let fds = prost_types::FileDescriptorSet::decode(svcos_proto::FILE_DESCRIPTOR_SET).unwrap();
+        let fds =
+            prost_types::FileDescriptorSet::decode(svcos_proto::file_descriptor_set()).unwrap();
         let mut known = Vec::new();
         for file in &fds.file {
             for s in &file.service {

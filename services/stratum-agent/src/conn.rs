@@ -51,6 +51,9 @@ pub enum ConnEvent {
         /// When it was read (unix microseconds).
         at_us: i64,
     },
+    /// The job-declaration client's news (`crate::jd::client`), with the id of the client run
+    /// that sent it (a dropped run's late news is ignored).
+    Jd(u64, crate::jd::JdEvent),
     /// The connection is gone (or never came up), with why.
     Closed {
         /// Which connection.

@@ -362,6 +362,68 @@ impl StratumService for StratumApi {
         Ok(Response::new(self.views.sv2.borrow().clone()))
     }
 
+    async fn get_jd_status(
+        &self,
+        _: Request<pb::GetJdStatusRequest>,
+    ) -> Result<Response<pb::GetJdStatusResponse>, Status> {
+        Ok(Response::new(self.views.jd.borrow().clone()))
+    }
+
+    async fn test_jd_connection(
+        &self,
+        r: Request<pb::TestJdConnectionRequest>,
+    ) -> Result<Response<pb::TestJdConnectionResponse>, Status> {
+        let r = r.into_inner();
+        let (gate, server, template_provider) = {
+            let live = self.views.jd.borrow();
+            let pick = |given: String, configured: &str| {
+                if given.is_empty() {
+                    configured.to_string()
+                } else {
+                    given
+                }
+            };
+            (
+                live.sv2_enabled,
+                pick(r.server, &live.server),
+                pick(r.template_provider, &live.template_provider),
+            )
+        };
+        if !gate {
+            return Err(Status::failed_precondition(
+                "Stratum V2 is disabled ([stratum].sv2_enabled = false); job declaration is behind the same gate",
+            ));
+        }
+        let parse = |field: &str, url: &str| {
+            crate::jd::client::Endpoint::parse(url)
+                .map_err(|e| Status::invalid_argument(format!("{field}: {e}")))
+        };
+        let server = parse("server", &server)?;
+        let template_provider = parse("template_provider", &template_provider)?;
+        let timeout = if r.timeout_ms == 0 {
+            Duration::from_secs(10)
+        } else {
+            Duration::from_millis(r.timeout_ms.min(60_000).into())
+        };
+        let (jds, tp) = crate::jd::client::test_connection(
+            &server,
+            &template_provider,
+            "svcos-connection-test",
+            timeout,
+        )
+        .await;
+        let role = |c: crate::jd::client::RoleCheck| pb::JdRoleCheck {
+            ok: c.ok,
+            latency_ms: c.latency_ms,
+            detail: c.detail,
+        };
+        Ok(Response::new(pb::TestJdConnectionResponse {
+            ok: jds.ok && tp.ok,
+            server: Some(role(jds)),
+            template_provider: Some(role(tp)),
+        }))
+    }
+
     async fn reload_config(
         &self,
         _: Request<pb::ReloadConfigRequest>,

@@ -48,11 +48,17 @@
 //!   prefix = extranonce1, coinbase prefix/suffix = coinb1/coinb2), so hw-agent and the share
 //!   checks do not know the difference. With the gate off such pools are skipped with an error.
 //!   The test pool's SV2 upstream ([`testpool::sv2`]) is built from the same reference crates.
+//! * **Job declaration** ([`jd`], `[stratum.jd]`, behind the same gate): a JD client task takes
+//!   templates from a template provider, declares them to the pool's job-declaration server and
+//!   the agent mines each declared job on the SV2 pool's channel (SetCustomMiningJob); while it
+//!   has none (refused, disconnected, a new block not yet declared) the pool's own jobs are mined
+//!   and `GetJdStatus` says why. The test pool serves both roles on its SV2 port.
 
 pub mod agent;
 pub mod conn;
 pub mod donation;
 pub mod grpc;
+pub mod jd;
 pub mod jobs;
 pub mod persist;
 pub mod policy;

@@ -220,6 +220,7 @@ async fn run_v2(
         endpoint_host: url.host.clone(),
         endpoint_port: url.port,
         device_id: String::new(),
+        work_selection: false,
     });
     let mut phase = "setup";
     let mut events = session.start(svcos_common::time::unix_ms());

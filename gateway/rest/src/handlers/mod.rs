@@ -88,11 +88,10 @@ pub fn round(x: f64, digits: i32) -> f64 {
 }
 
 /// The config file's JSON Schema as served: the committed `docs/config.schema.json`, which
-/// `tests/registry.rs` keeps derived from the config types (so the image needs no schema code).
+/// `tests/registry.rs` keeps derived from the config types (so the image needs no schema code),
+/// carried gzipped (build.rs).
 pub fn config_json_schema() -> Value {
-    serde_json::from_str(include_str!(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../docs/config.schema.json"
-    )))
-    .expect("docs/config.schema.json is JSON (tests/registry.rs writes it)")
+    let gz: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/config.schema.json.gz"));
+    serde_json::from_reader(flate2::read::GzDecoder::new(gz))
+        .expect("docs/config.schema.json is JSON (tests/registry.rs writes it)")
 }

@@ -45,31 +45,20 @@ const LOG_POLL: std::time::Duration = std::time::Duration::from_millis(500);
 /// What a stream sends: telemetry, or the merged log's lines (`?topic=logs`).
 enum Feed {
     Telemetry,
-    Logs(
-        svcos_logs::Tail,
-        Vec<svcos_api_types::diagnostics::LogEntry>,
-    ),
+    Logs(Box<svcos_logs::Follow>),
 }
 
 /// The feed a query asks for; a bad log filter is refused before the upgrade.
 async fn feed(state: &AppState, q: &WsQuery) -> Result<Feed, ApiError> {
-    let bad =
-        |e: svcos_logs::QueryError| ApiError::bad_request(e.to_string()).with("field", e.field);
     match q.topic.as_deref() {
         None | Some("telemetry") => Ok(Feed::Telemetry),
         Some("logs") => {
-            let (dir, filter, n) = (
-                state.layout.runtime_dir.join("logs"),
-                q.logs.filter().map_err(bad)?,
-                q.logs.backlog().map_err(bad)?,
-            );
-            // The tail starts before the backlog is read: a line written in between may come twice, none is lost.
-            let tail = svcos_logs::Tail::new(&dir, filter.clone());
-            let backlog =
-                tokio::task::spawn_blocking(move || svcos_logs::merged(&dir, &filter, n).0)
-                    .await
-                    .unwrap_or_default();
-            Ok(Feed::Logs(tail, backlog))
+            let (dir, query) = (state.layout.runtime_dir.join("logs"), q.logs.clone());
+            tokio::task::spawn_blocking(move || svcos_logs::Follow::start(&dir, &query))
+                .await
+                .map_err(|e| ApiError::internal(e.to_string()))?
+                .map(|f| Feed::Logs(Box::new(f)))
+                .map_err(|e| ApiError::bad_request(e.to_string()).with("field", e.field))
         }
         Some(_) => Err(ApiError::bad_request("invalid value for topic")
             .detail("telemetry or logs")
@@ -167,11 +156,7 @@ async fn stream(state: AppState, mut socket: WebSocket, session_id: String, mut 
                     .filter(|f| *f != last_sent)
                     .collect()
             }
-            Feed::Logs(tail, backlog) => std::mem::take(backlog)
-                .into_iter()
-                .chain(tail.poll())
-                .map(|e| svcos_logs::ws_frame(&e))
-                .collect(),
+            Feed::Logs(follow) => follow.frames(),
         };
         for text in frames {
             if socket

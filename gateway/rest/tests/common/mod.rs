@@ -603,6 +603,24 @@ impl st::stratum_service_server::StratumService for StratumSvc {
     ) -> Result<Response<st::GetDonationResponse>, Status> {
         Ok(Response::new(st::GetDonationResponse::default()))
     }
+    async fn get_jd_status(
+        &self,
+        _: Request<st::GetJdStatusRequest>,
+    ) -> Result<Response<st::GetJdStatusResponse>, Status> {
+        Ok(Response::new(st::GetJdStatusResponse {
+            template_source: "none".into(),
+            pool_index: -1,
+            ..Default::default()
+        }))
+    }
+    async fn test_jd_connection(
+        &self,
+        _: Request<st::TestJdConnectionRequest>,
+    ) -> Result<Response<st::TestJdConnectionResponse>, Status> {
+        Err(Status::failed_precondition(
+            "Stratum V2 is disabled ([stratum].sv2_enabled = false)",
+        ))
+    }
     async fn get_sv2_status(
         &self,
         _: Request<st::GetSv2StatusRequest>,

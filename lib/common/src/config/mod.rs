@@ -51,7 +51,7 @@ pub use network::{
     Ipv4Config, Ipv4Method, MAX_DNS_SERVERS, MAX_MDNS_INTERFACES, MdnsConfig, NetworkConfig,
     STATIC_PREFIX_LEN, SshConfig, is_valid_interface_name,
 };
-pub use pools::{PoolConfig, StratumConfig};
+pub use pools::{JdConfig, PoolConfig, StratumConfig};
 pub use power::{MAX_WATT, PowerConfig, PsuOverrideConfig, SETUP_HOLD_WATT};
 pub use sim::SimConfig;
 pub use supervisor::{

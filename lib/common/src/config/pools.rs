@@ -177,6 +177,63 @@ pub struct StratumConfig {
     /// Extra CA certificates (PEM file) trusted for `stratum+ssl://` pools besides the webpki
     /// roots; empty = none. Default empty.
     pub tls_ca_file: String,
+    /// `[stratum.jd]`: Stratum V2 job declaration (behind `sv2_enabled`).
+    pub jd: JdConfig,
+}
+
+/// `[stratum.jd]`: Stratum V2 job declaration. The miner takes block templates from a template
+/// provider, declares them to the pool's job-declaration server and mines them on its SV2 pool
+/// connection; while that fails it mines the pool's own templates.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default, deny_unknown_fields)]
+pub struct JdConfig {
+    /// Declare jobs. Needs `[stratum].sv2_enabled` and a `stratum2+tcp://` pool. Default false.
+    pub enabled: bool,
+    /// The pool's job-declaration server, `stratum2+tcp://host:port/<authority key>`. Default
+    /// empty.
+    pub server: String,
+    /// The template provider, `stratum2+tcp://host:port/<authority key>`. Default empty.
+    pub template_provider: String,
+}
+
+impl JdConfig {
+    /// Check the fields; `sv2_enabled` is the readiness gate job declaration sits behind.
+    pub fn validate(&self, sv2_enabled: bool) -> Result<(), ConfigError> {
+        for (field, url) in [
+            ("stratum.jd.server", &self.server),
+            ("stratum.jd.template_provider", &self.template_provider),
+        ] {
+            if url.is_empty() {
+                if self.enabled {
+                    return Err(ConfigError::invalid(
+                        field,
+                        "needed when job declaration is enabled",
+                    ));
+                }
+                continue;
+            }
+            check_pool_url(url).map_err(|e| ConfigError::invalid(field, e))?;
+            let key = url
+                .strip_prefix("stratum2+tcp://")
+                .and_then(|rest| rest.split_once('/'))
+                .map(|(_, key)| key)
+                .unwrap_or_default();
+            if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                return Err(ConfigError::invalid(
+                    field,
+                    "must be stratum2+tcp://host:port/<base58 authority key>",
+                ));
+            }
+        }
+        if self.enabled && !sv2_enabled {
+            return Err(ConfigError::invalid(
+                "stratum.jd.enabled",
+                "needs stratum.sv2_enabled = true (job declaration is Stratum V2)",
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Default for StratumConfig {
@@ -189,6 +246,7 @@ impl Default for StratumConfig {
             version_rolling: true,
             sv2_enabled: false,
             tls_ca_file: String::new(),
+            jd: JdConfig::default(),
         }
     }
 }
@@ -213,7 +271,7 @@ impl StratumConfig {
                 "must be >= 0",
             ));
         }
-        Ok(())
+        self.jd.validate(self.sv2_enabled)
     }
 }
 
@@ -227,6 +285,52 @@ mod tests {
             user: "worker".into(),
             ..PoolConfig::default()
         }
+    }
+
+    #[test]
+    fn job_declaration_needs_the_sv2_gate_and_keyed_stratum2_urls() {
+        const URL: &str =
+            "stratum2+tcp://10.0.0.2:34254/9bDuixKmZqAJnrmP746n8zU1wyAQRrus7th9dxnkPg6RzQvCnan";
+        let on = JdConfig {
+            enabled: true,
+            server: URL.into(),
+            template_provider: URL.into(),
+        };
+        assert!(on.validate(true).is_ok());
+        let field = |r: Result<(), ConfigError>| match r {
+            Err(ConfigError::Invalid { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(field(on.validate(false)), "stratum.jd.enabled");
+        for (server, tp, bad) in [
+            ("", URL, "stratum.jd.server"),
+            (URL, "", "stratum.jd.template_provider"),
+            ("stratum2+tcp://10.0.0.2:34254", URL, "stratum.jd.server"),
+            (
+                URL,
+                "stratum+tcp://10.0.0.2:3333/key",
+                "stratum.jd.template_provider",
+            ),
+            (
+                "stratum2+tcp://10.0.0.2:34254/a b",
+                URL,
+                "stratum.jd.server",
+            ),
+        ] {
+            let c = JdConfig {
+                server: server.into(),
+                template_provider: tp.into(),
+                ..on.clone()
+            };
+            assert_eq!(field(c.validate(true)), bad, "{server} {tp}");
+        }
+        // Off, empty is fine; off with a malformed URL is still refused (it would be saved).
+        assert!(JdConfig::default().validate(false).is_ok());
+        let off = JdConfig {
+            server: "nonsense".into(),
+            ..JdConfig::default()
+        };
+        assert_eq!(field(off.validate(false)), "stratum.jd.server");
     }
 
     #[test]

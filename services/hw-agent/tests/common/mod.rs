@@ -159,6 +159,18 @@ impl StratumService for FakeStratum {
     ) -> Result<Response<GetDonationResponse>, Status> {
         Err(Status::unimplemented("fake"))
     }
+    async fn get_jd_status(
+        &self,
+        _: Request<GetJdStatusRequest>,
+    ) -> Result<Response<GetJdStatusResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+    async fn test_jd_connection(
+        &self,
+        _: Request<TestJdConnectionRequest>,
+    ) -> Result<Response<TestJdConnectionResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
     async fn get_sv2_status(
         &self,
         _r: Request<GetSv2StatusRequest>,

@@ -260,6 +260,18 @@ impl StratumService for FakeStratum {
     ) -> Result<Response<st::GetDonationResponse>, Status> {
         Err(Status::unimplemented("fake"))
     }
+    async fn get_jd_status(
+        &self,
+        _: Request<st::GetJdStatusRequest>,
+    ) -> Result<Response<st::GetJdStatusResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+    async fn test_jd_connection(
+        &self,
+        _: Request<st::TestJdConnectionRequest>,
+    ) -> Result<Response<st::TestJdConnectionResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
     async fn get_sv2_status(
         &self,
         _: Request<st::GetSv2StatusRequest>,

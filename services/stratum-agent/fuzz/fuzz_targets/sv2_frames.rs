@@ -1,5 +1,7 @@
 //! The Stratum V2 client's inbound path after decryption: arbitrary plaintext frames through the
-//! reference parser and the client session. Nothing may panic; bad input is an error.
+//! reference parser and the client session, and the job-declaration client's parser (Job
+//! Declaration and Template Distribution frames, serialised coinbase outputs). Nothing may panic;
+//! bad input is an error.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -9,12 +11,15 @@ use svcos_stratum_agent::v2::session::{Sv2Params, Sv2Session};
 fuzz_target!(|data: &[u8]| {
     let _ = frames::decode(data);
     let _ = frames::kind(data);
+    let _ = svcos_stratum_agent::jd::decode(data);
+    let _ = svcos_stratum_agent::jd::coinbase::decode_outputs(data);
     let mut session = Sv2Session::new(Sv2Params {
         user: "fuzz".into(),
         version_rolling: true,
         endpoint_host: "pool".into(),
         endpoint_port: 3336,
         device_id: String::new(),
+        work_selection: false,
     });
     let _ = session.start(0);
     // Several frames in one input: a 2-byte length prefix before each.

@@ -52,6 +52,7 @@ impl Agent {
                 endpoint_host: url.host.clone(),
                 endpoint_port: url.port,
                 device_id: String::new(),
+                work_selection: stratum.sv2_enabled && stratum.jd.enabled,
             };
             let link = Sv2Link {
                 endpoint: url.addr(),
@@ -214,6 +215,7 @@ impl Agent {
                 self.publish_sv2(conn, None);
             }
             ConnEvent::Frame { conn, frame, at_us } => self.on_frame(conn, &frame, at_us),
+            ConnEvent::Jd(run_id, ev) => self.on_jd_event(run_id, ev),
             ConnEvent::Closed { conn, error } => {
                 let Some(c) = self.conns.get(&conn) else {
                     return;
@@ -305,7 +307,13 @@ impl Agent {
         let PoolSession::V2(session, _) = &mut c.session else {
             return;
         };
+        let jobs_before = session.jobs_received;
         let events = session.handle(frame, at_us / 1000);
+        // While a declared job is mined the pool's own jobs raise no Job event, yet they show
+        // the pool is alive.
+        if session.jobs_received != jobs_before {
+            c.last_notify = Some(Instant::now());
+        }
         for ev in events {
             self.on_session_event(conn, uid, ev, at_us);
             if !self.conns.contains_key(&conn) {

@@ -28,8 +28,8 @@ use svcos_common::ipc::Backoff;
 use svcos_common::redact::mask_url_userinfo;
 use svcos_common::time::unix_ms;
 use svcos_proto::stratum::v1::{
-    GetDonationResponse, GetPoolsResponse, GetSv2StatusResponse, JobTemplate, PoolState,
-    PoolStatus, PoolSwitch, ShareDisposition, SubmitShareRequest,
+    GetDonationResponse, GetJdStatusResponse, GetPoolsResponse, GetSv2StatusResponse, JobTemplate,
+    PoolState, PoolStatus, PoolSwitch, ShareDisposition, SubmitShareRequest,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
@@ -47,6 +47,7 @@ use crate::v2::session::{LoggedMessage, Sv2Params, Sv2Session};
 use crate::v2::status::Sv2Link;
 
 mod connections;
+mod jd;
 mod pools;
 mod publish;
 mod restore;
@@ -134,6 +135,8 @@ pub struct Views {
     pub donation: watch::Receiver<GetDonationResponse>,
     /// Stratum V2 connection status.
     pub sv2: watch::Receiver<GetSv2StatusResponse>,
+    /// Job declaration status.
+    pub jd: watch::Receiver<GetJdStatusResponse>,
 }
 
 /// What the agent starts from.
@@ -312,6 +315,10 @@ pub struct Agent {
     sv2_tx: watch::Sender<GetSv2StatusResponse>,
     /// The SV2 connection the status reports.
     sv2_focus: Option<ConnId>,
+    /// The JD client, when job declaration applies to the mining connection.
+    jd_run: Option<jd::JdRun>,
+    jd_view: jd::JdView,
+    jd_tx: watch::Sender<GetJdStatusResponse>,
 }
 
 impl Agent {
@@ -362,6 +369,7 @@ impl Agent {
             &settings.stratum,
             settings.pools.iter().map(|p| (p.enabled, p.url.as_str())),
         ));
+        let (jd_tx, jd_rx) = watch::channel(GetJdStatusResponse::default());
         let mut agent = Agent {
             next_uid: slots.len() as u64,
             settings,
@@ -401,11 +409,15 @@ impl Agent {
             home_since: None,
             sv2_tx,
             sv2_focus: None,
+            jd_run: None,
+            jd_view: jd::JdView::default(),
+            jd_tx,
         };
         agent.restore_epoch();
         agent.restore_queue(saved_queue);
         agent.publish_pools();
         agent.publish_donation();
+        agent.publish_jd();
         (
             agent,
             Views {
@@ -413,6 +425,7 @@ impl Agent {
                 pools: pools_rx,
                 donation: donation_rx,
                 sv2: sv2_rx,
+                jd: jd_rx,
             },
         )
     }
@@ -443,6 +456,7 @@ impl Agent {
                 _ = shutdown.wait() => break,
             }
             self.policy();
+            self.jd_sync();
             if self.urgent {
                 // Let the connection task write the share first: serialising the state is not
                 // on the share's latency path.
@@ -867,6 +881,8 @@ impl Agent {
         if let Some(focus) = self.sv2_focus.filter(|f| self.conns.contains_key(f)) {
             self.publish_sv2(focus, None);
         }
+        // Share answers on declared jobs move the JD counters.
+        self.publish_jd();
         if self.pools_dirty {
             self.publish_pools();
         }

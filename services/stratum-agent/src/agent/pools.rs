@@ -63,7 +63,7 @@ impl Agent {
         svcos_common::config::ProblemLog::new("stratum-agent")
             .report(&loaded.problems, svcos_common::time::unix_ms());
         let config = loaded.config;
-        self.settings.stratum = config.stratum.clone();
+        let stratum_before = std::mem::replace(&mut self.settings.stratum, config.stratum.clone());
         let now = Instant::now();
         // Where the pool being mined stood before, to tell a reorder that leaves it behind a
         // better-ranked pool (see `record_reorder`).
@@ -134,6 +134,7 @@ impl Agent {
                 self.slots[i].retry_at = now;
             }
         }
+        self.jd_reloaded(&stratum_before);
         Ok(())
     }
 

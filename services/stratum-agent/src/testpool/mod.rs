@@ -8,6 +8,7 @@
 //! tests). Sessions can be resumed: `mining.subscribe` with a known subscription id gets its old
 //! extranonce1 back, so a miner that reconnects keeps its work valid.
 
+mod jd;
 pub mod sv2;
 pub mod wire;
 
@@ -130,6 +131,8 @@ struct Inner {
     /// The SV2 upstream's counters; `None` until it runs.
     sv2: Sv2Counters,
     sv2_running: bool,
+    /// Job declaration: tokens, declared jobs, custom jobs and their counters.
+    jd: jd::JdState,
 }
 
 #[derive(Debug, Default)]
@@ -211,6 +214,7 @@ impl TestPool {
             inner.jobs.clear();
             inner.jobs.push_back(job.clone());
             inner.seen.clear();
+            inner.jd.new_block();
             job
         };
         let height = self.lock().height;
@@ -313,7 +317,13 @@ impl TestPool {
                 accepted: inner.sv2.accepted,
                 rejected: inner.sv2.rejected,
             }),
+            jd: inner.sv2_running.then_some(inner.jd.stats),
         }
+    }
+
+    /// The job-declaration counters (tokens, declarations, shares on declared jobs).
+    pub fn jd_stats(&self) -> pb::JdStats {
+        self.lock().jd.stats
     }
 
     /// Accepted shares of one worker (0 if unknown).
@@ -351,7 +361,8 @@ impl TestPool {
             if inner.behavior.reject_all {
                 return Verdict::Rejected(23, "Rejected by test pool (reject_all)");
             }
-            let Some(job) = inner.jobs.iter().find(|j| j.id == job_id).cloned() else {
+            let job = inner.jobs.iter().find(|j| j.id == job_id).cloned();
+            let Some(job) = job.or_else(|| inner.jd.custom_jobs.get(job_id).cloned()) else {
                 return Verdict::Rejected(21, "Job not found (stale)");
             };
             if extranonce2.len() != self.settings.extranonce2_size {

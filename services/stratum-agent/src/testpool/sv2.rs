@@ -12,8 +12,9 @@ use std::time::Duration;
 use binary_sv2::{B032Owned, Str0255Owned, U256Owned};
 use common_messages_sv2::{Protocol, SetupConnectionErrorOwned, SetupConnectionSuccess};
 use mining_sv2::{
-    OpenExtendedMiningChannelSuccessOwned, OpenMiningChannelErrorOwned, SetNewPrevHashOwned,
-    SetTargetOwned, SubmitSharesErrorOwned, SubmitSharesSuccess,
+    OpenExtendedMiningChannelSuccessOwned, OpenMiningChannelErrorOwned,
+    SetCustomMiningJobErrorOwned, SetCustomMiningJobOwned, SetCustomMiningJobSuccess,
+    SetNewPrevHashOwned, SetTargetOwned, SubmitSharesErrorOwned, SubmitSharesSuccess,
 };
 use parsers_sv2::{AnyMessageOwned, CommonMessagesOwned, MiningOwned};
 use secp256k1_sv2::{Keypair, Secp256k1};
@@ -24,9 +25,10 @@ use tokio::sync::{broadcast, mpsc};
 use super::{
     Broadcast, JOB_NBITS, JOB_VERSION, PoolJob, SERVER_VERSION_MASK, TestPool, Threshold, Verdict,
 };
+use crate::jd::coinbase::CoinbaseFields;
 use crate::v2::frames::{self, difficulty_to_target};
 use crate::v2::noise;
-use crate::v2::session::{PROTOCOL_VERSION, extended_job};
+use crate::v2::session::{PROTOCOL_VERSION, REQUIRES_WORK_SELECTION, extended_job};
 
 /// File name of the authority public key in the test pool's state directory.
 pub const AUTHORITY_FILE: &str = "sv2-authority.pub";
@@ -161,31 +163,61 @@ async fn connection(
         }
     });
     let _abort = AbortOnDrop(read_task.abort_handle());
-    let mut setup = false;
+    // SetupConnection's protocol picks the role: the same port and key serve job declaration
+    // and templates (`jd.rs`).
+    let Some(first) = frames_rx.recv().await else {
+        return Ok(());
+    };
+    if let Ok(AnyMessageOwned::Common(CommonMessagesOwned::SetupConnection(s))) =
+        crate::jd::decode(&first)
+    {
+        match s.protocol {
+            Protocol::JobDeclarationProtocol => {
+                return super::jd::declaration_server(pool, s, frames_rx, writer, shutdown).await;
+            }
+            Protocol::TemplateDistributionProtocol => {
+                return super::jd::template_provider(pool, s, frames_rx, writer, shutdown).await;
+            }
+            Protocol::MiningProtocol => {}
+        }
+    }
+    let mut first = Some(first);
+    let mut setup = None;
     let mut channel: Option<Channel> = None;
     loop {
-        let out: Vec<AnyMessageOwned> = tokio::select! {
-            frame = frames_rx.recv() => {
-                let Some(frame) = frame else { return Ok(()) };
-                let slow = pool.behavior().slow_ms;
-                if slow > 0 {
-                    tokio::time::sleep(Duration::from_millis(slow.into())).await;
-                }
-                match frames::decode(&frame) {
-                    Ok(m) => handle(pool, &mut setup, &mut channel, m),
-                    Err(e) => return Err(format!("bad frame from miner: {e}")),
-                }
+        let out: Vec<AnyMessageOwned> = if let Some(frame) = first.take() {
+            let slow = pool.behavior().slow_ms;
+            if slow > 0 {
+                tokio::time::sleep(Duration::from_millis(slow.into())).await;
             }
-            msg = rx.recv() => match msg {
-                Ok(Broadcast::Job(job)) => match &channel {
-                    Some(_) if !pool.behavior().silent => job_messages(&job),
-                    _ => vec![],
+            match frames::decode(&frame) {
+                Ok(m) => handle(pool, &mut setup, &mut channel, m),
+                Err(e) => return Err(format!("bad frame from miner: {e}")),
+            }
+        } else {
+            tokio::select! {
+                frame = frames_rx.recv() => {
+                    let Some(frame) = frame else { return Ok(()) };
+                    let slow = pool.behavior().slow_ms;
+                    if slow > 0 {
+                        tokio::time::sleep(Duration::from_millis(slow.into())).await;
+                    }
+                    match frames::decode(&frame) {
+                        Ok(m) => handle(pool, &mut setup, &mut channel, m),
+                        Err(e) => return Err(format!("bad frame from miner: {e}")),
+                    }
+                }
+                msg = rx.recv() => match msg {
+                    Ok(Broadcast::Job(job)) => match &channel {
+                        Some(_) if !pool.behavior().silent => job_messages(&job),
+                        _ => vec![],
+                    },
+                    Ok(Broadcast::Disconnect) | Ok(Broadcast::Reconnect { .. }) => return Ok(()),
+                    Err(broadcast::error::RecvError::Lagged(_)) => vec![],
+                    Err(broadcast::error::RecvError::Closed) => return Ok(()),
                 },
-                Ok(Broadcast::Disconnect) | Ok(Broadcast::Reconnect { .. }) => return Ok(()),
-                Err(broadcast::error::RecvError::Lagged(_)) => vec![],
-                Err(broadcast::error::RecvError::Closed) => return Ok(()),
-            },
-            _ = shutdown.wait() => return Ok(()),
+                _ = shutdown.wait() => return Ok(()),
+            }
         };
         for m in out {
             let bytes = frames::encode(m).map_err(|e| e.to_string())?;
@@ -231,9 +263,10 @@ fn text(s: &str) -> Str0255Owned {
     Str0255Owned::try_from(s).unwrap_or_else(|_| Str0255Owned::try_from("error").expect("short"))
 }
 
+/// `setup` holds the flags of an accepted SetupConnection.
 fn handle(
     pool: &Arc<TestPool>,
-    setup: &mut bool,
+    setup: &mut Option<u32>,
     channel: &mut Option<Channel>,
     message: AnyMessageOwned,
 ) -> Vec<AnyMessageOwned> {
@@ -253,7 +286,7 @@ fn handle(
                     },
                 ))];
             }
-            *setup = true;
+            *setup = Some(s.flags);
             // Flags in a mining Success: REQUIRES_FIXED_VERSION (bit 0) off, so version rolling
             // is allowed; REQUIRES_EXTENDED_CHANNELS (bit 1) off.
             vec![Common(CommonMessagesOwned::SetupConnectionSuccess(
@@ -272,7 +305,7 @@ fn handle(
                     },
                 ))]
             };
-            if !*setup {
+            if setup.is_none() {
                 return refuse("setup-connection-first");
             }
             let worker = open.user_identity.as_utf8_or_hex();
@@ -361,9 +394,16 @@ fn handle(
                     Threshold::Target(ch.target),
                 )
             };
+            let declared = pool
+                .lock()
+                .jd
+                .custom_jobs
+                .contains_key(&format!("{:x}", share.job_id));
             match verdict {
                 Verdict::Accepted { .. } => {
-                    pool.lock().sv2.accepted += 1;
+                    let mut inner = pool.lock();
+                    inner.sv2.accepted += 1;
+                    inner.jd.stats.accepted += u64::from(declared);
                     vec![Mining(MiningOwned::SubmitSharesSuccess(
                         SubmitSharesSuccess {
                             channel_id: CHANNEL_ID,
@@ -374,7 +414,9 @@ fn handle(
                     ))]
                 }
                 Verdict::Rejected(code, reason) => {
-                    pool.lock().sv2.rejected += 1;
+                    let mut inner = pool.lock();
+                    inner.sv2.rejected += 1;
+                    inner.jd.stats.rejected += u64::from(declared);
                     vec![Mining(MiningOwned::SubmitSharesError(
                         SubmitSharesErrorOwned {
                             channel_id: CHANNEL_ID,
@@ -385,9 +427,62 @@ fn handle(
                 }
             }
         }
+        Mining(MiningOwned::SetCustomMiningJob(job)) => {
+            let refuse = |code: &str| {
+                vec![Mining(MiningOwned::SetCustomMiningJobError(
+                    SetCustomMiningJobErrorOwned {
+                        channel_id: job.channel_id,
+                        request_id: job.request_id,
+                        error_code: text(code),
+                    },
+                ))]
+            };
+            if channel.is_none() || job.channel_id != CHANNEL_ID {
+                return refuse("invalid-channel-id");
+            }
+            if setup.is_none_or(|flags| flags & REQUIRES_WORK_SELECTION == 0) {
+                return refuse("work-selection-not-negotiated");
+            }
+            match custom_job(pool, &job) {
+                Ok(job_id) => vec![Mining(MiningOwned::SetCustomMiningJobSuccess(
+                    SetCustomMiningJobSuccess {
+                        channel_id: CHANNEL_ID,
+                        request_id: job.request_id,
+                        job_id,
+                    },
+                ))],
+                Err(code) => refuse(code),
+            }
+        }
         // Nothing else is expected from a miner; ignoring it keeps the connection usable.
         _ => vec![],
     }
+}
+
+fn custom_job(pool: &TestPool, job: &SetCustomMiningJobOwned) -> Result<u32, &'static str> {
+    let fields = CoinbaseFields {
+        version: job.coinbase_tx_version,
+        script_prefix: job.coinbase_prefix.to_owned_bytes(),
+        sequence: job.coinbase_tx_input_n_sequence,
+        outputs: job.coinbase_tx_outputs.to_owned_bytes(),
+        locktime: job.coinbase_tx_locktime,
+    };
+    let path: Vec<[u8; 32]> = job
+        .merkle_path
+        .clone()
+        .into_inner()
+        .into_iter()
+        .map(|h| h.to_array())
+        .collect();
+    pool.custom_job(
+        &job.token.to_owned_bytes(),
+        &fields,
+        job.prev_hash.to_array(),
+        job.version,
+        job.nbits,
+        job.min_ntime,
+        &path,
+    )
 }
 
 /// Aborts the frame reader when the connection ends.

@@ -13,10 +13,13 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use binary_sv2::{B032Owned, B064KOwned, Seq0255Owned, Str0255Owned, Sv2OptionOwned, U256Owned};
 use common_messages_sv2::{Protocol, SetupConnectionOwned};
-use mining_sv2::{OpenExtendedMiningChannelOwned, SubmitSharesExtendedOwned};
+use mining_sv2::{
+    OpenExtendedMiningChannelOwned, SetCustomMiningJobOwned, SubmitSharesExtendedOwned,
+};
 use parsers_sv2::{AnyMessageOwned, CommonMessagesOwned, MiningOwned};
 
 use super::frames::{self, difficulty_to_target, target_to_difficulty};
+use crate::jd::DeclaredJob;
 use crate::v1::codec::{Notify, PoolError};
 use crate::v1::session::{SessionEvent, ShareSubmit};
 
@@ -32,6 +35,11 @@ const MAX_PENDING: usize = 4096;
 const OPEN_REQUEST_ID: u32 = 1;
 /// Future jobs kept while waiting for their SetNewPrevHash.
 const MAX_FUTURE_JOBS: usize = 16;
+/// SetupConnection flag of the mining protocol: the miner selects its own work (job
+/// declaration); a pool refuses SetCustomMiningJob on a connection without it.
+pub const REQUIRES_WORK_SELECTION: u32 = 0b10;
+/// Custom job ids remembered for counting their shares.
+const MAX_CUSTOM_IDS: usize = 64;
 
 /// What a connection needs to know.
 #[derive(Debug, Clone)]
@@ -46,6 +54,8 @@ pub struct Sv2Params {
     pub endpoint_port: u16,
     /// Device id for SetupConnection.
     pub device_id: String,
+    /// Negotiate work selection (job declaration is on): SetCustomMiningJob needs it.
+    pub work_selection: bool,
 }
 
 /// One entry of the message log.
@@ -111,11 +121,26 @@ pub struct Sv2Session {
     pub last_error: String,
     /// The last messages in both directions, oldest first.
     pub log: VecDeque<LoggedMessage>,
+    /// Shares on declared (custom) jobs answered Success / Error.
+    pub custom_accepted: u64,
+    /// See `custom_accepted`.
+    pub custom_rejected: u64,
+    /// The declared job being mined: its pool job id once SetCustomMiningJob succeeded.
+    pub custom_job: Option<(u32, Box<DeclaredJob>)>,
+    /// Why the last declared job is not mined (refused by the pool, stale), empty when it is.
+    pub custom_error: String,
+    /// The SetCustomMiningJob awaiting its answer.
+    custom_pending: Option<(u32, Box<DeclaredJob>)>,
+    next_custom_request: u32,
+    custom_ids: VecDeque<u32>,
+    /// The newest pool job, to go back to when no declared job is mined.
+    last_pool_job: Option<Box<Notify>>,
     future: BTreeMap<u32, ExtendedJob>,
     active: HashMap<u32, ExtendedJob>,
     prev: Option<PrevHash>,
     next_sequence: u32,
-    pending: BTreeMap<u32, u64>,
+    /// Sequence number → (ticket, whether the share is on a declared job).
+    pending: BTreeMap<u32, (u64, bool)>,
 }
 
 impl Sv2Session {
@@ -137,6 +162,14 @@ impl Sv2Session {
             rejected: 0,
             last_error: String::new(),
             log: VecDeque::new(),
+            custom_accepted: 0,
+            custom_rejected: 0,
+            custom_job: None,
+            custom_error: String::new(),
+            custom_pending: None,
+            next_custom_request: 1,
+            custom_ids: VecDeque::new(),
+            last_pool_job: None,
             future: BTreeMap::new(),
             active: HashMap::new(),
             prev: None,
@@ -173,9 +206,14 @@ impl Sv2Session {
                 protocol: Protocol::MiningProtocol,
                 min_version: PROTOCOL_VERSION,
                 max_version: PROTOCOL_VERSION,
-                // Extended channels (no REQUIRES_STANDARD_JOBS), no work selection, and version
-                // rolling not *required* (hw-agent mines without it when a job forbids it).
-                flags: 0,
+                // Extended channels (no REQUIRES_STANDARD_JOBS), work selection only with job
+                // declaration on, and version rolling not *required* (hw-agent mines without it
+                // when a job forbids it).
+                flags: if self.params.work_selection {
+                    REQUIRES_WORK_SELECTION
+                } else {
+                    0
+                },
                 endpoint_host: text(&self.params.endpoint_host).ok()?,
                 endpoint_port: self.params.endpoint_port,
                 vendor: text("svcos").ok()?,
@@ -343,8 +381,9 @@ impl Sv2Session {
                     .map(|(k, _)| *k)
                     .collect();
                 for seq in done {
-                    if let Some(ticket) = self.pending.remove(&seq) {
+                    if let Some((ticket, custom)) = self.pending.remove(&seq) {
                         self.accepted += 1;
+                        self.custom_accepted += u64::from(custom);
                         out.push(SessionEvent::ShareResult {
                             ticket,
                             accepted: true,
@@ -356,8 +395,9 @@ impl Sv2Session {
             MiningOwned::SubmitSharesError(e) if Some(e.channel_id) == self.channel_id => {
                 let reason = e.error_code.as_utf8_or_hex();
                 self.last_error = format!("share {} rejected: {reason}", e.sequence_number);
-                if let Some(ticket) = self.pending.remove(&e.sequence_number) {
+                if let Some((ticket, custom)) = self.pending.remove(&e.sequence_number) {
                     self.rejected += 1;
+                    self.custom_rejected += u64::from(custom);
                     out.push(SessionEvent::ShareResult {
                         ticket,
                         accepted: false,
@@ -367,6 +407,24 @@ impl Sv2Session {
                         }),
                     });
                 }
+            }
+            MiningOwned::SetCustomMiningJobSuccess(s)
+                if Some(s.channel_id) == self.channel_id
+                    && self.custom_pending.as_ref().map(|p| p.0) == Some(s.request_id) =>
+            {
+                if let Some((_, job)) = self.custom_pending.take() {
+                    self.mine_custom(s.job_id, job, out);
+                }
+            }
+            MiningOwned::SetCustomMiningJobError(e)
+                if self.custom_pending.as_ref().map(|p| p.0) == Some(e.request_id) =>
+            {
+                self.custom_pending = None;
+                self.custom_error = format!(
+                    "pool refused the declared job: {}",
+                    e.error_code.as_utf8_or_hex()
+                );
+                self.last_error = self.custom_error.clone();
             }
             MiningOwned::CloseChannel(c) if Some(c.channel_id) == self.channel_id => {
                 let reason = format!(
@@ -410,7 +468,7 @@ impl Sv2Session {
             self.version_mask = mask;
             out.push(SessionEvent::VersionMask(mask));
         }
-        let notify = Notify {
+        let notify = Box::new(Notify {
             job_id: job.job_id.to_string(),
             prev_hash: prev.prev_hash,
             coinb1: job.prefix.clone(),
@@ -420,9 +478,117 @@ impl Sv2Session {
             nbits: prev.nbits,
             ntime: ntime.max(prev.min_ntime),
             clean_jobs: clean,
-        };
+        });
         self.active.insert(job.job_id, job);
-        out.push(SessionEvent::Job(Box::new(notify)));
+        self.last_pool_job = Some(notify.clone());
+        match &self.custom_job {
+            // The declared job stays the work while the pool is on the same block.
+            Some((_, custom)) if custom.prev_hash == prev.prev_hash => {}
+            Some(_) => {
+                self.custom_job = None;
+                self.custom_error =
+                    "the pool moved to a new block before a job on it was declared".into();
+                let mut notify = notify;
+                notify.clean_jobs = true;
+                out.push(SessionEvent::Job(notify));
+            }
+            None => out.push(SessionEvent::Job(notify)),
+        }
+    }
+
+    /// Ask the pool to let this channel mine a declared job (SetCustomMiningJob). The answer
+    /// makes it the work ([`Self::handle`]); until then the current job stays.
+    pub fn set_custom_job(&mut self, job: DeclaredJob, at_ms: i64) -> Vec<SessionEvent> {
+        let mut out = Vec::new();
+        let Some(channel_id) = self.channel_id.filter(|_| self.authorized) else {
+            self.custom_error = "no open mining channel to mine the declared job on".into();
+            return out;
+        };
+        let request_id = self.next_custom_request;
+        self.next_custom_request = self.next_custom_request.wrapping_add(1);
+        let m = (|| {
+            Some(SetCustomMiningJobOwned {
+                channel_id,
+                request_id,
+                token: binary_sv2::B0255Owned::new(job.token.clone()).ok()?,
+                version: job.version,
+                prev_hash: U256Owned::from(job.prev_hash),
+                min_ntime: job.min_ntime,
+                nbits: job.nbits,
+                coinbase_tx_version: job.coinbase.version,
+                coinbase_prefix: binary_sv2::B0255Owned::new(job.coinbase.script_prefix.clone())
+                    .ok()?,
+                coinbase_tx_input_n_sequence: job.coinbase.sequence,
+                coinbase_tx_outputs: B064KOwned::new(job.coinbase.outputs.clone()).ok()?,
+                coinbase_tx_locktime: job.coinbase.locktime,
+                merkle_path: Seq0255Owned::new(
+                    job.merkle_path
+                        .iter()
+                        .map(|h| U256Owned::from(*h))
+                        .collect(),
+                )
+                .ok()?,
+            })
+        })();
+        let Some(m) = m else {
+            self.custom_error = "declared job does not fit SetCustomMiningJob".into();
+            return out;
+        };
+        self.custom_pending = Some((request_id, Box::new(job)));
+        self.send(
+            at_ms,
+            AnyMessageOwned::Mining(MiningOwned::SetCustomMiningJob(m)),
+            &mut out,
+        );
+        out
+    }
+
+    /// Stop mining the declared job (the JD client lost it): the pool's newest job becomes the
+    /// work again, as a clean job since the declared one's shares are void.
+    pub fn drop_custom_job(&mut self, reason: &str) -> Vec<SessionEvent> {
+        let mut out = Vec::new();
+        self.custom_pending = None;
+        self.custom_error = reason.to_string();
+        if self.custom_job.take().is_some()
+            && let Some(mut notify) = self.last_pool_job.clone()
+        {
+            notify.clean_jobs = true;
+            out.push(SessionEvent::Job(notify));
+        }
+        out
+    }
+
+    fn mine_custom(&mut self, job_id: u32, job: Box<DeclaredJob>, out: &mut Vec<SessionEvent>) {
+        let extranonce_len = self.extranonce1.len() + self.extranonce2_size;
+        let (prefix, suffix) = match job.coinbase.split(extranonce_len) {
+            Ok(parts) => parts,
+            Err(e) => {
+                self.custom_error = format!("declared job's coinbase: {e}");
+                return;
+            }
+        };
+        let mask = self.params.version_rolling.then_some(SV2_VERSION_MASK);
+        if mask != self.version_mask {
+            self.version_mask = mask;
+            out.push(SessionEvent::VersionMask(mask));
+        }
+        if self.custom_ids.len() >= MAX_CUSTOM_IDS {
+            self.custom_ids.pop_front();
+        }
+        self.custom_ids.push_back(job_id);
+        self.custom_error.clear();
+        out.push(SessionEvent::Job(Box::new(Notify {
+            job_id: job_id.to_string(),
+            prev_hash: job.prev_hash,
+            coinb1: prefix,
+            coinb2: suffix,
+            merkle_branch: job.merkle_path.clone(),
+            version: job.version,
+            nbits: job.nbits,
+            ntime: job.min_ntime,
+            clean_jobs: true,
+        })));
+        self.custom_job = Some((job_id, job));
     }
 
     /// SubmitSharesExtended for a checked share; `ticket` comes back in its ShareResult.
@@ -443,7 +609,8 @@ impl Sv2Session {
         let m = AnyMessageOwned::Mining(MiningOwned::SubmitSharesExtended(m));
         self.record(at_ms, "out", &m);
         let bytes = frames::encode(m).ok()?;
-        self.pending.insert(sequence_number, ticket);
+        let custom = self.custom_ids.contains(&job_id);
+        self.pending.insert(sequence_number, (ticket, custom));
         while self.pending.len() > MAX_PENDING {
             self.pending.pop_first();
         }
@@ -499,6 +666,7 @@ mod tests {
             endpoint_host: "pool".into(),
             endpoint_port: 3336,
             device_id: String::new(),
+            work_selection: false,
         })
     }
 
@@ -626,6 +794,97 @@ mod tests {
                 .iter()
                 .any(|m| m.message_type == "SubmitSharesExtended")
         );
+    }
+
+    #[test]
+    fn a_declared_job_is_mined_until_the_pool_moves_to_a_new_block() {
+        let mut s = Sv2Session::new(Sv2Params {
+            work_selection: true,
+            ..session().params
+        });
+        s.start(0);
+        feed(
+            &mut s,
+            AnyMessageOwned::Mining(MiningOwned::OpenExtendedMiningChannelSuccess(
+                OpenExtendedMiningChannelSuccessOwned {
+                    request_id: OPEN_REQUEST_ID,
+                    channel_id: 5,
+                    target: target_field(2.0),
+                    extranonce_size: 4,
+                    extranonce_prefix: B032Owned::new(vec![1, 2, 3, 4]).unwrap(),
+                    group_channel_id: 0,
+                },
+            )),
+        );
+        let prev = |p: u8, job_id| {
+            AnyMessageOwned::Mining(MiningOwned::SetNewPrevHash(SetNewPrevHashOwned {
+                channel_id: 5,
+                job_id,
+                prev_hash: U256Owned::from([p; 32]),
+                min_ntime: 1000,
+                nbits: 0x1d00_ffff,
+            }))
+        };
+        feed(
+            &mut s,
+            extended_job(5, 9, None, 0x2000_0000, &[], b"p", b"s").unwrap(),
+        );
+        feed(&mut s, prev(3, 9));
+        let job = DeclaredJob {
+            token: b"declared-1".to_vec(),
+            template_id: 7,
+            version: 0x2000_0000,
+            prev_hash: [3; 32],
+            min_ntime: 1000,
+            nbits: 0x1d00_ffff,
+            coinbase: crate::jd::coinbase::CoinbaseFields {
+                version: 2,
+                script_prefix: vec![3, 7, 0, 0],
+                sequence: u32::MAX,
+                outputs: crate::jd::coinbase::encode_outputs(&[]),
+                locktime: 0,
+            },
+            merkle_path: vec![[8; 32]],
+            tx_count: 1,
+            declared_at_ms: 0,
+        };
+        assert_eq!(sent(&s.set_custom_job(job, 0)), ["SetCustomMiningJob"]);
+        // An answer to another request changes nothing.
+        let success = |request_id| {
+            AnyMessageOwned::Mining(MiningOwned::SetCustomMiningJobSuccess(
+                mining_sv2::SetCustomMiningJobSuccess {
+                    channel_id: 5,
+                    request_id,
+                    job_id: 77,
+                },
+            ))
+        };
+        assert!(feed(&mut s, success(2)).is_empty());
+        let ev = feed(&mut s, success(1));
+        let Some(SessionEvent::Job(n)) = ev.last() else {
+            panic!("{ev:?}")
+        };
+        assert_eq!((n.job_id.as_str(), n.clean_jobs), ("77", true));
+        // The coinbase is split where the channel's 8-byte extranonce goes.
+        assert_eq!(n.coinb1.len(), 42 + 4);
+        assert_eq!(n.coinb1[41], 4 + 8);
+        assert_eq!(s.custom_job.as_ref().map(|c| c.0), Some(77));
+        // The pool's updates on the same block do not replace the declared job...
+        let update = extended_job(5, 10, Some(1001), 0x2000_0000, &[], b"p", b"s").unwrap();
+        assert!(feed(&mut s, update).is_empty());
+        // ...a new block does: its pool job is mined and the status says why.
+        feed(
+            &mut s,
+            extended_job(5, 11, None, 0x2000_0000, &[], b"p", b"s").unwrap(),
+        );
+        let ev = feed(&mut s, prev(4, 11));
+        assert!(
+            matches!(ev.last(), Some(SessionEvent::Job(n)) if n.job_id == "11" && n.clean_jobs)
+        );
+        assert!(s.custom_job.is_none());
+        assert!(s.custom_error.contains("new block"), "{}", s.custom_error);
+        // Nothing declared: dropping is a no-op for the work.
+        assert!(s.drop_custom_job("lost").is_empty());
     }
 
     #[test]

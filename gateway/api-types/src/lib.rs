@@ -39,6 +39,7 @@ pub mod safety;
 pub mod schema;
 pub mod setup;
 pub mod status;
+pub mod swarm;
 pub mod thermal;
 pub mod tuning;
 pub mod ws;

@@ -36,7 +36,6 @@ pub fn all() -> Vec<Route<AppState>> {
     routes.extend(crate::handlers::operations::energy_api::routes());
     routes.extend(crate::handlers::operations::home::routes());
     routes.extend(crate::handlers::operations::governor::routes());
-    routes.extend(crate::handlers::operations::routes());
     routes.extend(crate::handlers::tuning::routes());
     routes.extend(crate::handlers::integrations::routes());
     routes.extend(crate::handlers::mcp::routes());

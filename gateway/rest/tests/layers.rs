@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 /// setup in `handlers/ws.rs` is the next thing to move into `svcos-logs`. Raised a third time,
 /// by 45, when Stratum V2 job declaration (issue 34) turned three `planned!` rows into routes:
 /// thin relays whose rules live in `JdConfig::validate`, stratum-agent and `svcos-api-types`.
-const MAX_SRC_LINES: usize = 9_095;
+/// Raised a fourth time, by 10, for the two home-swarm routes of issue 34 (two relays and their
+/// imports; the swarm, its wire format and split rule live in the tuner's `power::swarm`).
+const MAX_SRC_LINES: usize = 9_105;
 
 /// Modules that are one node of the graph however many files they span (their inside is
 /// their own business).

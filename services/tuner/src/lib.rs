@@ -265,6 +265,7 @@ pub async fn run(
         Arc::clone(&history),
     ));
     let power_task = tokio::spawn(Arc::clone(&power).run(shutdown.clone()));
+    let swarm_task = tokio::spawn(power::swarm::run(Arc::clone(&power), shutdown.clone()));
     let stratum = StratumServiceClient::new(ipc::channel(&ctx.layout, ServiceName::StratumAgent));
     let pools = ipc::follow("stratum-agent", shutdown.clone(), move || {
         let mut s = stratum.clone();
@@ -318,6 +319,7 @@ pub async fn run(
     let _ = target_task.await;
     let _ = switch_task.await;
     let _ = power_task.await;
+    let _ = swarm_task.await;
     let _ = history_task.await;
     Ok(())
 }

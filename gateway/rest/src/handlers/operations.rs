@@ -4,8 +4,7 @@
 //! The power-related features (circuit cap, PSU override, night mode, thermostat, solar and
 //! off-grid following) are decided by the power governor in the tuner process
 //! (`PowerService`): these routes write their config sections, relay readings and map the
-//! governor's answers. Operations still marked `planned!` answer 501 with the envelope until
-//! their feature lands.
+//! governor's answers.
 
 pub mod config_sections;
 pub mod energy_api;
@@ -24,10 +23,9 @@ use svcos_api_types::energy::ThermostatBody;
 use svcos_common::ServiceName;
 use svcos_proto::tuner::v1::{GetPowerRequest, PowerStatus, ReconcileRequest, ThermostatAction};
 
+use crate::AppState;
 use crate::envelope::ApiError;
 use crate::handlers::ApiResult;
-use crate::routing::Route;
-use crate::{AppState, planned};
 
 /// A `PowerService` answer, or the envelope for its failure.
 pub fn power_call<T>(r: Result<tonic::Response<T>, tonic::Status>) -> ApiResult<T> {
@@ -80,14 +78,4 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) {
     if let Err(e) = result {
         tracing::warn!(path = %path.display(), error = %e, "cannot save state file");
     }
-}
-
-/// The rows not owned by one of the groups below (the table lists theirs).
-pub fn routes() -> Vec<Route<AppState>> {
-    vec![
-        // A swarm would share room temperatures between svcOS peers; peers accept writes only
-        // with their own owner's bearer token, which this miner does not hold.
-        planned!(GET "/api/swarm", P, Fleet, "swarm"),
-        planned!(POST "/api/swarm/room-temp", P, Fleet, "swarm room temperature"),
-    ]
 }

@@ -58,7 +58,7 @@ pub fn key_effect(key: &str) -> (&'static str, bool) {
         // hw-agent enforces the hard limits and calibrates the PSU reading.
         "power" => ("hw-agent", false),
         // Read by the power governor in the tuner process.
-        "home" | "energy" | "governor" => ("tuner", false),
+        "home" | "energy" | "governor" | "swarm" => ("tuner", false),
         _ => ("gateway", true),
     }
 }

@@ -29,6 +29,7 @@ pub mod shared;
 mod sim;
 pub mod store;
 mod supervisor;
+mod swarm;
 mod system;
 mod thermal;
 mod tuner;
@@ -56,6 +57,7 @@ pub use sim::SimConfig;
 pub use supervisor::{
     EscalationConfig, MINING_CRITICAL, RestartPolicyConfig, RestartStrategy, SupervisorConfig,
 };
+pub use swarm::{MAX_SWARM_PEERS, MIN_SWARM_KEY_CHARS, SwarmConfig, is_valid_peer};
 pub use system::{Mode, SystemConfig};
 pub use thermal::ThermalConfig;
 pub use tuner::{TuneModeConfig, TunerConfig};
@@ -125,6 +127,8 @@ pub struct Config {
     pub webhook: WebhookConfig,
     /// LAN discovery: the mDNS/DNS-SD responder (default on).
     pub network: NetworkConfig,
+    /// Home swarm: units sharing one room reading and one circuit budget (default off).
+    pub swarm: SwarmConfig,
 }
 
 /// Why a config could not be used.
@@ -242,6 +246,7 @@ impl Config {
         self.mqtt.validate()?;
         self.webhook.validate()?;
         self.network.validate()?;
+        self.swarm.validate()?;
         Ok(())
     }
 

@@ -1,5 +1,5 @@
 //! Secrets in config answers: masked on the way out, put back where a client echoes the mask
-//! (pool passwords and URL credentials, the donation pool URL's, MQTT and webhook secrets).
+//! (pool passwords and URL credentials, the donation pool URL's, MQTT, webhook and swarm secrets).
 
 use serde_json::Value;
 
@@ -7,7 +7,7 @@ use super::{Config, PoolConfig};
 use crate::redact::{SECRET_MASK, is_masked_url, mask_url_userinfo};
 
 /// The config as JSON with secrets masked (pool passwords, credentials inside pool URLs, the
-/// donation pool URL's, MQTT and webhook secrets).
+/// donation pool URL's, MQTT, webhook and swarm secrets).
 pub fn masked(config: &Config) -> Value {
     let mut v = serde_json::to_value(config).unwrap_or(Value::Null);
     if let Some(pools) = v.get_mut("pools").and_then(Value::as_array_mut) {
@@ -66,15 +66,17 @@ pub fn restore_secrets(new: &mut Config, old: &Config) {
     }
     unmask_secrets(new, old);
 }
-/// Replace `mqtt.password` and `webhook.hooks[].secret` by the mask in a JSON config.
+/// Replace `mqtt.password`, `swarm.key` and `webhook.hooks[].secret` by the mask in a JSON config.
 pub fn mask_secrets(v: &mut Value) {
     let mask = |s: &mut Value| {
         if s.as_str().is_some_and(|s| !s.is_empty()) {
             *s = Value::String(SECRET_MASK.into());
         }
     };
-    if let Some(pw) = v.pointer_mut("/mqtt/password") {
-        mask(pw);
+    for pointer in ["/mqtt/password", "/swarm/key"] {
+        if let Some(secret) = v.pointer_mut(pointer) {
+            mask(secret);
+        }
     }
     if let Some(hooks) = v
         .pointer_mut("/webhook/hooks")
@@ -101,6 +103,9 @@ pub fn stored_secret(old: &Config, url: &str, index: usize) -> String {
 pub fn unmask_secrets(new: &mut Config, old: &Config) {
     if new.mqtt.password == SECRET_MASK {
         new.mqtt.password = old.mqtt.password.clone();
+    }
+    if new.swarm.key == SECRET_MASK {
+        new.swarm.key = old.swarm.key.clone();
     }
     for (i, h) in new.webhook.hooks.iter_mut().enumerate() {
         if h.secret == SECRET_MASK {
@@ -134,6 +139,7 @@ mod tests {
     fn secrets_masked_and_restored() {
         let mut old = Config::default();
         old.mqtt.password = "pw".into();
+        old.swarm.key = "swarm-room-key-0123".into();
         old.webhook.hooks = vec![WebhookHook {
             url: "http://10.0.0.1/a".into(),
             secret: "s1".into(),
@@ -143,7 +149,9 @@ mod tests {
         mask_secrets(&mut v);
         assert_eq!(v["mqtt"]["password"], SECRET_MASK);
         assert_eq!(v["webhook"]["hooks"][0]["secret"], SECRET_MASK);
+        assert_eq!(v["swarm"]["key"], SECRET_MASK);
         assert!(!v.to_string().contains("s1\""));
+        assert!(!v.to_string().contains("swarm-room-key"));
         let mut back: Config = serde_json::from_value(v).unwrap();
         unmask_secrets(&mut back, &old);
         assert_eq!(back, old);

@@ -29,6 +29,7 @@ pub mod noise;
 pub mod presets;
 pub mod quota;
 pub mod service;
+pub mod swarm;
 pub mod thermostat;
 
 use std::path::{Path, PathBuf};
@@ -105,7 +106,7 @@ pub const TICK: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Limit {
     /// Where it comes from (`operator`, `circuit`, `setup`, `psu_override`, `night_mode`,
-    /// `thermostat`, `solar`, `offgrid`, `noise`, `quota`, `room_temp`, `warmup`).
+    /// `thermostat`, `solar`, `offgrid`, `noise`, `quota`, `room_temp`, `warmup`, `swarm`).
     pub source: &'static str,
     /// Watts.
     pub watt: f64,
@@ -149,6 +150,8 @@ pub struct Inputs {
     pub room_watt: Option<f64>,
     /// The cold-start warm-up cap, W.
     pub warmup_watt: Option<f64>,
+    /// This unit's share of the home swarm's circuit budget, W ([`swarm`]).
+    pub swarm_watt: Option<f64>,
 }
 
 /// The pure arbitration.
@@ -185,6 +188,7 @@ pub fn arbitrate(config: &Config, now_ms: i64, inputs: &Inputs) -> Decision {
         ("quota", inputs.quota_watt),
         ("room_temp", inputs.room_watt),
         ("warmup", inputs.warmup_watt),
+        ("swarm", inputs.swarm_watt),
     ] {
         if let Some(w) = w {
             add(source, w);
@@ -261,6 +265,8 @@ pub struct PowerState {
     /// The cold-start warm-up (not persisted: a restarted governor starts armed and a warm
     /// board ends the warm-up at the first reading).
     pub warmup: WarmupPhase,
+    /// This unit's share of the swarm's budget while `[swarm]` is on (set every beat).
+    pub swarm_share: Option<f64>,
 }
 
 impl PowerState {
@@ -299,6 +305,7 @@ impl PowerState {
                 self.room_c(now_ms),
             ),
             warmup_watt: self.warmup.cap(&g.cold_environment),
+            swarm_watt: self.swarm_share.filter(|_| self.config.swarm.enabled),
         }
     }
 
@@ -337,6 +344,8 @@ pub struct Power {
     pub handoff: Handoff,
     /// Reports what a reload refused, a given value at most once a minute.
     problem_log: Mutex<svcos_common::config::ProblemLog>,
+    /// The home swarm's members, allocation and shared room reading ([`swarm::run`]).
+    swarm: Mutex<swarm::SwarmState>,
 }
 
 impl Power {
@@ -366,7 +375,12 @@ impl Power {
             quota_limit: None,
             quota_saved_ms: 0,
             warmup: WarmupPhase::Off,
+            swarm_share: None,
         };
+        let swarm = Mutex::new(swarm::SwarmState {
+            unit_id: swarm::unit_id(&dir),
+            ..Default::default()
+        });
         Power {
             dir,
             config_path,
@@ -381,6 +395,7 @@ impl Power {
             tuner_enabled,
             handoff: Handoff::default(),
             problem_log: Mutex::new(svcos_common::config::ProblemLog::new("tuner")),
+            swarm,
         }
     }
 
@@ -393,6 +408,16 @@ impl Power {
     /// `[tuner].enabled` as of the latest config reload, marked changed on every new value.
     pub fn tuner_enabled(&self) -> watch::Receiver<bool> {
         self.tuner_enabled.subscribe()
+    }
+
+    /// Lock the swarm's state (never held across an await or together with [`Power::lock`]).
+    pub fn swarm(&self) -> MutexGuard<'_, swarm::SwarmState> {
+        self.swarm.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The swarm's share for the next arbitration (`None`: no swarm limit).
+    pub fn set_swarm_share(&self, watt: Option<f64>) {
+        self.lock().swarm_share = watt;
     }
 
     /// Lock the state (a panicked holder does not take the governor down).
@@ -1010,6 +1035,7 @@ mod tests {
             }),
             quota_saved_ms: 0,
             warmup: WarmupPhase::Armed,
+            swarm_share: None,
         };
         let i = st.inputs(now);
         // 4 C above the 20 C reference at 25 W/C: 100 W off the operator's 1000 W.

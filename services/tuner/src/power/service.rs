@@ -5,16 +5,18 @@ use std::sync::Arc;
 
 use svcos_proto::tuner::v1::power_service_server::PowerService;
 use svcos_proto::tuner::v1::{
-    self as pb, GetPowerRequest, GetPowerResponse, ListFollowerDecisionsRequest,
-    ListFollowerDecisionsResponse, ListPresetsRequest, ListPresetsResponse,
-    PostRoomTemperatureRequest, PostRoomTemperatureResponse, ReconcileRequest, ReconcileResponse,
-    TestSourceRequest, TestSourceResponse,
+    self as pb, GetPowerRequest, GetPowerResponse, GetSwarmRequest, GetSwarmResponse,
+    ListFollowerDecisionsRequest, ListFollowerDecisionsResponse, ListPresetsRequest,
+    ListPresetsResponse, PostRoomTemperatureRequest, PostRoomTemperatureResponse,
+    PostSwarmRoomTemperatureRequest, PostSwarmRoomTemperatureResponse, ReconcileRequest,
+    ReconcileResponse, TestSourceRequest, TestSourceResponse,
 };
 use tonic::{Request, Response, Status};
 
 use super::ambient::WarmupPhase;
 use super::follower::{self, FollowerMode, FollowerState, HistoryEntry, Params, Phase, Reading};
 use super::presets;
+use super::swarm::{self, MEMBER_TIMEOUT_MS, RoomReading};
 use super::thermostat::ThermostatAction;
 use super::{Decision, Power};
 use crate::history::store::DECISION_CAP;
@@ -117,6 +119,109 @@ impl PowerApi {
             }),
         }
     }
+}
+
+impl PowerApi {
+    fn swarm_status(&self) -> pb::SwarmStatus {
+        let now = self.power.clock.now_ms();
+        let (config, own_power, own_eff) = {
+            let st = self.power.lock();
+            let t = self.power.telemetry.borrow();
+            let (p, e) = t
+                .as_ref()
+                .map_or((0.0, 0.0), |t| (t.power_watt, t.efficiency_j_per_th));
+            (st.config.swarm.clone(), p, e)
+        };
+        let sw = self.power.swarm();
+        let leader = sw
+            .leader(now)
+            .filter(|_| config.enabled)
+            .unwrap_or_default();
+        let share_of = |id: &str| {
+            sw.allocation
+                .as_ref()
+                .and_then(|a| a.shares.iter().find(|s| s.unit_id == id))
+                .map(|s| s.watt)
+        };
+        let mut members = Vec::new();
+        if config.enabled {
+            let own = sw.own.as_ref();
+            members.push(pb::SwarmMember {
+                unit_id: sw.unit_id.clone(),
+                name: own.map(|b| b.name.clone()).unwrap_or_default(),
+                address: String::new(),
+                leader: leader == sw.unit_id,
+                is_self: true,
+                power_watt: own_power,
+                max_watt: own.map_or(0.0, |b| b.max_watt),
+                efficiency_j_per_th: own_eff,
+                share_watt: share_of(&sw.unit_id),
+                last_seen_ms: now,
+            });
+            members.extend(
+                sw.members
+                    .values()
+                    .filter(|m| now - m.last_seen_ms <= MEMBER_TIMEOUT_MS)
+                    .map(|m| pb::SwarmMember {
+                        unit_id: m.beat.unit_id.clone(),
+                        name: m.beat.name.clone(),
+                        address: m.address.to_string(),
+                        leader: leader == m.beat.unit_id,
+                        is_self: false,
+                        power_watt: m.beat.power_watt,
+                        max_watt: m.beat.max_watt,
+                        efficiency_j_per_th: m.beat.efficiency_j_per_th,
+                        share_watt: share_of(&m.beat.unit_id),
+                        last_seen_ms: m.last_seen_ms,
+                    }),
+            );
+            members.sort_by(|a, b| a.unit_id.cmp(&b.unit_id));
+        }
+        pb::SwarmStatus {
+            enabled: config.enabled,
+            unit_id: sw.unit_id.clone(),
+            leader_unit_id: leader,
+            members,
+            budget_watt: config.circuit_budget_watt,
+            rule: swarm::RULE.into(),
+            room: sw.room.as_ref().map(|r| pb::SwarmRoom {
+                room_c: r.room_c,
+                at_ms: r.at_ms,
+                source: r.source.clone(),
+                origin_unit_id: r.origin.clone(),
+            }),
+            epoch: sw.allocation.as_ref().map_or(0, |a| a.epoch),
+            share_watt: sw.share.map(|(w, _)| w).filter(|_| config.enabled),
+            share_source: sw
+                .share
+                .filter(|_| config.enabled)
+                .map(|(_, s)| s.as_str().to_string())
+                .unwrap_or_default(),
+            dropped_bad_signature: sw.dropped_bad_signature,
+            dropped_replay: sw.dropped_replay,
+            dropped_malformed: sw.dropped_malformed,
+            port: u32::from(config.port),
+            error: sw.error.clone(),
+        }
+    }
+}
+
+/// The room-reading rule of both room routes: -40 to 60 °C, a label of up to 64 printable
+/// characters (`default` when none is given).
+fn room_input(room_c: f64, source: &str, default: &str) -> Result<(f64, String), Status> {
+    if !room_c.is_finite() || !(-40.0..=60.0).contains(&room_c) {
+        return Err(Status::invalid_argument("room_c: -40 to 60 C"));
+    }
+    let source = if source.is_empty() {
+        default.into()
+    } else {
+        source
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(64)
+            .collect()
+    };
+    Ok((room_c, source))
 }
 
 fn decision_pb(
@@ -259,21 +364,10 @@ impl PowerService for PowerApi {
         request: Request<PostRoomTemperatureRequest>,
     ) -> Result<Response<PostRoomTemperatureResponse>, Status> {
         let r = request.into_inner();
-        if !r.room_c.is_finite() || !(-40.0..=60.0).contains(&r.room_c) {
-            return Err(Status::invalid_argument("room_c: -40 to 60 C"));
-        }
-        let source: String = if r.source.is_empty() {
-            "api".into()
-        } else {
-            r.source
-                .chars()
-                .filter(|c| !c.is_control())
-                .take(64)
-                .collect()
-        };
+        let (room_c, source) = room_input(r.room_c, &r.source, "api")?;
         // The thermostat's settings may have been written just before this reading.
         self.power.reload_config(false);
-        let action = self.power.room_reading(r.room_c, source);
+        let action = self.power.room_reading(room_c, source);
         self.power.reconcile().await;
         Ok(Response::new(PostRoomTemperatureResponse {
             action: action_pb(action) as i32,
@@ -329,6 +423,46 @@ impl PowerService for PowerApi {
             target_watt: step.target_watt,
             reason: step.reason,
             held_by_dwell: step.held_by_dwell,
+        }))
+    }
+
+    async fn get_swarm(
+        &self,
+        _request: Request<GetSwarmRequest>,
+    ) -> Result<Response<GetSwarmResponse>, Status> {
+        Ok(Response::new(GetSwarmResponse {
+            status: Some(self.swarm_status()),
+        }))
+    }
+
+    async fn post_swarm_room_temperature(
+        &self,
+        request: Request<PostSwarmRoomTemperatureRequest>,
+    ) -> Result<Response<PostSwarmRoomTemperatureResponse>, Status> {
+        let r = request.into_inner();
+        let (room_c, source) = room_input(r.room_c, &r.source, "api")?;
+        self.power.reload_config(false);
+        if !self.power.lock().config.swarm.enabled {
+            return Err(Status::failed_precondition(
+                "the swarm is off ([swarm].enabled)",
+            ));
+        }
+        {
+            // The next beat carries it to every member; each feeds its own thermostat once.
+            let mut sw = self.power.swarm();
+            let origin = sw.unit_id.clone();
+            sw.room = Some(RoomReading {
+                room_c,
+                at_ms: self.power.clock.now_ms(),
+                source: source.clone(),
+                origin,
+            });
+        }
+        let action = self.power.room_reading(room_c, source);
+        self.power.reconcile().await;
+        Ok(Response::new(PostSwarmRoomTemperatureResponse {
+            action: action_pb(action) as i32,
+            status: Some(self.swarm_status()),
         }))
     }
 

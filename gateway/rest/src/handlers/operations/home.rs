@@ -1,6 +1,6 @@
-//! `/api/home/*` writes and presets: the room thermostat and night mode of a space-heater
-//! miner. Both feed the power governor in the tuner (`PowerService`): settings go to the config
-//! file, readings to the governor; nothing here calls hw-agent or decides anything.
+//! `/api/home/*` and `/api/swarm*`: thermostat, night mode and swarm of a space-heater miner.
+//! All feed the power governor in the tuner (`PowerService`): settings go to the config file,
+//! readings to the governor; nothing here calls hw-agent or decides anything.
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -9,8 +9,10 @@ use serde_json::{Value, json};
 
 use svcos_api_types::energy::{HomePresetsBody, NightModeBody, NightModePatchRequest};
 use svcos_api_types::requests::{HomeTargetRequest, RoomTempRequest};
+use svcos_api_types::swarm::SwarmBody;
 use svcos_proto::tuner::v1::{
-    ListPresetsRequest, ListPresetsResponse, PostRoomTemperatureRequest, PowerStatus,
+    GetSwarmRequest, ListPresetsRequest, ListPresetsResponse, PostRoomTemperatureRequest,
+    PostSwarmRoomTemperatureRequest, PowerStatus,
 };
 
 use super::{power_call, power_status, thermostat_body};
@@ -27,6 +29,8 @@ pub fn routes() -> Vec<Route<AppState>> {
         route!(POST "/api/home/night-mode", Bearer, P, Integrations, Full, "Set night (quiet) hours", post_night_mode, req: svcos_api_types::energy::NightModePatchRequest, res: svcos_api_types::energy::NightModeBody),
         route!(GET "/api/home/presets", Bearer, P, Integrations, Full, "Thermostat presets (constants)", presets, res: svcos_api_types::energy::HomePresetsBody),
         route!(POST "/api/home/room-temp", Bearer, P, Integrations, Full, "Post the room temperature; the thermostat moves the power target", room_temp, req: svcos_api_types::requests::RoomTempRequest, res: svcos_api_types::energy::ThermostatBody),
+        route!(GET "/api/swarm", Bearer, P, Fleet, Full, "The home swarm: members, leader, shares of the circuit budget, shared room reading", swarm, res: svcos_api_types::swarm::SwarmBody),
+        route!(POST "/api/swarm/room-temp", Bearer, P, Fleet, Full, "A room reading for this unit's thermostat and every swarm member's", swarm_room_temp, req: svcos_api_types::requests::RoomTempRequest, res: svcos_api_types::swarm::SwarmBody),
         route!(POST "/api/home/target", Bearer, P, Integrations, Full, "Set the room-temperature target (and thermostat limits)", target, req: svcos_api_types::requests::HomeTargetRequest, res: svcos_api_types::energy::ThermostatBody),
     ]
 }
@@ -76,19 +80,22 @@ async fn presets(State(state): State<AppState>) -> ApiResult {
     ))
 }
 
+/// A reading's answer: the accepted range is the governor's rule (tuner); its refusal is
+/// answered naming the field.
+fn room_call<T>(r: Result<tonic::Response<T>, tonic::Status>) -> ApiResult<T> {
+    match r {
+        Err(s) if s.code() == tonic::Code::InvalidArgument => {
+            Err(ApiError::invalid_field("room_c", s.message()))
+        }
+        r => power_call(r),
+    }
+}
+
 async fn room_temp(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
     let b: RoomTempRequest = parse_body(&headers, &body)?;
-    let req = PostRoomTemperatureRequest {
-        room_c: b.room_c,
-        source: b.source.unwrap_or_default(),
-    };
-    // The accepted range is the governor's rule (tuner); its refusal is answered naming the field.
-    let r = match state.peers.power.clone().post_room_temperature(req).await {
-        Err(s) if s.code() == tonic::Code::InvalidArgument => {
-            return Err(ApiError::invalid_field("room_c", s.message()));
-        }
-        r => power_call(r)?,
-    };
+    let (room_c, source) = (b.room_c, b.source.unwrap_or_default());
+    let req = PostRoomTemperatureRequest { room_c, source };
+    let r = room_call(state.peers.power.clone().post_room_temperature(req).await)?;
     let action = r.action();
     let power = r.status.unwrap_or_default();
     ok(thermostat_body(&state, &power, Some(action), None))
@@ -128,4 +135,20 @@ async fn target(State(state): State<AppState>, headers: HeaderMap, body: Bytes) 
     let report = patch_config(&state, json!({"home": home})).await?;
     let power = power_status(&state, true).await?;
     ok(thermostat_body(&state, &power, None, Some(report)))
+}
+
+// The swarm is the governor's (`power::swarm` in the tuner): these relay and map its answers.
+async fn swarm(State(state): State<AppState>) -> ApiResult {
+    let mut power = state.peers.power.clone();
+    let r = power_call(power.get_swarm(GetSwarmRequest {}).await)?;
+    ok(SwarmBody::new(&r.status.unwrap_or_default(), None))
+}
+
+async fn swarm_room_temp(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult {
+    let b: RoomTempRequest = parse_body(&headers, &body)?;
+    let (room_c, source) = (b.room_c, b.source.unwrap_or_default());
+    let req = PostSwarmRoomTemperatureRequest { room_c, source };
+    let r = room_call(s.peers.power.clone().post_swarm_room_temperature(req).await)?;
+    let action = Some(r.action());
+    ok(SwarmBody::new(&r.status.unwrap_or_default(), action))
 }

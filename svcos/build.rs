@@ -12,7 +12,8 @@
 //! unwinds: a panic prints its message and aborts, and the supervisor restarts the service. The
 //! call-frame tables (`.eh_frame` and its search index `.eh_frame_hdr`, ~1.8 MB, a sixth of the
 //! image) would only serve a panic backtrace, and the landing-pad tables (`.gcc_except_table`)
-//! only an unwind, so the link drops them. std and the C libraries
+//! only an unwind, so the link drops them; on 32-bit ARM the same tables are EHABI's
+//! `.ARM.exidx` and `.ARM.extab` (192 KB of the armv7 image), dropped alike. std and the C libraries
 //! arrive precompiled with their tables, which is why `-C force-unwind-tables=no` alone does not
 //! remove them and the linker has to. A backtrace requested with `RUST_BACKTRACE` comes out
 //! empty. A build script cannot see the profile's panic strategy (`CARGO_CFG_PANIC` is the
@@ -60,7 +61,9 @@ fn main() {
             &script,
             concat!(
                 "SECTIONS { /DISCARD/ : { *(.eh_frame) *(.eh_frame.*)",
-                " *(.gcc_except_table) *(.gcc_except_table.*) } } INSERT AFTER .text;\n",
+                " *(.gcc_except_table) *(.gcc_except_table.*)",
+                " *(.ARM.exidx) *(.ARM.exidx.*) *(.ARM.extab) *(.ARM.extab.*)",
+                " } } INSERT AFTER .text;\n",
             ),
         )
         .expect("write the linker script");

@@ -15,8 +15,8 @@ pub mod client;
 pub mod coinbase;
 
 use parsers_sv2::{
-    AnyMessage, AnyMessageOwned, CommonMessageTypes, CommonMessages, JobDeclaration,
-    JobDeclarationTypes, TemplateDistribution, TemplateDistributionTypes,
+    AnyMessage, AnyMessageOwned, JobDeclaration, JobDeclarationTypes, TemplateDistribution,
+    TemplateDistributionTypes,
 };
 
 use crate::v2::frames::FrameError;
@@ -64,34 +64,15 @@ pub enum JdEvent {
 /// (the JD client's and the test pool's JD/TD roles; mining frames go through
 /// [`crate::v2::frames::decode`], which keeps these parsers out of mining-only paths).
 pub fn decode(frame: &[u8]) -> Result<AnyMessageOwned, FrameError> {
-    use framing_sv2::header::Header;
-    let header = Header::from_bytes(frame).map_err(|e| FrameError::Framing(format!("{e:?}")))?;
-    let len = Header::SIZE + header.payload_length();
-    if frame.len() != len {
-        return Err(FrameError::Framing(format!(
-            "frame is {} bytes, its header says {len}",
-            frame.len()
-        )));
-    }
-    let msg_type = header.msg_type();
-    let kind = parsers_sv2::message_type_to_name(msg_type);
-    let standard = header.ext_type_without_channel_msg() == 0;
-    let mut payload = frame[Header::SIZE..].to_vec();
-    let payload = payload.as_mut_slice();
-    let message = if standard && CommonMessageTypes::try_from(msg_type).is_ok() {
-        CommonMessages::try_from((msg_type, payload)).map(AnyMessage::Common)
-    } else if standard && JobDeclarationTypes::try_from(msg_type).is_ok() {
-        JobDeclaration::try_from((msg_type, payload)).map(AnyMessage::JobDeclaration)
-    } else if standard && TemplateDistributionTypes::try_from(msg_type).is_ok() {
-        TemplateDistribution::try_from((msg_type, payload)).map(AnyMessage::TemplateDistribution)
-    } else {
-        return Err(FrameError::Unexpected(kind));
-    };
-    let message = message.map_err(|e| FrameError::Payload {
-        kind,
-        detail: format!("{e:?}"),
-    })?;
-    Ok(message.into_owned())
+    crate::v2::frames::decode_with(frame, |t, payload| {
+        if JobDeclarationTypes::try_from(t).is_ok() {
+            Some(JobDeclaration::try_from((t, payload)).map(AnyMessage::JobDeclaration))
+        } else if TemplateDistributionTypes::try_from(t).is_ok() {
+            Some(TemplateDistribution::try_from((t, payload)).map(AnyMessage::TemplateDistribution))
+        } else {
+            None
+        }
+    })
 }
 
 /// SV2 text, cut to the 255 bytes the wire allows (error codes and names are short anyway).

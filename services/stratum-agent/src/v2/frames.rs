@@ -5,7 +5,7 @@ use framing_sv2::framing::{EncodableFrame, MessageFrame};
 use framing_sv2::header::Header;
 use parsers_sv2::{
     AnyMessage, AnyMessageOwned, CommonMessageTypes, CommonMessages, IsSv2Message, Mining,
-    MiningTypes,
+    MiningTypes, ParserError,
 };
 
 /// Why a frame could not be built or read.
@@ -55,6 +55,20 @@ pub fn kind(frame: &[u8]) -> Option<(u8, &'static str)> {
 /// and Template Distribution parsers (~70 KiB) into the image for messages that are refused
 /// anyway (docs/PERFORMANCE.md, issue 15).
 pub fn decode(frame: &[u8]) -> Result<AnyMessageOwned, FrameError> {
+    decode_with(frame, |t, payload| {
+        MiningTypes::try_from(t)
+            .is_ok()
+            .then(|| Mining::try_from((t, payload)).map(AnyMessage::Mining))
+    })
+}
+
+/// Check a plaintext frame's header against its length and parse it: Common messages here,
+/// any other protocol by `parse` (`None`: a message type this path does not take), so each
+/// role links only the parsers of the protocols it speaks.
+pub fn decode_with(
+    frame: &[u8],
+    parse: impl for<'a> FnOnce(u8, &'a mut [u8]) -> Option<Result<AnyMessage<'a>, ParserError>>,
+) -> Result<AnyMessageOwned, FrameError> {
     let header = Header::from_bytes(frame).map_err(|e| FrameError::Framing(format!("{e:?}")))?;
     let len = Header::SIZE + header.payload_length();
     if frame.len() != len {
@@ -68,10 +82,12 @@ pub fn decode(frame: &[u8]) -> Result<AnyMessageOwned, FrameError> {
     let standard = header.ext_type_without_channel_msg() == 0;
     let mut payload = frame[Header::SIZE..].to_vec();
     let payload = payload.as_mut_slice();
-    let message = if standard && CommonMessageTypes::try_from(msg_type).is_ok() {
+    let message = if !standard {
+        return Err(FrameError::Unexpected(kind));
+    } else if CommonMessageTypes::try_from(msg_type).is_ok() {
         CommonMessages::try_from((msg_type, payload)).map(AnyMessage::Common)
-    } else if standard && MiningTypes::try_from(msg_type).is_ok() {
-        Mining::try_from((msg_type, payload)).map(AnyMessage::Mining)
+    } else if let Some(parsed) = parse(msg_type, payload) {
+        parsed
     } else {
         return Err(FrameError::Unexpected(kind));
     };

@@ -18,40 +18,6 @@ use svcos_stratum_agent::testpool::sv2::Authority;
 /// The declared jobs' ids start here on the test pool (its own jobs count up from 1).
 const CUSTOM_JOB_IDS: u32 = 0x4000_0000;
 
-struct Sv2Pool {
-    v1: Pool,
-    port: u16,
-    authority: Authority,
-}
-
-impl Sv2Pool {
-    async fn start() -> Sv2Pool {
-        let v1 = Pool::start().await;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let authority = Authority::generate();
-        tokio::spawn(svcos_stratum_agent::testpool::sv2::serve(
-            v1.pool.clone(),
-            listener,
-            authority.clone(),
-            v1.shutdown.clone(),
-        ));
-        Sv2Pool {
-            v1,
-            port,
-            authority,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!(
-            "stratum2+tcp://127.0.0.1:{}/{}",
-            self.port,
-            self.authority.public_b58()
-        )
-    }
-}
-
 fn jd_config(pool: &Sv2Pool, user: &str) -> svcos_common::config::Config {
     let mut c = config(vec![PoolConfig {
         url: pool.url(),

@@ -17,46 +17,6 @@ use svcos_proto::testpool::v1::Behavior;
 use svcos_stratum_agent::testpool::sv2::Authority;
 use svcos_stratum_agent::v2::{frames, noise};
 
-/// A test pool serving both V1 (which also drives its job schedule) and SV2.
-struct Sv2Pool {
-    v1: Pool,
-    port: u16,
-    authority: Authority,
-}
-
-impl Sv2Pool {
-    async fn start() -> Sv2Pool {
-        let v1 = Pool::start().await;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let authority = Authority::generate();
-        tokio::spawn(svcos_stratum_agent::testpool::sv2::serve(
-            v1.pool.clone(),
-            listener,
-            authority.clone(),
-            v1.shutdown.clone(),
-        ));
-        Sv2Pool {
-            v1,
-            port,
-            authority,
-        }
-    }
-
-    fn url_with(&self, key: &str) -> String {
-        format!("stratum2+tcp://127.0.0.1:{}/{key}", self.port)
-    }
-
-    fn pool_config(&self, key: &str, user: &str, priority: u32) -> PoolConfig {
-        PoolConfig {
-            url: self.url_with(key),
-            user: user.into(),
-            priority,
-            ..Default::default()
-        }
-    }
-}
-
 fn sv2_config(pools: Vec<PoolConfig>) -> svcos_common::config::Config {
     let mut c = config(pools);
     c.stratum.sv2_enabled = true;

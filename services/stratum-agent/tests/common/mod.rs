@@ -272,3 +272,50 @@ pub fn mine_blocking(t: &pb::JobTemplate, tag: u8, start_nonce: u32) -> pb::Subm
     }
     unreachable!()
 }
+
+/// A test pool serving both V1 (which also drives its job schedule) and SV2; job declaration's
+/// two roles answer on the same SV2 port and key.
+pub struct Sv2Pool {
+    pub v1: Pool,
+    pub port: u16,
+    pub authority: svcos_stratum_agent::testpool::sv2::Authority,
+}
+
+impl Sv2Pool {
+    pub async fn start() -> Sv2Pool {
+        let v1 = Pool::start().await;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let authority = svcos_stratum_agent::testpool::sv2::Authority::generate();
+        tokio::spawn(svcos_stratum_agent::testpool::sv2::serve(
+            v1.pool.clone(),
+            listener,
+            authority.clone(),
+            v1.shutdown.clone(),
+        ));
+        Sv2Pool {
+            v1,
+            port,
+            authority,
+        }
+    }
+
+    /// Its URL with `key` as the authority (another key makes the handshake fail).
+    pub fn url_with(&self, key: &str) -> String {
+        format!("stratum2+tcp://127.0.0.1:{}/{key}", self.port)
+    }
+
+    /// Its URL with its own authority key.
+    pub fn url(&self) -> String {
+        self.url_with(&self.authority.public_b58())
+    }
+
+    pub fn pool_config(&self, key: &str, user: &str, priority: u32) -> PoolConfig {
+        PoolConfig {
+            url: self.url_with(key),
+            user: user.into(),
+            priority,
+            ..Default::default()
+        }
+    }
+}

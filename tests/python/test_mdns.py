@@ -82,3 +82,38 @@ def test_turning_it_off_withdraws_everything(report):
     assert report["host_after"] == [], report["host_after"]
     off = report["info_off"]
     assert off["enabled"] is False and off["running"] is False and off["services"] == [], off
+
+
+@pytest.fixture(scope="module")
+def swarm_report(tmp_path_factory):
+    pytest.importorskip("zeroconf")
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        pytest.skip("unshare/ip not installed: no network namespace for the mDNS test")
+    probe = subprocess.run(["unshare", "--net", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot make a network namespace: {probe.stderr.strip()}")
+    tmp = tmp_path_factory.mktemp("swarm-mdns")
+    env = dict(os.environ, SVCOS_BIN=str(svcos_bin()))
+    out = subprocess.run(
+        ["unshare", "--net", "--", sys.executable, str(HERE / "swarm_mdns_netns.py"), str(tmp)],
+        capture_output=True, text=True, timeout=300, env=env,
+    )
+    assert out.returncode == 0, f"{out.stdout[-2000:]}\n{out.stderr[-4000:]}"
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_swarm_units_find_each_other_over_mdns_without_a_peer_list(swarm_report):
+    """`_svcos-swarm._udp` (issue 34): with the responder and the swarm on and no
+    `[swarm].peers`, two units find each other's beat port over mDNS, admit each other by their
+    signed beats, and agree on one leader (the lowest id) and a split of the one budget."""
+    a, b = swarm_report["units"]
+    assert a["peers"] == [] and b["peers"] == [], swarm_report
+    ids = sorted([a["unit_id"], b["unit_id"]])
+    assert a["members"] == ids and b["members"] == ids, swarm_report
+    # Each found the other's beat port through the browse (and not its own).
+    assert any(d.endswith(f":{b['port']}") for d in a["discovered"]), swarm_report
+    assert any(d.endswith(f":{a['port']}") for d in b["discovered"]), swarm_report
+    assert not any(d.endswith(f":{a['port']}") for d in a["discovered"]), swarm_report
+    assert a["leader"] == b["leader"] == ids[0], swarm_report
+    assert {a["share_source"], b["share_source"]} == {"leader", "allocated"}, swarm_report
+    assert a["share_watt"] + b["share_watt"] <= 1500 + 1e-6, swarm_report

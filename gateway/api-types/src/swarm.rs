@@ -89,6 +89,9 @@ pub struct SwarmBody {
     pub port: u16,
     /// Why the UDP socket is not open (`null` when it is or the swarm is off).
     pub error: Option<String>,
+    /// `address:port` of the units found by mDNS (`_svcos-swarm._udp`, while
+    /// `[network.mdns].enabled`), sent to beside `[swarm].peers`.
+    pub discovered: Vec<String>,
     /// Datagrams refused.
     pub dropped: SwarmDroppedBody,
     /// What the posted reading made this unit's thermostat do (`POST` only, `null` when the
@@ -141,6 +144,7 @@ impl SwarmBody {
             }),
             port: u16::try_from(s.port).unwrap_or_default(),
             error: non_empty(&s.error),
+            discovered: s.discovered.clone(),
             dropped: SwarmDroppedBody {
                 bad_signature: s.dropped_bad_signature,
                 replay: s.dropped_replay,

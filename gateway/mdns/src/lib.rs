@@ -20,12 +20,17 @@
 //!   killed gateway cannot; its records age out (120 s for the host, 75 min for services).
 //! - The daemon's errors and name conflicts are logged once per new message and shown in
 //!   `GET /api/network/info` ([`Responder::status`]).
+//! - **Swarm discovery**: while `[swarm].enabled`, the unit also announces `_svcos-swarm._udp`
+//!   on `[swarm].port` and browses for it; the other units found are offered to the gateway
+//!   ([`Responder::swarm_peers`]), which hands them to the tuner's swarm to beat to. Only the
+//!   address and port come from here: a found unit is admitted by its signed beats alone.
 
-use std::net::IpAddr;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mdns_sd::{DaemonEvent, IfKind, ServiceDaemon, ServiceInfo, TxtProperty};
+use mdns_sd::{DaemonEvent, IfKind, ServiceDaemon, ServiceEvent, ServiceInfo, TxtProperty};
 use svcos_api_types::discovery::{MdnsService, MdnsStatus};
 use svcos_common::Shutdown;
 use svcos_common::config::Config;
@@ -36,6 +41,9 @@ pub const HTTP_SERVICE: &str = "_http._tcp.local.";
 /// DNS-SD service type of the cgminer-compatible API. Not IANA-registered; the name fleet tools
 /// that browse for cgminer-style miners look for (docs/API-SHAPES.md "mDNS/DNS-SD").
 pub const CGMINER_SERVICE: &str = "_cgminer._tcp.local.";
+/// DNS-SD service type of the home swarm's signed beats (UDP, `[swarm].port`). Not
+/// IANA-registered: only svcOS units browse for it.
+pub const SWARM_SERVICE: &str = "_svcos-swarm._udp.local.";
 /// The firmware name in TXT records (as `GET /api/version` says it).
 pub const FIRMWARE: &str = "svcOS";
 /// How long one answer of the daemon (unregister, shutdown) is awaited.
@@ -95,6 +103,13 @@ impl Announcement {
             services.push(ServiceRecord {
                 service_type: CGMINER_SERVICE,
                 port: config.legacy.port,
+                txt: common(Vec::new()),
+            });
+        }
+        if config.swarm.enabled {
+            services.push(ServiceRecord {
+                service_type: SWARM_SERVICE,
+                port: config.swarm.port,
                 txt: common(Vec::new()),
             });
         }
@@ -176,6 +191,7 @@ impl Announcement {
 pub struct Responder {
     desired: watch::Sender<Option<Arc<Announcement>>>,
     status: Arc<Mutex<MdnsStatus>>,
+    swarm_peers: watch::Sender<Vec<SocketAddr>>,
 }
 
 impl Responder {
@@ -189,6 +205,7 @@ impl Responder {
                 interfaces: config.network.mdns.interfaces.clone(),
                 ..MdnsStatus::default()
             })),
+            swarm_peers: watch::channel(Vec::new()).0,
         }
     }
 
@@ -203,6 +220,12 @@ impl Responder {
                 true
             }
         });
+    }
+
+    /// The other swarm units found by browsing (`address:port` of their beats); empty while
+    /// the responder or the swarm is off.
+    pub fn swarm_peers(&self) -> watch::Receiver<Vec<SocketAddr>> {
+        self.swarm_peers.subscribe()
     }
 
     /// What is announced now.
@@ -222,7 +245,7 @@ impl Responder {
                     old.withdraw().await;
                 }
                 live = match want {
-                    Some(a) => Live::start(a, self.status.clone()),
+                    Some(a) => Live::start(a, self.status.clone(), &self.swarm_peers),
                     None => {
                         *self.status.lock().expect("mdns status lock") = MdnsStatus::default();
                         None
@@ -248,7 +271,11 @@ struct Live {
 
 impl Live {
     /// Start a daemon and register `announcement`; on failure the status says why.
-    fn start(announcement: Arc<Announcement>, status: Arc<Mutex<MdnsStatus>>) -> Option<Live> {
+    fn start(
+        announcement: Arc<Announcement>,
+        status: Arc<Mutex<MdnsStatus>>,
+        swarm_peers: &watch::Sender<Vec<SocketAddr>>,
+    ) -> Option<Live> {
         let failed = |what: &str, e: mdns_sd::Error| {
             tracing::warn!(error = %e, "mDNS responder: {what}");
             *status.lock().expect("mdns status lock") = MdnsStatus {
@@ -298,6 +325,19 @@ impl Live {
                 return None;
             }
         }
+        if let Some(own) = announcement
+            .services
+            .iter()
+            .find(|s| s.service_type == SWARM_SERVICE)
+        {
+            match daemon.browse(SWARM_SERVICE) {
+                Ok(events) => {
+                    let own = announcement.instance(own);
+                    tokio::spawn(follow_swarm(events, own, swarm_peers.clone()));
+                }
+                Err(e) => tracing::warn!(error = %e, "mDNS responder: cannot browse the swarm"),
+            }
+        }
         tracing::info!(
             host = %announcement.host_name(),
             services = announcement.services.len(),
@@ -327,6 +367,36 @@ impl Live {
         }
         tracing::info!(host = %self.announcement.host_name(), "mDNS responder withdrew its records");
     }
+}
+
+/// Keep `peers` at the swarm units the browse has resolved, ours excepted, until the daemon
+/// stops (then none).
+async fn follow_swarm(
+    events: mdns_sd::Receiver<ServiceEvent>,
+    own: String,
+    peers: watch::Sender<Vec<SocketAddr>>,
+) {
+    let mut found: BTreeMap<String, Vec<SocketAddr>> = BTreeMap::new();
+    while let Ok(event) = events.recv_async().await {
+        match event {
+            ServiceEvent::ServiceResolved(s) if s.fullname != own => {
+                let addresses = s
+                    .addresses
+                    .iter()
+                    .map(|ip| SocketAddr::new(ip.to_ip_addr(), s.port))
+                    .collect();
+                found.insert(s.fullname.clone(), addresses);
+            }
+            ServiceEvent::ServiceRemoved(_, name) => {
+                found.remove(&name);
+            }
+            _ => continue,
+        }
+        let now: Vec<SocketAddr> = found.values().flatten().copied().collect();
+        tracing::debug!(units = found.len(), "mDNS: swarm units found");
+        peers.send_replace(now);
+    }
+    peers.send_replace(Vec::new());
 }
 
 /// Log the daemon's errors and name conflicts (each new message once) and show the last one.
@@ -407,6 +477,26 @@ mod tests {
         );
         c.network.mdns.enabled = false;
         assert_eq!(Announcement::from_config(&c), None);
+    }
+
+    #[test]
+    fn the_swarm_is_announced_on_its_port_while_it_is_on() {
+        let mut c = Config::default();
+        c.system.hostname = "den".into();
+        let off = Announcement::from_config(&c).unwrap();
+        assert!(off.services.iter().all(|s| s.service_type != SWARM_SERVICE));
+        c.swarm.enabled = true;
+        c.swarm.port = 4100;
+        let on = Announcement::from_config(&c).unwrap();
+        let swarm = on
+            .services
+            .iter()
+            .find(|s| s.service_type == SWARM_SERVICE)
+            .expect("announced");
+        assert_eq!(swarm.port, 4100);
+        assert_eq!(on.instance(swarm), "den._svcos-swarm._udp.local.");
+        on.service_info(swarm)
+            .expect("the daemon accepts the record");
     }
 
     #[test]

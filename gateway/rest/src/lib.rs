@@ -132,6 +132,10 @@ pub async fn serve_with_clock(
     );
     // After the router handed the route table down: MQTT commands run registry rows.
     mqtt_control::spawn(state.clone());
+    tokio::spawn(handlers::operations::home::relay_swarm_peers(
+        state.clone(),
+        shutdown.clone(),
+    ));
     let grpc_server = ipc::serve(
         ipc::server().add_service(config_api),
         grpc,

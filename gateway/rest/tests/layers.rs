@@ -21,8 +21,9 @@ use std::path::{Path, PathBuf};
 /// thin relays whose rules live in `JdConfig::validate`, stratum-agent and `svcos-api-types`.
 /// Raised a fourth time, by 10, for the two home-swarm routes of issue 34 (two relays and their
 /// imports; the swarm, its wire format and split rule live in the tuner's `power::swarm`), and
-/// set to the count then.
-const MAX_SRC_LINES: usize = 9_087;
+/// set to the count then; raised by 26 for the swarm's mDNS discovery, the task that hands the
+/// responder's finds (`svcos-mdns`) to the tuner over gRPC.
+const MAX_SRC_LINES: usize = 9_113;
 
 /// Modules that are one node of the graph however many files they span (their inside is
 /// their own business).

@@ -25,7 +25,7 @@ pub struct SwarmConfig {
     /// UDP port of the swarm's signed datagrams, on every interface. Default 4029.
     pub port: u16,
     /// Other members' `host:port` (IPv4 address or name), each sent every beat; up to 16.
-    /// Default empty.
+    /// Default empty: with `[network.mdns].enabled` the members find each other over mDNS.
     pub peers: Vec<String>,
 }
 

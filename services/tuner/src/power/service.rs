@@ -7,9 +7,9 @@ use svcos_proto::tuner::v1::power_service_server::PowerService;
 use svcos_proto::tuner::v1::{
     self as pb, GetPowerRequest, GetPowerResponse, GetSwarmRequest, GetSwarmResponse,
     ListFollowerDecisionsRequest, ListFollowerDecisionsResponse, ListPresetsRequest,
-    ListPresetsResponse, PostRoomTemperatureRequest, PostRoomTemperatureResponse,
-    PostSwarmRoomTemperatureRequest, PostSwarmRoomTemperatureResponse, ReconcileRequest,
-    ReconcileResponse, TestSourceRequest, TestSourceResponse,
+    ListPresetsResponse, NoteSwarmPeersRequest, NoteSwarmPeersResponse, PostRoomTemperatureRequest,
+    PostRoomTemperatureResponse, PostSwarmRoomTemperatureRequest, PostSwarmRoomTemperatureResponse,
+    ReconcileRequest, ReconcileResponse, TestSourceRequest, TestSourceResponse,
 };
 use tonic::{Request, Response, Status};
 
@@ -202,9 +202,13 @@ impl PowerApi {
             dropped_malformed: sw.dropped_malformed,
             port: u32::from(config.port),
             error: sw.error.clone(),
+            discovered: sw.discovered.iter().map(|a| a.to_string()).collect(),
         }
     }
 }
+
+/// Most units one mDNS browse may name (a home, not a farm).
+const MAX_DISCOVERED: usize = 64;
 
 /// The room-reading rule of both room routes: -40 to 60 °C, a label of up to 64 printable
 /// characters (`default` when none is given).
@@ -433,6 +437,29 @@ impl PowerService for PowerApi {
         Ok(Response::new(GetSwarmResponse {
             status: Some(self.swarm_status()),
         }))
+    }
+
+    async fn note_swarm_peers(
+        &self,
+        request: Request<NoteSwarmPeersRequest>,
+    ) -> Result<Response<NoteSwarmPeersResponse>, Status> {
+        let r = request.into_inner();
+        if r.addresses.len() > MAX_DISCOVERED {
+            return Err(Status::invalid_argument(format!(
+                "at most {MAX_DISCOVERED} addresses"
+            )));
+        }
+        let mut found = Vec::with_capacity(r.addresses.len());
+        for a in &r.addresses {
+            let addr: std::net::SocketAddr = a
+                .parse()
+                .map_err(|_| Status::invalid_argument(format!("{a:?} is not an ip:port")))?;
+            if !found.contains(&addr) {
+                found.push(addr);
+            }
+        }
+        self.power.swarm().discovered = found;
+        Ok(Response::new(NoteSwarmPeersResponse {}))
     }
 
     async fn post_swarm_room_temperature(

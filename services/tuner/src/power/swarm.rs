@@ -366,6 +366,8 @@ pub struct SwarmState {
     pub members: BTreeMap<String, Member>,
     /// Addresses live members told of, and when they last did (sent to until they go quiet).
     pub told: BTreeMap<SocketAddr, i64>,
+    /// Units the gateway's mDNS browse found (sent to like the static peers).
+    pub discovered: Vec<SocketAddr>,
     /// What this unit sends about itself.
     pub own: Option<Beat>,
     /// The allocation this unit follows.
@@ -720,6 +722,7 @@ async fn beat(power: &Power, config: &SwarmConfig, link: &Link, boot: u64, seq: 
         // member is enough.
         let mut learnt = sw.live_addresses(now);
         learnt.extend(sw.told.keys().copied());
+        learnt.extend(sw.discovered.iter().copied());
         drop(sw);
         power.set_swarm_share(share);
         (datagram, learnt)

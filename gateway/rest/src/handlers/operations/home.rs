@@ -11,8 +11,8 @@ use svcos_api_types::energy::{HomePresetsBody, NightModeBody, NightModePatchRequ
 use svcos_api_types::requests::{HomeTargetRequest, RoomTempRequest};
 use svcos_api_types::swarm::SwarmBody;
 use svcos_proto::tuner::v1::{
-    GetSwarmRequest, ListPresetsRequest, ListPresetsResponse, PostRoomTemperatureRequest,
-    PostSwarmRoomTemperatureRequest, PowerStatus,
+    GetSwarmRequest, ListPresetsRequest, ListPresetsResponse, NoteSwarmPeersRequest,
+    PostRoomTemperatureRequest, PostSwarmRoomTemperatureRequest, PowerStatus,
 };
 
 use super::{power_call, power_status, thermostat_body};
@@ -151,4 +151,26 @@ async fn swarm_room_temp(State(s): State<AppState>, headers: HeaderMap, body: By
     let r = room_call(s.peers.power.clone().post_swarm_room_temperature(req).await)?;
     let action = Some(r.action());
     ok(SwarmBody::new(&r.status.unwrap_or_default(), action))
+}
+
+/// Hand the governor the swarm units the mDNS browse found, on each change and again every
+/// 10 s (a restarted tuner starts with none); the tuner's beats then reach them.
+pub async fn relay_swarm_peers(state: AppState, shutdown: svcos_common::Shutdown) {
+    let mut found = state.mdns.swarm_peers();
+    loop {
+        let addresses = found
+            .borrow_and_update()
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        let req = NoteSwarmPeersRequest { addresses };
+        if let Err(e) = state.peers.power.clone().note_swarm_peers(req).await {
+            tracing::debug!(error = %e, "swarm peers not handed to the tuner");
+        }
+        tokio::select! {
+            _ = shutdown.wait() => return,
+            changed = found.changed() => if changed.is_err() { return },
+            _ = tokio::time::sleep(std::time::Duration::from_secs(10)) => {}
+        }
+    }
 }

@@ -2,6 +2,9 @@
 `svcos.local`, `_http._tcp` on the dashboard port and `_cgminer._tcp` on the cgminer port with
 the documented TXT records; `[network.mdns] enabled = false` withdraws them with goodbye packets.
 
+Two stacks with the swarm on and no peer list find each other through `_svcos-swarm._udp`
+(swarm_mdns_netns.py).
+
 The stack and the browser run in a network namespace of their own (mdns_netns.py under
 `unshare --net`), whose only interface is loopback: no packet reaches the host's LAN.
 """
@@ -22,22 +25,28 @@ HTTP = "_http._tcp.local."
 CGMINER = "_cgminer._tcp.local."
 
 
-@pytest.fixture(scope="module")
-def report(tmp_path_factory):
+def run_in_netns(tmp_path_factory, script, name):
+    """Run `script` under `unshare --net` (its own namespace, only `lo`) and return the JSON
+    report it prints last."""
     pytest.importorskip("zeroconf")
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         pytest.skip("unshare/ip not installed: no network namespace for the mDNS test")
     probe = subprocess.run(["unshare", "--net", "true"], capture_output=True, text=True)
     if probe.returncode != 0:
         pytest.skip(f"cannot make a network namespace: {probe.stderr.strip()}")
-    tmp = tmp_path_factory.mktemp("mdns")
+    tmp = tmp_path_factory.mktemp(name)
     env = dict(os.environ, SVCOS_BIN=str(svcos_bin()))
     out = subprocess.run(
-        ["unshare", "--net", "--", sys.executable, str(HERE / "mdns_netns.py"), str(tmp)],
+        ["unshare", "--net", "--", sys.executable, str(HERE / script), str(tmp)],
         capture_output=True, text=True, timeout=300, env=env,
     )
     assert out.returncode == 0, f"{out.stdout[-2000:]}\n{out.stderr[-4000:]}"
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    return run_in_netns(tmp_path_factory, "mdns_netns.py", "mdns")
 
 
 def test_sim_keeps_the_responder_off_until_asked(report):
@@ -86,20 +95,7 @@ def test_turning_it_off_withdraws_everything(report):
 
 @pytest.fixture(scope="module")
 def swarm_report(tmp_path_factory):
-    pytest.importorskip("zeroconf")
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        pytest.skip("unshare/ip not installed: no network namespace for the mDNS test")
-    probe = subprocess.run(["unshare", "--net", "true"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        pytest.skip(f"cannot make a network namespace: {probe.stderr.strip()}")
-    tmp = tmp_path_factory.mktemp("swarm-mdns")
-    env = dict(os.environ, SVCOS_BIN=str(svcos_bin()))
-    out = subprocess.run(
-        ["unshare", "--net", "--", sys.executable, str(HERE / "swarm_mdns_netns.py"), str(tmp)],
-        capture_output=True, text=True, timeout=300, env=env,
-    )
-    assert out.returncode == 0, f"{out.stdout[-2000:]}\n{out.stderr[-4000:]}"
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_in_netns(tmp_path_factory, "swarm_mdns_netns.py", "swarm-mdns")
 
 
 def test_swarm_units_find_each_other_over_mdns_without_a_peer_list(swarm_report):

@@ -110,8 +110,9 @@ async fn wait_for<T, F: std::future::Future<Output = Option<T>>>(
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sim_stack_mines_over_sv2_against_the_reference_crate_upstream() {
+/// A sim stack with SV2 on and its test pool's SV2 port open: the stack, that port, and the
+/// pool's authority key once the pool has written it.
+async fn sv2_sim() -> (Sim, u16, String) {
     let sv2_port = free_port();
     let sim = Sim::start(SimOptions {
         config_patch: Some(format!(
@@ -120,8 +121,7 @@ async fn a_sim_stack_mines_over_sv2_against_the_reference_crate_upstream() {
         ..Default::default()
     })
     .unwrap();
-    let layout = Layout::sim(sim.dir());
-    let key_file = layout
+    let key_file = Layout::sim(sim.dir())
         .service_state_dir(ServiceName::TestPool)
         .join("sv2-authority.pub");
     let key = wait_for("the upstream's authority key", || {
@@ -129,6 +129,12 @@ async fn a_sim_stack_mines_over_sv2_against_the_reference_crate_upstream() {
         async move { k.map(|k| k.trim().to_string()).filter(|k| !k.is_empty()) }
     })
     .await;
+    (sim, sv2_port, key)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sim_stack_mines_over_sv2_against_the_reference_crate_upstream() {
+    let (sim, sv2_port, key) = sv2_sim().await;
 
     let mut stratum = StratumServiceClient::new(svcos_common::ipc::channel_with_timeout(
         sim.socket("stratum-agent"),
@@ -216,22 +222,7 @@ async fn a_sim_stack_mines_over_sv2_against_the_reference_crate_upstream() {
 /// template.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn job_declaration_through_the_rest_api() {
-    let sv2_port = free_port();
-    let sim = Sim::start(SimOptions {
-        config_patch: Some(format!(
-            "[stratum]\nsv2_enabled = true\n\n[sim]\npool_sv2_port = {sv2_port}\n"
-        )),
-        ..Default::default()
-    })
-    .unwrap();
-    let key_file = Layout::sim(sim.dir())
-        .service_state_dir(ServiceName::TestPool)
-        .join("sv2-authority.pub");
-    let key = wait_for("the upstream's authority key", || {
-        let k = std::fs::read_to_string(&key_file).ok();
-        async move { k.map(|k| k.trim().to_string()).filter(|k| !k.is_empty()) }
-    })
-    .await;
+    let (sim, sv2_port, key) = sv2_sim().await;
     let url = format!("stratum2+tcp://{}:{sv2_port}/{key}", sim.bind());
     let token = token(&sim);
 

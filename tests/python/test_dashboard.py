@@ -905,7 +905,11 @@ def test_logs_screen_shows_times_filters_searches_and_follows_at_phone_width(sim
             started = time.time() * 1000
             out = sim.ctl("restart", "tuner")
             assert out.returncode == 0, out.stderr
-            await page.until(f"[...document.querySelectorAll('#log-lines .log-row time')].some(t => Date.parse(t.getAttribute('datetime')) >= {started - 1000})",
+            # Strictly newer than every line already shown: the tuner may have written one in the
+            # second before the restart, and that line alone must not satisfy the wait.
+            shown = max((r["time"] for r in before), default="")
+            await page.until(f"[...document.querySelectorAll('#log-lines .log-row time')].some(t => {{ const d = t.getAttribute('datetime');"
+                             f" return d > {json.dumps(shown)} && Date.parse(d) >= {started - 1000}; }})",
                              60, "a tuner line written after the screen loaded")
             after = await page.js(rows_js)
             follow = await page.js("document.getElementById('log-follow').checked")

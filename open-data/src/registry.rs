@@ -334,7 +334,7 @@ pub const ROUTES: &[Route] = &[
         path: "/v1/power-profiles",
         kind: Kind::List("power-profiles"),
         summary: "Power and tuning profile points",
-        description: "Published stock points and simulated autotuner bench points; optionally one model.",
+        description: "Published stock points, published tuned points and simulated autotuner bench points; optionally one model.",
         params: &[Param::query(
             "model",
             "Model slug (exact).",

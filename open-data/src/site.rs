@@ -155,6 +155,7 @@ fn rules_of(dataset: &str) -> &'static [&'static str] {
         "power-profiles" => &[
             "model_slug names a miners record; the source has a URL or a repository path.",
             "A simulated point carries measured_on (the day of the bench run).",
+            "A tuned point is one a tuning firmware's developers published; its source names them and links the text.",
             "Derived: the stock point of every miner from its miners record (same source); efficiency_j_per_th = power_w / hashrate_ths; id = model_slug-profile, unique.",
         ],
         "error-codes" => &[

@@ -136,4 +136,22 @@ fn simulated_power_points_are_labelled_and_published_ones_sourced() {
             );
         }
     }
+    // The published tuned S9 point keeps both of its source's figures, and its efficiency is
+    // derived from them (85.3 W/TH in the source).
+    let tuned: Vec<_> = points
+        .iter()
+        .filter(|p| text(p, &["kind"]) == Some("tuned"))
+        .collect();
+    let s9 = tuned
+        .iter()
+        .find(|p| text(p, &["id"]) == Some("antminer-s9-braiins-asicboost-overclock"))
+        .expect("the tuned S9 point");
+    assert_eq!(s9["power_w"].as_f64(), Some(1331.0));
+    assert_eq!(s9["hashrate_ths"].as_f64(), Some(15.6));
+    assert_eq!(s9["efficiency_j_per_th"].as_f64(), Some(85.32));
+    assert!(
+        s9["step"].as_i64().unwrap() > 0,
+        "an overclock is a positive step"
+    );
+    assert!(tuned.iter().all(|p| text(p, &["measured_on"]).is_none()));
 }

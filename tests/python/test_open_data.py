@@ -412,6 +412,8 @@ def test_other_dataset_filters(server):
     assert sim and all(r["step"] < 0 and r["measured_on"] and r["source"]["path"] for r in sim)
     for r in sim:
         assert r["efficiency_j_per_th"] == round(r["power_w"] / r["hashrate_ths"], 2)
+    tuned = [r for r in s9 if r["kind"] == "tuned"]
+    assert tuned and all(r["source"]["url"].startswith("https://") and "measured_on" not in r for r in tuned)
     assert records(server, "/v1/power-profiles?model=no-such") == []
     rel = records(server, "/v1/reliability")
     assert rel and all(r["grade"] in "ABC" and r["source"]["url"].startswith("https://") for r in rel)

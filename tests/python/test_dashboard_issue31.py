@@ -348,6 +348,9 @@ def test_defect8_heater_sleep_thermostat_without_a_reading(sim, ready, browser):
         quick = time.monotonic() - t0
         styles = await page.js("""(() => { const bg = (id) => getComputedStyle(document.getElementById(id)).backgroundColor;
             return {on: bg('heater-on'), sleep: bg('heater-sleep'), onClass: document.getElementById('heater-on').className}; })()""")
+        # Both buttons stay disabled until the sleep request is answered (slower right after a
+        # gateway restart by an earlier test); only then can On be pressed.
+        await page.until("!document.getElementById('heater-on').disabled", 30, "the sleep request answered")
         await page.click("#heater-on")
         await page.until("document.getElementById('heater-on').getAttribute('aria-pressed') === 'true'", 10, "awake")
         return quick, styles, page

@@ -545,6 +545,66 @@ mod tests {
         assert_eq!(r.battery[0].chemistry, "LiFePO4");
     }
 
+    /// A governor over a temporary state directory whose hw-agent is never reached.
+    fn api(dir: &std::path::Path) -> PowerApi {
+        let clock: Arc<dyn svcos_common::time::Clock> =
+            Arc::new(svcos_common::time::ManualClock::at(10));
+        let history =
+            Arc::new(crate::history::History::open(&dir.join("h.sqlite"), clock.clone()).unwrap());
+        let hw = svcos_proto::hwagent::v1::hw_agent_service_client::HwAgentServiceClient::new(
+            tonic::transport::Endpoint::from_static("http://127.0.0.1:9").connect_lazy(),
+        );
+        let power = Power::new(
+            dir.join("power"),
+            dir.join("config.toml"),
+            svcos_common::config::Config::default(),
+            clock,
+            hw,
+            tokio::sync::watch::channel(None).1,
+            history,
+        );
+        PowerApi::new(Arc::new(power))
+    }
+
+    #[tokio::test]
+    async fn discovered_swarm_peers_are_checked_deduplicated_and_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let api = api(dir.path());
+        let note = |addresses: Vec<&str>| {
+            api.note_swarm_peers(Request::new(NoteSwarmPeersRequest {
+                addresses: addresses.into_iter().map(String::from).collect(),
+            }))
+        };
+        note(vec!["192.0.2.7:4029", "192.0.2.8:4100", "192.0.2.7:4029"])
+            .await
+            .unwrap();
+        let found = |api: &PowerApi| api.power.swarm().discovered.clone();
+        assert_eq!(
+            found(&api),
+            [
+                "192.0.2.7:4029".parse().unwrap(),
+                "192.0.2.8:4100".parse().unwrap()
+            ]
+        );
+        // A bad entry refuses the whole list and keeps the last good one.
+        let e = note(vec!["192.0.2.9:4029", "den.local:4029"])
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(e.message().contains("den.local:4029"), "{}", e.message());
+        let many: Vec<String> = (0..=MAX_DISCOVERED)
+            .map(|i| format!("192.0.2.1:{}", 1000 + i))
+            .collect();
+        let e = note(many.iter().map(String::as_str).collect())
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert_eq!(found(&api).len(), 2);
+        // Each call replaces the list: units no longer found are no longer sent to.
+        note(vec![]).await.unwrap();
+        assert!(found(&api).is_empty());
+    }
+
     #[test]
     fn phase_maps_one_to_one() {
         for (p, want) in [
